@@ -1,0 +1,64 @@
+"""Shared fixtures.
+
+The suite is written against pyzmq's API through ``import brokerless as zmq``.  Setting
+``BROKERLESS_TEST_AGAINST=pyzmq`` runs the same tests against real libzmq (through pyzmq), which
+is how a test is checked to describe libzmq's behaviour and not just ours; tests marked
+``beyond_libzmq`` cover places where brokerless deliberately does better and are deselected then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+import pytest
+
+AGAINST_PYZMQ = os.environ.get("BROKERLESS_TEST_AGAINST") == "pyzmq"
+if AGAINST_PYZMQ:
+    import zmq as _reference
+
+    sys.modules["brokerless"] = _reference
+
+import brokerless as zmq  # noqa: E402
+
+# Transports the conformance suite runs over.  ipc and tcp join when the wire lands.
+TRANSPORTS = ["inproc"]
+
+_counter = itertools.count()
+
+
+def pytest_collection_modifyitems(config, items):
+    if not AGAINST_PYZMQ:
+        return
+    skip = [item for item in items if item.get_closest_marker("beyond_libzmq")]
+    if skip:
+        config.hook.pytest_deselected(items=skip)
+        items[:] = [item for item in items if item not in skip]
+
+
+@pytest.fixture
+def ctx():
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request):
+    return request.param
+
+
+@pytest.fixture
+def endpoint(transport, tmp_path):
+    """A factory of fresh endpoints for ``bind``; use ``bound_endpoint(sock)`` to connect."""
+
+    def make() -> str:
+        n = next(_counter)
+        if transport == "inproc":
+            return f"inproc://test-{os.getpid()}-{n}"
+        if transport == "ipc":
+            return f"ipc://{tmp_path}/s{n}"
+        return "tcp://127.0.0.1:*"
+
+    return make
