@@ -1,0 +1,111 @@
+"""brokerless: ZeroMQ's brokerless messaging in pure Python, with pyzmq's API.
+
+``import brokerless as zmq`` runs ordinary pyzmq code.
+"""
+
+from __future__ import annotations
+
+from . import constants
+from .constants import (
+    ContextOption,
+    Errno,
+    Event,
+    Flag,
+    MessageOption,
+    PollEvent,
+    SecurityMechanism,
+    SocketOption,
+    SocketType,
+)
+from .context import Context
+from .error import (
+    Again,
+    ContextTerminated,
+    InterruptedSystemCall,
+    NotDone,
+    ZMQBaseError,
+    ZMQBindError,
+    ZMQError,
+    strerror,
+)
+from .frame import Frame, Message, MessageTracker
+from .poll import Poller
+from .poll import select_ as select
+from .socket import Socket
+
+__version__ = "0.1.0"
+#: The ZMTP/libzmq version whose behaviour brokerless follows.
+LIBZMQ_COMPAT = (4, 3, 5)
+
+
+def zmq_version_info() -> tuple[int, int, int]:
+    return LIBZMQ_COMPAT
+
+
+def zmq_version() -> str:
+    return "%d.%d.%d" % LIBZMQ_COMPAT
+
+
+def pyzmq_version() -> str:
+    return __version__
+
+
+def has(capability: str) -> bool:
+    """Which optional libzmq capabilities brokerless offers."""
+    return capability in ()
+
+
+# pyzmq's flat names: zmq.PUSH, zmq.SNDHWM, zmq.POLLIN, zmq.EVENT_CONNECTED, zmq.EAGAIN, ...
+def _export_flat_names() -> list[str]:
+    names: list[str] = []
+    module = globals()
+    for enum in (SocketType, SocketOption, Flag, PollEvent, Errno, ContextOption, MessageOption):
+        for name, member in enum.__members__.items():
+            module.setdefault(name, member)
+            names.append(name)
+    for name, member in Event.__members__.items():
+        module["EVENT_" + name] = member
+        names.append("EVENT_" + name)
+    for name, member in SecurityMechanism.__members__.items():
+        module.setdefault(name, member)
+        names.append(name)
+    module["NOBLOCK"] = Flag.NOBLOCK
+    module["IDENTITY"] = SocketOption.ROUTING_ID
+    return names
+
+
+_FLAT_NAMES = _export_flat_names()
+
+__all__ = [
+    "LIBZMQ_COMPAT",
+    "Again",
+    "Context",
+    "ContextOption",
+    "ContextTerminated",
+    "Errno",
+    "Event",
+    "Flag",
+    "Frame",
+    "InterruptedSystemCall",
+    "Message",
+    "MessageOption",
+    "MessageTracker",
+    "NotDone",
+    "PollEvent",
+    "Poller",
+    "SecurityMechanism",
+    "Socket",
+    "SocketOption",
+    "SocketType",
+    "ZMQBaseError",
+    "ZMQBindError",
+    "ZMQError",
+    "constants",
+    "has",
+    "pyzmq_version",
+    "select",
+    "strerror",
+    "zmq_version",
+    "zmq_version_info",
+    *_FLAT_NAMES,
+]

@@ -1,0 +1,174 @@
+"""The Context: owner of every socket, the inproc name registry, and (later) the I/O threads.
+
+There is no global state: two contexts share nothing, inproc names included.  ``term()`` is
+libzmq's: sockets blocked in another thread are woken with ETERM, then it waits until every
+socket has been closed.  ``destroy()`` closes them itself first.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+from .constants import ContextOption, SocketOption
+from .errno import EINVAL, ENOTSUP, EPROTONOSUPPORT, ETERM
+from .error import ZMQError, error
+from .mailbox import Mailbox
+from .socket import STOP, Socket
+from .transport.inproc import InprocTransport
+
+
+class Context:
+    """Holds sockets; ``Context.instance()`` is a shared one per process."""
+
+    _instance: Context | None = None
+    _instance_lock = threading.Lock()
+    _instance_pid: int | None = None
+
+    def __init__(self, io_threads: int = 1, **kwargs: Any) -> None:
+        if not isinstance(io_threads, int) or io_threads < 0:
+            raise ZMQError(EINVAL, f"Invalid argument: io_threads must be an int >= 0, not "
+                                   f"{io_threads!r}")
+        self._options: dict[ContextOption, int] = {
+            ContextOption.IO_THREADS: io_threads,
+            ContextOption.MAX_SOCKETS: 1023,
+            ContextOption.SOCKET_LIMIT: 65535,
+            ContextOption.BLOCKY: 1,
+        }
+        self.sockopts: dict[int, Any] = {}
+        self._sockets: weakref.WeakSet[Socket] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._all_closed = threading.Condition(self._lock)
+        self._closed = False
+        self._terminating = False
+        self._inproc = InprocTransport()
+        for name, value in kwargs.items():
+            self.set(getattr(ContextOption, name.upper()), value)
+
+    # -- the shared instance ------------------------------------------------------------------
+
+    @classmethod
+    def instance(cls, io_threads: int = 1) -> Context:
+        """The process-wide context (created on first use, again after fork or term)."""
+        with cls._instance_lock:
+            inst = cls._instance
+            if inst is None or inst.closed or cls._instance_pid != os.getpid():
+                inst = cls._instance = cls(io_threads)
+                cls._instance_pid = os.getpid()
+            return inst
+
+    # -- sockets ------------------------------------------------------------------------------
+
+    def socket(self, socket_type: int, socket_class: type[Socket] | None = None,
+               **options: Any) -> Socket:
+        """A new socket; keyword arguments set options (``ctx.socket(PUSH, sndhwm=10)``)."""
+        if self._closed or self._terminating:
+            raise error(ETERM, "Context was terminated: create a new Context")
+        opts: dict[SocketOption, Any] = {}
+        for name, value in options.items():
+            try:
+                opts[SocketOption[name.upper()]] = value
+            except KeyError:
+                raise TypeError(f"unknown socket option {name!r}") from None
+        cls = socket_class or Socket
+        sock = cls(self, socket_type)
+        for opt, value in self.sockopts.items():
+            try:
+                sock.setsockopt(opt, value)
+            except ZMQError:
+                pass  # a default that does not apply to this socket type (as pyzmq)
+        for opt, value in opts.items():
+            sock.setsockopt(opt, value)
+        with self._lock:
+            self._sockets.add(sock)
+        return sock
+
+    def setsockopt(self, option: int, value: Any) -> None:
+        """Default option for sockets created afterwards."""
+        self.sockopts[option] = value
+
+    def getsockopt(self, option: int) -> Any:
+        return self.sockopts[option]
+
+    def set(self, option: int, value: int) -> None:
+        """Set a context option (IO_THREADS, MAX_SOCKETS, BLOCKY, ...)."""
+        try:
+            opt = ContextOption(option)
+        except ValueError:
+            raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
+        if not isinstance(value, int) or value < 0:
+            raise ZMQError(EINVAL, f"Invalid argument: {opt.name} takes an int >= 0")
+        self._options[opt] = value
+
+    def get(self, option: int) -> int:
+        try:
+            return self._options[ContextOption(option)]
+        except (ValueError, KeyError):
+            raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def underlying(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._sockets)} sockets"
+        return f"<brokerless.Context {state}>"
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def term(self) -> None:
+        """Wake blocked calls with ETERM, then wait until every socket is closed."""
+        if self._closed:
+            return
+        with self._lock:
+            self._terminating = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            sock.send_command(STOP, None)
+        with self._all_closed:
+            while len(self._sockets):
+                self._all_closed.wait()
+        self._closed = True
+
+    def destroy(self, linger: int | None = None) -> None:
+        """Close every socket (with ``linger`` if given), then terminate."""
+        if self._closed:
+            return
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            sock.close(linger=linger)
+        self.term()
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    # -- services for sockets -----------------------------------------------------------------
+
+    def _new_mailbox(self) -> Mailbox:
+        return Mailbox()
+
+    def _socket_closed(self, sock: Socket) -> None:
+        with self._all_closed:
+            self._sockets.discard(sock)
+            self._all_closed.notify_all()
+
+    def _transport(self, name: str) -> InprocTransport:
+        if name == "inproc":
+            return self._inproc
+        if name in ("tcp", "ipc"):
+            raise ZMQError(
+                EPROTONOSUPPORT,
+                f"Protocol not supported: {name}:// is not available in this version of "
+                "brokerless yet (inproc:// is)",
+            )
+        raise ZMQError(ENOTSUP, f"Operation not supported: brokerless has no {name}:// transport")

@@ -1,0 +1,97 @@
+"""Message parts handed to users with ``copy=False``, and send trackers.
+
+Small messages travel as ``bytes``; a :class:`Frame` wraps any buffer so it can be passed by
+reference (zero-copy) and carries ``more`` on receive, as pyzmq's does.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .constants import MessageOption
+from .error import NotDone
+
+
+class MessageTracker:
+    """Tells when brokerless no longer holds a message sent with ``track=True``."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = -1) -> None:
+        if timeout is not None and timeout < 0:
+            timeout = None
+        if not self._event.wait(timeout):
+            raise NotDone()
+
+    def _release(self) -> None:
+        self._event.set()
+
+
+class Frame:
+    """One message part: ``bytes``, ``buffer`` (a memoryview) and ``more``."""
+
+    __slots__ = ("_bytes", "_data", "more", "tracker")
+
+    def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
+        if isinstance(data, str):
+            raise TypeError("Frame data must be bytes or a buffer, not str: encode it first")
+        if isinstance(data, Frame):
+            data = data._data
+        if copy and data.__class__ is not bytes:
+            data = memoryview(data).tobytes()
+        self._data = data
+        self._bytes: bytes | None = data if data.__class__ is bytes else None
+        self.more = False
+        self.tracker: MessageTracker | None = MessageTracker() if track else None
+
+    @property
+    def bytes(self) -> bytes:
+        """The content as ``bytes`` (copied once, then cached)."""
+        b = self._bytes
+        if b is None:
+            b = self._bytes = memoryview(self._data).tobytes()
+        return b
+
+    @property
+    def buffer(self) -> memoryview:
+        return memoryview(self._data)
+
+    def __bytes__(self) -> bytes:
+        return self.bytes
+
+    def __buffer__(self, flags: int) -> memoryview:  # Python >= 3.12 buffer protocol
+        return memoryview(self._data)
+
+    def __len__(self) -> int:
+        data = self._data
+        return len(data) if data.__class__ is bytes else memoryview(data).nbytes
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Frame):
+            return self.bytes == other.bytes
+        if isinstance(other, bytes | bytearray | memoryview):
+            return self.bytes == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def get(self, option: int) -> int:
+        if option == MessageOption.MORE:
+            return int(self.more)
+        if option == MessageOption.SHARED:
+            return 0
+        raise ValueError(f"unknown Frame option {option}")
+
+    def __repr__(self) -> str:
+        return f"<Frame {len(self)} bytes{' more' if self.more else ''}>"
+
+
+Message = Frame

@@ -1,0 +1,80 @@
+"""What every socket type implements: a strategy over the socket's pipes.
+
+A pattern knows nothing of transports or threads.  The socket calls it from its owner thread:
+``attach``/``terminated`` when pipes come and go, ``read_activated``/``write_activated`` when a
+pipe wakes up, ``xsend``/``xrecv`` for whole messages, ``xhas_in``/``xhas_out`` for polling.
+A message is a ``bytes``/``Frame`` (one part) or a ``list`` of parts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..constants import SocketOption, SocketType
+from ..error import ZMQError
+from ..errno import ENOTSUP
+from ..pipe import Pipe
+
+
+def first_frame(msg: Any) -> Any:
+    return msg[0] if msg.__class__ is list else msg
+
+
+def as_bytes(part: Any) -> bytes:
+    return part if part.__class__ is bytes else bytes(part)
+
+
+def parts_of(msg: Any) -> list:
+    return msg if msg.__class__ is list else [msg]
+
+
+def join_parts(parts: list) -> Any:
+    """The pipe form of a list of parts: the part itself when there is one."""
+    return parts[0] if len(parts) == 1 else parts
+
+
+class Pattern:
+    """Base of the socket types; the defaults refuse to send and to receive."""
+
+    socket_type: ClassVar[SocketType]
+    #: Type-specific options this socket type accepts (generic ones are always accepted).
+    options_accepted: ClassVar[frozenset[SocketOption]] = frozenset()
+
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
+        self.options = options
+
+    # pipes
+    def attach(self, pipe: Pipe) -> bool | None:
+        """Take a new pipe; return False to refuse it (the socket then closes it)."""
+        raise NotImplementedError
+
+    def terminated(self, pipe: Pipe) -> None:
+        raise NotImplementedError
+
+    def read_activated(self, pipe: Pipe) -> None:
+        pass
+
+    def write_activated(self, pipe: Pipe) -> None:
+        pass
+
+    # messages
+    def xsend(self, msg: Any) -> bool:
+        name = self.socket_type.name
+        raise ZMQError(ENOTSUP, f"{name} sockets cannot send: the operation is not supported")
+
+    def xrecv(self) -> Any:
+        name = self.socket_type.name
+        raise ZMQError(ENOTSUP, f"{name} sockets cannot receive: the operation is not supported")
+
+    def xprepare_send(self, first: Any) -> bool:
+        """Checks made at the first part of a multipart send; True when it may proceed now."""
+        return self.xhas_out()
+
+    def xhas_in(self) -> bool:
+        return False
+
+    def xhas_out(self) -> bool:
+        return False
+
+    def xsetsockopt(self, option: SocketOption, value: Any) -> None:
+        """Apply a type-specific option (already stored in ``self.options``)."""

@@ -1,0 +1,46 @@
+"""PAIR: exclusive two-way link to a single peer; later peers are refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..constants import SocketType
+from ..pipe import Pipe
+from .base import Pattern
+
+
+class Pair(Pattern):
+    socket_type = SocketType.PAIR
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.pipe: Pipe | None = None
+
+    def attach(self, pipe: Pipe) -> bool:
+        if self.pipe is not None:
+            return False
+        self.pipe = pipe
+        return True
+
+    def terminated(self, pipe: Pipe) -> None:
+        if pipe is self.pipe:
+            self.pipe = None
+
+    def xsend(self, msg: Any) -> bool:
+        pipe = self.pipe
+        if pipe is None or not pipe.check_write():
+            return False
+        pipe.write(msg)
+        return True
+
+    def xrecv(self) -> Any:
+        pipe = self.pipe
+        return None if pipe is None else pipe.read()
+
+    def xhas_in(self) -> bool:
+        pipe = self.pipe
+        return pipe is not None and pipe.check_read()
+
+    def xhas_out(self) -> bool:
+        pipe = self.pipe
+        return pipe is not None and pipe.check_write()

@@ -1,0 +1,56 @@
+"""PUSH and PULL: round-robin out, fair-queue in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..constants import SocketType
+from ..pipe import Pipe
+from .base import Pattern
+from .strategies import FairQueue, LoadBalancer
+
+
+class Push(Pattern):
+    socket_type = SocketType.PUSH
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.lb = LoadBalancer()
+
+    def attach(self, pipe: Pipe) -> None:
+        self.lb.attach(pipe)
+
+    def terminated(self, pipe: Pipe) -> None:
+        self.lb.terminated(pipe)
+
+    def write_activated(self, pipe: Pipe) -> None:
+        self.lb.activated(pipe)
+
+    def xsend(self, msg: Any) -> bool:
+        return self.lb.send(msg) is not None
+
+    def xhas_out(self) -> bool:
+        return self.lb.has_out()
+
+
+class Pull(Pattern):
+    socket_type = SocketType.PULL
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.fq = FairQueue()
+
+    def attach(self, pipe: Pipe) -> None:
+        self.fq.attach(pipe)
+
+    def terminated(self, pipe: Pipe) -> None:
+        self.fq.terminated(pipe)
+
+    def read_activated(self, pipe: Pipe) -> None:
+        self.fq.activated(pipe)
+
+    def xrecv(self) -> Any:
+        return self.fq.recv()
+
+    def xhas_in(self) -> bool:
+        return self.fq.has_in()

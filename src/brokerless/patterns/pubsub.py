@@ -1,0 +1,231 @@
+"""PUB, SUB, XPUB and XSUB: publish-subscribe with subscription forwarding.
+
+Subscriptions travel upstream as messages: ``b"\\x01" + topic`` subscribes, ``b"\\x00" + topic``
+cancels.  An XSUB/SUB keeps its own subscriptions counted and sends the whole set into every pipe
+it gains (so a subscription made before a peer connects always reaches it); an XPUB/PUB reads
+them from its pipes as soon as they arrive and filters outgoing messages with a
+:class:`SubscriptionTable`.  Subscription messages are written past the HWM: dropping one would
+silently cut a subscriber off.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..constants import SocketOption, SocketType
+from ..error import ZMQError
+from ..errno import EINVAL
+from ..pipe import Pipe
+from .base import Pattern, as_bytes, first_frame
+from .strategies import Distributor, FairQueue
+from .trie import SubscriptionCounts, SubscriptionTable
+
+_O = SocketOption
+SUBSCRIBE_PREFIX = 1
+CANCEL_PREFIX = 0
+
+
+class XPub(Pattern):
+    socket_type = SocketType.XPUB
+    options_accepted = frozenset(
+        {
+            _O.XPUB_VERBOSE,
+            _O.XPUB_VERBOSER,
+            _O.XPUB_NODROP,
+            _O.XPUB_MANUAL,
+            _O.XPUB_WELCOME_MSG,
+            _O.SUBSCRIBE,
+            _O.UNSUBSCRIBE,
+        }
+    )
+    #: PUB does not pass subscriptions to the application.
+    delivers_subscriptions = True
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.dist = Distributor()
+        self.subscriptions = SubscriptionTable()
+        self.pending: deque[Any] = deque()  # subscription messages for the application
+        self.last_pipe: Pipe | None = None  # who sent the last subscription (XPUB_MANUAL)
+
+    def attach(self, pipe: Pipe) -> bool | None:
+        self.dist.attach(pipe)
+        welcome = self.options[_O.XPUB_WELCOME_MSG]
+        if welcome:
+            pipe.write(welcome)
+        self.read_activated(pipe)
+        return True
+
+    def terminated(self, pipe: Pipe) -> None:
+        self.dist.terminated(pipe)
+        if self.options[_O.XPUB_MANUAL]:
+            self.subscriptions.rm_pipe(pipe)
+            if self.last_pipe is pipe:
+                self.last_pipe = None
+            return
+        for topic in self.subscriptions.rm_pipe(pipe):
+            self._deliver(bytes((CANCEL_PREFIX,)) + topic)
+
+    def read_activated(self, pipe: Pipe) -> None:
+        while (msg := pipe.read()) is not None:
+            self._upstream(pipe, msg)
+
+    def _deliver(self, msg: Any) -> None:
+        if self.delivers_subscriptions:
+            self.pending.append(msg)
+
+    def _upstream(self, pipe: Pipe, msg: Any) -> None:
+        data = as_bytes(first_frame(msg))
+        if not data or data[0] > SUBSCRIBE_PREFIX or msg.__class__ is list:
+            self._deliver(msg)  # an ordinary message sent up by an XSUB
+            return
+        topic = data[1:]
+        if self.options[_O.XPUB_MANUAL]:
+            self.last_pipe = pipe
+            self._deliver(data)
+            return
+        if data[0] == SUBSCRIBE_PREFIX:
+            notify = self.subscriptions.add(topic, pipe) or self.options[_O.XPUB_VERBOSE]
+        else:
+            notify = self.subscriptions.rm(topic, pipe) or self.options[_O.XPUB_VERBOSER]
+        if notify:
+            self._deliver(data)
+
+    def _targets(self, msg: Any) -> Any:
+        matched = self.subscriptions.match(as_bytes(first_frame(msg)))
+        if self.options[_O.INVERT_MATCHING]:
+            return [pipe for pipe in self.dist.pipes if pipe not in matched]
+        return matched
+
+    def xsend(self, msg: Any) -> bool:
+        targets = self._targets(msg)
+        if self.options[_O.XPUB_NODROP] and not self.dist.all_writable(targets):
+            return False
+        self.dist.send_to(msg, targets)
+        return True
+
+    def xprepare_send(self, first: Any) -> bool:
+        return self.xhas_out()
+
+    def xhas_out(self) -> bool:
+        if self.options[_O.XPUB_NODROP]:
+            return self.dist.all_writable(self.dist.pipes)
+        return True
+
+    def xrecv(self) -> Any:
+        pending = self.pending
+        return pending.popleft() if pending else None
+
+    def xhas_in(self) -> bool:
+        return bool(self.pending)
+
+    def xsetsockopt(self, option: SocketOption, value: Any) -> None:
+        if option not in (_O.SUBSCRIBE, _O.UNSUBSCRIBE):
+            return
+        if not self.options[_O.XPUB_MANUAL]:
+            raise ZMQError(
+                EINVAL, "Invalid argument: an XPUB takes SUBSCRIBE/UNSUBSCRIBE only with "
+                "XPUB_MANUAL set",
+            )
+        if self.last_pipe is None:
+            return
+        if option == _O.SUBSCRIBE:
+            self.subscriptions.add(value, self.last_pipe)
+        else:
+            self.subscriptions.rm(value, self.last_pipe)
+
+
+class Pub(XPub):
+    socket_type = SocketType.PUB
+    options_accepted = frozenset({_O.XPUB_NODROP})
+    delivers_subscriptions = False
+
+    def xrecv(self) -> Any:
+        return Pattern.xrecv(self)
+
+    def xhas_in(self) -> bool:
+        return False
+
+
+class XSub(Pattern):
+    socket_type = SocketType.XSUB
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.fq = FairQueue()
+        self.dist = Distributor()
+        self.subscriptions = SubscriptionCounts()
+        self.prefetched: Any = None
+
+    def attach(self, pipe: Pipe) -> bool | None:
+        self.fq.attach(pipe)
+        self.dist.attach(pipe)
+        for topic in self.subscriptions:
+            pipe.write(bytes((SUBSCRIBE_PREFIX,)) + topic)
+        return True
+
+    def terminated(self, pipe: Pipe) -> None:
+        self.fq.terminated(pipe)
+        self.dist.terminated(pipe)
+
+    def read_activated(self, pipe: Pipe) -> None:
+        self.fq.activated(pipe)
+
+    def _send_upstream(self, msg: Any) -> None:
+        for pipe in self.dist.pipes:
+            if not pipe.terminating:
+                pipe.write(msg)
+
+    def xsend(self, msg: Any) -> bool:
+        data = as_bytes(first_frame(msg))
+        if data and msg.__class__ is not list:
+            if data[0] == SUBSCRIBE_PREFIX:
+                self.subscriptions.add(data[1:])
+                self._send_upstream(data)
+                return True
+            if data[0] == CANCEL_PREFIX:
+                if self.subscriptions.rm(data[1:]):
+                    self._send_upstream(data)
+                return True
+        self.dist.send_to_all(msg)  # an ordinary message goes upstream to every publisher
+        return True
+
+    def xhas_out(self) -> bool:
+        return True
+
+    def _matches(self, msg: Any) -> bool:
+        matched = self.subscriptions.matches(as_bytes(first_frame(msg)))
+        return matched != bool(self.options[_O.INVERT_MATCHING])
+
+    def xrecv(self) -> Any:
+        msg = self.prefetched
+        if msg is not None:
+            self.prefetched = None
+            return msg
+        fq = self.fq
+        while (msg := fq.recv()) is not None:
+            if self._matches(msg):
+                return msg
+        return None
+
+    def xhas_in(self) -> bool:
+        if self.prefetched is not None:
+            return True
+        self.prefetched = self.xrecv()
+        return self.prefetched is not None
+
+
+class Sub(XSub):
+    socket_type = SocketType.SUB
+    options_accepted = frozenset({_O.SUBSCRIBE, _O.UNSUBSCRIBE})
+
+    def xsend(self, msg: Any) -> bool:
+        return Pattern.xsend(self, msg)
+
+    def xhas_out(self) -> bool:
+        return False
+
+    def xsetsockopt(self, option: SocketOption, value: Any) -> None:
+        prefix = SUBSCRIBE_PREFIX if option == _O.SUBSCRIBE else CANCEL_PREFIX
+        XSub.xsend(self, bytes((prefix,)) + value)

@@ -1,0 +1,275 @@
+"""Pipes: the queues between a socket and its peers.
+
+Theory of operation
+-------------------
+A pipe connects two *owners* (two sockets on inproc; a socket and a session for a network
+connection).  ``pipepair()`` makes two :class:`Pipe` ends sharing two :class:`Lane` objects, one
+per direction; each end reads from one lane and writes to the other.
+
+A lane is a ``deque`` of whole messages (a ``bytes``/``Frame`` for one part, a ``list`` for a
+multipart message), so a reader can never see part of a message and HWM counts messages, as in
+libzmq.  There is exactly one writer thread and one reader thread per lane; ``deque.append`` and
+``deque.popleft`` are atomic under the GIL, so the data path takes no lock.
+
+Wake-ups are sent only on transitions, with two flags on the lane:
+
+* ``reader_asleep`` -- the reader found the lane empty and stopped looking at it.  A writer that
+  sees the flag after appending clears it and sends ``activate_read`` to the reader's mailbox.
+* ``writer_blocked`` -- the writer found the lane at its high-water mark.  A reader that pops
+  the lane down to the low-water mark clears it and sends ``activate_write`` to the writer.
+
+Each side sets its flag *before* re-checking the deque, and the other side checks the flag
+*after* touching the deque, so one of the two always sees the other (a spurious activation is
+possible and harmless: owners treat activation as idempotent).
+
+Termination: closing an end appends :data:`DELIMITER` to its outbound lane and sends
+``pipe_term`` to the peer's owner.  The peer stops writing at once and reads what is still
+queued up to the delimiter (pending messages are delivered, as libzmq does), then drops the pipe.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+
+class PipeOwner(Protocol):
+    """What a pipe needs from the object at each of its ends."""
+
+    def send_command(self, command: Any, arg: Any) -> None: ...
+
+
+class _Delimiter:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DELIMITER"
+
+
+#: Last item a closing end writes: "no more messages will follow".
+DELIMITER = _Delimiter()
+
+# Commands a pipe sends to its owners (dispatched by the owner's mailbox).
+ACTIVATE_READ = "activate_read"
+ACTIVATE_WRITE = "activate_write"
+PIPE_TERM = "pipe_term"
+
+_MAX_WM_DELTA = 1024
+
+
+def low_water_mark(hwm: int) -> int:
+    """Queue depth at which a blocked writer is woken again (libzmq's compute_lwm)."""
+    return hwm - _MAX_WM_DELTA if hwm > 2 * _MAX_WM_DELTA else (hwm + 1) // 2
+
+
+class Lane:
+    """One direction of a pipe: the message queue and the flags of the wake-up protocol."""
+
+    __slots__ = (
+        "conflate",
+        "hwm",
+        "lwm",
+        "q",
+        "reader",
+        "reader_asleep",
+        "reader_hwm",
+        "writer",
+        "writer_blocked",
+        "writer_hwm",
+    )
+
+    def __init__(self, writer_hwm: int | None, reader_hwm: int | None, conflate: bool) -> None:
+        self.q: deque = deque()
+        self.writer_hwm = writer_hwm
+        self.reader_hwm = reader_hwm
+        self._update_hwm()
+        self.conflate = conflate
+        # Nobody reads a lane before its end is attached, and attaching activates the end, so
+        # a writer need not signal until the reader has looked and found the lane empty.
+        self.reader_asleep = False
+        self.writer_blocked = False
+        self.reader: Pipe | None = None
+        self.writer: Pipe | None = None
+
+    def _update_hwm(self) -> None:
+        """Capacity is the writer's SNDHWM plus the reader's RCVHWM; 0 on either side = none.
+
+        Either is None while that owner is unknown (inproc connect before bind).
+        """
+        w, r = self.writer_hwm, self.reader_hwm
+        hwm = 0 if w == 0 or r == 0 else (w or 0) + (r or 0)
+        self.hwm = hwm
+        self.lwm = low_water_mark(hwm) if hwm else 0
+
+    def set_hwms(self, writer_hwm: int | None = None, reader_hwm: int | None = None) -> None:
+        if writer_hwm is not None:
+            self.writer_hwm = writer_hwm
+        if reader_hwm is not None:
+            self.reader_hwm = reader_hwm
+        self._update_hwm()
+
+
+class Pipe:
+    """One end of a pipe pair, used by exactly one owner."""
+
+    __slots__ = (
+        "_in",
+        "_out",
+        "active_in",
+        "active_out",
+        "data",
+        "endpoint",
+        "owner",
+        "peer",
+        "peer_routing_id",
+        "routing_id",
+        "terminating",
+    )
+
+    def __init__(self, inbound: Lane, outbound: Lane) -> None:
+        self._in = inbound
+        self._out = outbound
+        self.owner: Any = None
+        self.peer: Pipe | None = None
+        #: The routing id the peer announced (its ROUTING_ID option), b"" when it set none.
+        self.peer_routing_id = b""
+        #: The id a ROUTER uses for this pipe (assigned when the ROUTER attaches it).
+        self.routing_id = b""
+        #: Owner-thread-only bookkeeping used by the patterns (in an active set or not).
+        self.active_in = False
+        self.active_out = True
+        #: Set once this end stopped writing (closed by us, or the peer went away).
+        self.terminating = False
+        self.endpoint = ""
+        self.data: Any = None  # per-pattern state (e.g. an XPUB's subscription marker)
+
+    def __repr__(self) -> str:
+        return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self) -> Any:
+        """The next whole message, or None when the pipe is empty (or just terminated)."""
+        lane = self._in
+        q = lane.q
+        try:
+            msg = q.popleft()
+        except IndexError:
+            lane.reader_asleep = True
+            if not q:
+                return None
+            lane.reader_asleep = False
+            msg = q.popleft()
+        if msg is DELIMITER:
+            self._peer_finished()
+            return None
+        if lane.writer_blocked and len(q) <= lane.lwm:
+            lane.writer_blocked = False
+            self.peer.owner.send_command(ACTIVATE_WRITE, self.peer)
+        return msg
+
+    def check_read(self) -> bool:
+        """Whether a message is ready; marks the reader asleep when there is none."""
+        lane = self._in
+        q = lane.q
+        if q:
+            if q[0] is DELIMITER:
+                q.popleft()
+                self._peer_finished()
+                return False
+            return True
+        lane.reader_asleep = True
+        if q:
+            lane.reader_asleep = False
+            return self.check_read()
+        return False
+
+    def _peer_finished(self) -> None:
+        self.terminating = True
+        self.owner.pipe_terminated(self)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def check_write(self) -> bool:
+        """Whether a message can be written now (under HWM and peer still there)."""
+        if self.terminating:
+            return False
+        lane = self._out
+        if lane.hwm and len(lane.q) >= lane.hwm and not lane.conflate:
+            lane.writer_blocked = True
+            if len(lane.q) >= lane.hwm:
+                return False
+            lane.writer_blocked = False
+        return True
+
+    def write(self, msg: Any) -> None:
+        """Queue one whole message (the caller checked ``check_write``) and wake the reader."""
+        lane = self._out
+        if lane.conflate:
+            lane.q.clear()
+        lane.q.append(msg)
+        if lane.reader_asleep:
+            lane.reader_asleep = False
+            self.peer.owner.send_command(ACTIVATE_READ, self.peer)
+
+    def pending_in(self) -> int:
+        """Messages waiting to be read (the delimiter not counted)."""
+        q = self._in.q
+        n = len(q)
+        return n - 1 if n and q[-1] is DELIMITER else n
+
+    def pending_out(self) -> int:
+        return len(self._out.q)
+
+    def drop_inbound(self) -> None:
+        """Discard everything queued for this end (used when it is dropped unread)."""
+        self._in.q.clear()
+
+    # -- termination -----------------------------------------------------------------------
+
+    def terminate(self) -> None:
+        """Close this end: the peer gets what is queued, then the end of the stream."""
+        if self.terminating:
+            return
+        self.terminating = True
+        self._out.conflate = False
+        self._out.q.append(DELIMITER)
+        peer = self.peer
+        self._out.reader_asleep = False
+        if peer.owner is not None:
+            peer.owner.send_command(PIPE_TERM, peer)
+
+    def process_pipe_term(self) -> bool:
+        """The peer closed its end.  Returns True when nothing is left to read."""
+        self.terminating = True
+        q = self._in.q
+        if len(q) == 1 and q[0] is DELIMITER or not q:
+            q.clear()
+            return True
+        return False
+
+    def set_writer_hwm(self, hwm: int) -> None:
+        """This end's owner changed its SNDHWM."""
+        self._out.set_hwms(writer_hwm=hwm)
+
+    def set_reader_hwm(self, hwm: int) -> None:
+        """This end's owner changed its RCVHWM."""
+        self._in.set_hwms(reader_hwm=hwm)
+
+
+def pipepair(
+    a_hwms: tuple[int, int], b_hwms: tuple[int | None, int | None], conflate: bool = False
+) -> tuple[Pipe, Pipe]:
+    """Two connected ends ``a`` and ``b``.
+
+    ``a_hwms``/``b_hwms`` are each owner's (SNDHWM, RCVHWM); None for an owner not known yet,
+    whose values come later through ``set_writer_hwm``/``set_reader_hwm``.
+    """
+    ab = Lane(a_hwms[0], b_hwms[1], conflate)
+    ba = Lane(b_hwms[0], a_hwms[1], conflate)
+    a = Pipe(inbound=ba, outbound=ab)
+    b = Pipe(inbound=ab, outbound=ba)
+    a.peer, b.peer = b, a
+    ab.writer, ab.reader = a, b
+    ba.writer, ba.reader = b, a
+    return a, b

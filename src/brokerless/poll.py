@@ -1,0 +1,142 @@
+"""Poller and select over brokerless sockets and plain file descriptors together.
+
+Level-triggered: a socket is reported while its condition holds.  Each round computes every
+socket's events (running its pending commands) and polls the OS descriptors without waiting;
+only if nothing is ready does it sleep in one ``select.poll`` over the sockets' mailbox
+descriptors and the user's descriptors, then it looks again.  Ctrl-C interrupts the sleep.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from typing import Any
+
+from .constants import PollEvent
+from .socket import Socket
+
+POLLIN = int(PollEvent.POLLIN)
+POLLOUT = int(PollEvent.POLLOUT)
+POLLERR = int(PollEvent.POLLERR)
+
+_TO_OS = {POLLIN: select.POLLIN | select.POLLPRI, POLLOUT: select.POLLOUT, POLLERR: select.POLLERR}
+
+
+def _os_mask(flags: int) -> int:
+    mask = 0
+    for ours, theirs in _TO_OS.items():
+        if flags & ours:
+            mask |= theirs
+    return mask
+
+
+def _from_os(revents: int) -> int:
+    events = 0
+    if revents & (select.POLLIN | select.POLLPRI | select.POLLHUP):
+        events |= POLLIN
+    if revents & select.POLLOUT:
+        events |= POLLOUT
+    if revents & (select.POLLERR | select.POLLNVAL):
+        events |= POLLERR
+    return events
+
+
+def _fileno(obj: Any) -> int:
+    return obj if isinstance(obj, int) else obj.fileno()
+
+
+class Poller:
+    """pyzmq's Poller: ``register``, ``modify``, ``unregister``, ``poll(timeout_ms)``."""
+
+    def __init__(self) -> None:
+        self.sockets: list[tuple[Any, int]] = []
+        self._map: dict[Any, int] = {}
+        self._os_poll: Any = None  # rebuilt lazily after registrations change
+
+    def __contains__(self, obj: Any) -> bool:
+        return obj in self._map
+
+    def register(self, socket: Any, flags: int = POLLIN | POLLOUT) -> None:
+        """Watch ``socket`` (a brokerless socket, an fd, or an object with ``fileno()``).
+
+        Registering again modifies the flags; flags 0 unregisters.
+        """
+        if not flags:
+            if socket in self._map:
+                self.unregister(socket)
+            return
+        if socket in self._map:
+            self.sockets[self._map[socket]] = (socket, flags)
+        else:
+            self._map[socket] = len(self.sockets)
+            self.sockets.append((socket, flags))
+        self._os_poll = None
+
+    modify = register
+
+    def unregister(self, socket: Any) -> None:
+        index = self._map.pop(socket)
+        self.sockets.pop(index)
+        for sock, i in self._map.items():
+            if i > index:
+                self._map[sock] = i - 1
+        self._os_poll = None
+
+    def _build(self) -> Any:
+        os_poll = select.poll()
+        for obj, flags in self.sockets:
+            if isinstance(obj, Socket):
+                os_poll.register(obj.fileno(), select.POLLIN)
+            else:
+                os_poll.register(_fileno(obj), _os_mask(flags))
+        self._os_poll = os_poll
+        return os_poll
+
+    def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:
+        """Wait up to ``timeout`` ms (None or negative: forever) and return (socket, events)."""
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000
+        has_fds = any(not isinstance(obj, Socket) for obj, _ in self.sockets)
+        while True:
+            ready = self._ready(has_fds)
+            if ready:
+                return ready
+            if deadline is None:
+                wait_ms = -1
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                wait_ms = max(1, int(remaining * 1000 + 0.999))
+            (self._os_poll or self._build()).poll(wait_ms)
+
+    def _ready(self, has_fds: bool) -> list[tuple[Any, int]]:
+        ready: list[tuple[Any, int]] = []
+        fd_events: dict[int, int] = {}
+        if has_fds:
+            os_poll = self._os_poll or self._build()
+            fd_events = dict(os_poll.poll(0))
+        for obj, flags in self.sockets:
+            if isinstance(obj, Socket):
+                events = obj._events() & flags
+            else:
+                events = _from_os(fd_events.get(_fileno(obj), 0)) & (flags | POLLERR)
+            if events:
+                ready.append((obj, events))
+        return ready
+
+
+def select_(
+    rlist: list, wlist: list, xlist: list, timeout: float | None = None
+) -> tuple[list, list, list]:
+    """pyzmq's ``zmq.select``: like ``select.select`` (timeout in seconds) for sockets too."""
+    poller = Poller()
+    for obj in {*rlist, *wlist, *xlist}:
+        flags = (POLLIN if obj in rlist else 0) | (POLLOUT if obj in wlist else 0)
+        flags |= POLLERR if obj in xlist else 0
+        poller.register(obj, flags)
+    events = dict(poller.poll(None if timeout is None else timeout * 1000))
+    return (
+        [s for s in rlist if events.get(s, 0) & POLLIN],
+        [s for s in wlist if events.get(s, 0) & POLLOUT],
+        [s for s in xlist if events.get(s, 0) & POLLERR],
+    )

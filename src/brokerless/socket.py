@@ -1,0 +1,682 @@
+"""The Socket: pyzmq's API over a pattern, its pipes and its mailbox.
+
+Theory of operation
+-------------------
+A socket is used by one thread at a time (as in libzmq); other threads reach it only through
+its mailbox (pipe activations, new pipes, context termination).  Every call first runs any
+queued commands, then asks the pattern to move one whole message.  Only when the pattern cannot
+(no message, or every pipe at its HWM) does the call block: it waits on the mailbox's file
+descriptor with ``select.poll`` -- which Ctrl-C interrupts -- until a command arrives or the
+timeout passes, then tries again.  So the common path is: one pattern call, one deque operation,
+no lock, no system call.
+
+Multipart messages are assembled in the socket and handed to the pattern whole (a list), which
+makes them atomic across HWM and disconnects; the first part of a ``SNDMORE`` sequence is where
+the socket checks it may send (and waits, or raises ``Again``), as libzmq does.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import pipe as _pipe
+from .constants import OPTIONS, STRING_OPTIONS, Flag, PollEvent, SocketOption, SocketType
+from .errno import EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
+from .error import Again, ZMQError, error
+from .frame import Frame, MessageTracker
+from .patterns import PATTERNS
+from .pipe import Pipe
+from .transport import endpoint as _endpoint
+
+if TYPE_CHECKING:
+    from .context import Context
+
+_O = SocketOption
+NOBLOCK = int(Flag.NOBLOCK)
+SNDMORE = int(Flag.SNDMORE)
+POLLIN = int(PollEvent.POLLIN)
+POLLOUT = int(PollEvent.POLLOUT)
+
+# Options that only some socket types accept (the pattern lists the ones it takes).
+_TYPE_SPECIFIC = frozenset().union(*(cls.options_accepted for cls in PATTERNS.values()))
+_NONNEGATIVE = frozenset({_O.SNDHWM, _O.RCVHWM, _O.RECONNECT_IVL, _O.BACKLOG, _O.HANDSHAKE_IVL})
+_MIN_MINUS_ONE = frozenset({_O.LINGER, _O.RCVTIMEO, _O.SNDTIMEO, _O.MAXMSGSIZE})
+
+
+def _closed_error() -> ZMQError:
+    return ZMQError(ENOTSOCK, "Socket operation on non-socket: the socket is closed")
+
+
+def _term_error() -> ZMQError:
+    return error(ETERM, "Context was terminated: close this socket")
+
+
+class Socket:
+    """A brokerless socket; create it with ``Context.socket(type)``."""
+
+    def __init__(
+        self,
+        context: Context,
+        socket_type: int,
+        options: dict[SocketOption, Any] | None = None,
+    ) -> None:
+        try:
+            self._type = SocketType(socket_type)
+            pattern_class = PATTERNS[self._type]
+        except (ValueError, KeyError):
+            raise ZMQError(
+                EINVAL, f"Invalid argument: socket type {socket_type!r} is not supported"
+            ) from None
+        self.context = context
+        self._options: dict[SocketOption, Any] = {opt: s.default for opt, s in OPTIONS.items()}
+        self._options[_O.TYPE] = int(self._type)
+        self._pattern = pattern_class(self._options)
+        self._mailbox = context._new_mailbox()
+        self._options[_O.FD] = self._mailbox.fileno()
+        self._pipes: set[Pipe] = set()
+        self._bound: list[str] = []
+        self._connected: dict[str, list[Pipe]] = {}
+        self._tx_parts: list | None = None  # parts of a multipart message being sent
+        self._rx_parts: list | None = None  # rest of a multipart message being received
+        self._rx_pos = 0
+        self._fault: Callable[[], ZMQError] | None = None  # set once closed or terminated
+        self._closed = False
+        for option, value in (options or {}).items():
+            self.setsockopt(option, value)
+
+    # -- identity ------------------------------------------------------------------------------
+
+    @property
+    def socket_type(self) -> SocketType:
+        return self._type
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def underlying(self) -> int:
+        return id(self)
+
+    def fileno(self) -> int:
+        """The mailbox file descriptor (readable when the socket may have news)."""
+        return self._mailbox.fileno()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"<brokerless.Socket {self._type.name} closed>"
+        where = []
+        if self._bound:
+            where.append("bound " + ",".join(self._bound))
+        if self._connected:
+            where.append("connected " + ",".join(self._connected))
+        queued = sum(p.pending_out() for p in self._pipes)
+        state = " ".join(where) or "unbound"
+        return (
+            f"<brokerless.Socket {self._type.name} {state} "
+            f"{len(self._pipes)} peers, {queued} queued>"
+        )
+
+    def __enter__(self) -> Socket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 - interpreter shutdown; nothing to report to
+                pass
+
+    # -- commands from other threads ------------------------------------------------------------
+
+    def send_command(self, command: str, arg: Any) -> None:
+        """Deliver a command to this socket (any thread); see :mod:`brokerless.mailbox`."""
+        self._mailbox.send(command, arg)
+
+    def _process_commands(self) -> None:
+        self._mailbox.process(self._dispatch)
+        if self._fault is not None:
+            raise self._fault()
+
+    def _dispatch(self, command: str, arg: Any) -> None:
+        if command == _pipe.ACTIVATE_READ:
+            if arg in self._pipes:
+                self._pattern.read_activated(arg)
+        elif command == _pipe.ACTIVATE_WRITE:
+            if arg in self._pipes:
+                self._pattern.write_activated(arg)
+        elif command == _pipe.PIPE_TERM:
+            if arg in self._pipes:
+                if arg.process_pipe_term():
+                    self.pipe_terminated(arg)
+                else:
+                    self._pattern.read_activated(arg)  # read what is left, then it goes
+        elif command == ATTACH:
+            self.attach_pipe(arg)
+        elif command == STOP:
+            if not self._closed:
+                self._fault = _term_error
+
+    # -- pipes ----------------------------------------------------------------------------------
+
+    def attach_pipe(self, pipe: Pipe) -> None:
+        """Take a new pipe (owner thread only)."""
+        if self._closed:
+            pipe.terminate()
+            return
+        pipe.owner = self
+        self._pipes.add(pipe)
+        if self._pattern.attach(pipe) is False:
+            self._pipes.discard(pipe)
+            pipe.terminate()
+
+    def pipe_terminated(self, pipe: Pipe) -> None:
+        """A pipe has ended (called by the pipe or on PIPE_TERM)."""
+        if pipe in self._pipes:
+            self._pipes.discard(pipe)
+            self._pattern.terminated(pipe)
+            for pipes in self._connected.values():
+                if pipe in pipes:
+                    pipes.remove(pipe)
+
+    # -- endpoints ------------------------------------------------------------------------------
+
+    def bind(self, addr: str) -> None:
+        """Accept connections on ``addr`` (``inproc://name``)."""
+        self._check_alive()
+        ep = _endpoint.parse(addr)
+        self.context._transport(ep.transport).bind(self, ep)
+        self._bound.append(ep.uri)
+        self._options[_O.LAST_ENDPOINT] = ep.uri.encode()
+
+    def bind_to_random_port(
+        self, addr: str, min_port: int = 49152, max_port: int = 65536, max_tries: int = 100
+    ) -> int:
+        """Bind to a free port of ``addr`` (tcp only) and return it."""
+        self._check_alive()
+        ep = _endpoint.parse(addr)
+        if ep.transport != "tcp":
+            raise ZMQError(EINVAL, f"Invalid argument: bind_to_random_port needs tcp, not {addr}")
+        self.context._transport(ep.transport)  # raises while tcp is not available
+        raise AssertionError("unreachable: the tcp transport returns or raises above")
+
+    def connect(self, addr: str) -> None:
+        """Connect to ``addr``; the peer need not exist yet."""
+        self._check_alive()
+        ep = _endpoint.parse(addr)
+        pipes = self.context._transport(ep.transport).connect(self, ep)
+        self._connected.setdefault(ep.uri, []).extend(pipes)
+        self._options[_O.LAST_ENDPOINT] = ep.uri.encode()
+        self._options[_O.CONNECT_ROUTING_ID] = b""
+
+    def unbind(self, addr: str) -> None:
+        self._check_alive()
+        ep = _endpoint.parse(addr)
+        if ep.uri not in self._bound:
+            raise ZMQError(ENOENT, f"No such file or directory: {addr} is not bound")
+        self.context._transport(ep.transport).unbind(self, ep)
+        self._bound.remove(ep.uri)
+
+    def disconnect(self, addr: str) -> None:
+        self._check_alive()
+        ep = _endpoint.parse(addr)
+        pipes = self._connected.pop(ep.uri, None)
+        if pipes is None:
+            raise ZMQError(ENOENT, f"No such file or directory: not connected to {addr}")
+        self.context._transport(ep.transport).disconnect(self, ep)
+        for pipe in pipes:
+            self._pipes.discard(pipe)
+            self._pattern.terminated(pipe)
+            pipe.terminate()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self, linger: int | None = None) -> None:
+        """Close the socket; queued messages already handed to inproc peers stay theirs."""
+        if self._closed:
+            return
+        if linger is not None:
+            self._options[_O.LINGER] = linger
+        self._closed = True
+        self._fault = _closed_error
+        for uri in self._bound:
+            ep = _endpoint.parse(uri)
+            self.context._transport(ep.transport).unbind(self, ep)
+        for uri in self._connected:
+            ep = _endpoint.parse(uri)
+            self.context._transport(ep.transport).disconnect(self, ep)
+        self._bound.clear()
+        self._connected.clear()
+        for pipe in list(self._pipes):
+            pipe.terminate()
+            pipe.drop_inbound()
+        self._pipes.clear()
+        self._mailbox.close()
+        self.context._socket_closed(self)
+
+    def _check_alive(self) -> None:
+        if self._fault is not None:
+            raise self._fault()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def send(
+        self,
+        data: Any,
+        flags: int = 0,
+        copy: bool = True,
+        track: bool = False,
+        routing_id: int | None = None,
+        group: str | None = None,
+    ) -> MessageTracker | None:
+        """Send one message part (``SNDMORE`` in ``flags`` for more parts to follow)."""
+        if self._fault is not None:
+            raise self._fault()
+        if data.__class__ is not bytes:
+            data = _to_part(data, copy, track)
+        if flags & SNDMORE:
+            self._send_more(data, flags)
+        else:
+            msg = data
+            if self._tx_parts is not None:
+                msg = self._tx_parts
+                msg.append(data)
+                self._tx_parts = None
+            if self._mailbox.commands:
+                self._process_commands()
+            if not self._pattern.xsend(msg):
+                self._send_blocking(msg, flags)
+        if track:
+            return data.tracker if data.__class__ is Frame else _done_tracker()
+        return None
+
+    def _send_more(self, part: Any, flags: int) -> None:
+        parts = self._tx_parts
+        if parts is not None:
+            parts.append(part)
+            return
+        if self._mailbox.commands:
+            self._process_commands()
+        pattern = self._pattern
+        if not pattern.xprepare_send(part):
+            self._wait_for(lambda: pattern.xprepare_send(part), flags, _O.SNDTIMEO)
+        self._tx_parts = [part]
+
+    def _send_blocking(self, msg: Any, flags: int) -> None:
+        pattern = self._pattern
+        self._wait_for(lambda: pattern.xsend(msg), flags, _O.SNDTIMEO)
+
+    def send_multipart(
+        self, msg_parts: Sequence[Any], flags: int = 0, copy: bool = True, track: bool = False
+    ) -> MessageTracker | None:
+        """Send a whole multipart message at once (one hand-over, however many parts)."""
+        if self._fault is not None:
+            raise self._fault()
+        parts = [p if p.__class__ is bytes else _to_part(p, copy, track) for p in msg_parts]
+        if not parts:
+            raise ValueError("send_multipart needs at least one part")
+        if flags & SNDMORE:
+            for part in parts:
+                self.send(part, flags)
+            return None
+        if self._tx_parts is not None:
+            parts = self._tx_parts + parts
+            self._tx_parts = None
+        msg = parts[0] if len(parts) == 1 else parts
+        if self._mailbox.commands:
+            self._process_commands()
+        if not self._pattern.xsend(msg):
+            self._send_blocking(msg, flags)
+        if track:
+            trackers = [p.tracker for p in parts if p.__class__ is Frame and p.tracker]
+            return trackers[-1] if trackers else _done_tracker()
+        return None
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    def _recv_msg(self, flags: int) -> Any:
+        """The next whole message from the pattern, waiting as flags and RCVTIMEO allow."""
+        if self._mailbox.commands:
+            self._process_commands()
+        msg = self._pattern.xrecv()
+        if msg is None:
+            msg = self._wait_for(self._pattern.xrecv, flags, _O.RCVTIMEO)
+        return msg
+
+    def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
+        """Receive one message part (``bytes``, or a :class:`Frame` with ``copy=False``)."""
+        if self._fault is not None:
+            raise self._fault()
+        if self._rx_parts is not None:
+            part, more = self._next_part()
+        else:
+            msg = self._recv_msg(flags)
+            if msg.__class__ is list:
+                self._rx_parts = msg
+                self._rx_pos = 1
+                part, more = msg[0], True
+            else:
+                part, more = msg, False
+        if copy:
+            if part.__class__ is bytes:
+                return part
+            return _frame_bytes(part)
+        return _as_frame(part, more)
+
+    def _next_part(self) -> tuple[Any, bool]:
+        parts = self._rx_parts
+        part = parts[self._rx_pos]
+        self._rx_pos += 1
+        if self._rx_pos == len(parts):
+            self._rx_parts = None
+            return part, False
+        return part, True
+
+    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> list:
+        """Receive all parts of the next message."""
+        if self._fault is not None:
+            raise self._fault()
+        if self._rx_parts is not None:
+            parts = self._rx_parts[self._rx_pos :]
+            self._rx_parts = None
+        else:
+            msg = self._recv_msg(flags)
+            parts = msg if msg.__class__ is list else [msg]
+        if copy:
+            return [p if p.__class__ is bytes else _frame_bytes(p) for p in parts]
+        last = len(parts) - 1
+        return [_as_frame(p, i < last) for i, p in enumerate(parts)]
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        """Receive one part into ``buffer``; returns the part's full size (it may be cut)."""
+        part = self.recv(flags, copy=False)
+        view = memoryview(buffer).cast("B")
+        data = part.buffer.cast("B")
+        room = len(view) if nbytes <= 0 else min(nbytes, len(view))
+        n = min(room, len(data))
+        view[:n] = data[:n]
+        return len(data)
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    def _wait_for(self, attempt: Callable[[], Any], flags: int, timeout_option: SocketOption) -> Any:
+        """Retry ``attempt`` as commands arrive until it succeeds (truthy) or time runs out."""
+        if flags & NOBLOCK:
+            raise Again(EAGAIN, "Resource temporarily unavailable")
+        timeout = self._options[timeout_option]
+        deadline = None if timeout < 0 else time.monotonic() + timeout / 1000
+        mailbox = self._mailbox
+        while True:
+            self._process_commands()
+            result = attempt()
+            if result:
+                return result
+            if deadline is None:
+                wait_ms = -1
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Again(EAGAIN, "Resource temporarily unavailable")
+                wait_ms = max(1, int(remaining * 1000 + 0.999))
+            mailbox.wait(wait_ms)
+
+    def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:
+        """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events."""
+        if self._fault is not None:
+            raise self._fault()
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000
+        while True:
+            events = self._events() & flags
+            if events:
+                return events
+            if deadline is None:
+                wait_ms = -1
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return 0
+                wait_ms = max(1, int(remaining * 1000 + 0.999))
+            self._mailbox.wait(wait_ms)
+
+    def _events(self) -> int:
+        self._process_commands()
+        events = 0
+        if self._rx_parts is not None or self._pattern.xhas_in():
+            events |= POLLIN
+        if self._tx_parts is not None or self._pattern.xhas_out():
+            events |= POLLOUT
+        return events
+
+    # -- options --------------------------------------------------------------------------------
+
+    def setsockopt(self, option: int, optval: Any) -> None:
+        """Set a socket option (pyzmq's ``setsockopt``; ``set`` is the same)."""
+        self._check_alive()
+        opt = _known_option(option)
+        spec = OPTIONS[opt]
+        if not spec.settable:
+            raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} is read-only")
+        if opt in _TYPE_SPECIFIC and opt not in self._pattern.options_accepted:
+            raise ZMQError(
+                EINVAL,
+                f"Invalid argument: option {opt.name} does not apply to a {self._type.name} socket",
+            )
+        value = _check_value(opt, spec.kind, optval)
+        self._options[opt] = value
+        if opt in (_O.SNDHWM, _O.RCVHWM):
+            self._apply_hwm(opt, value)
+        if opt in self._pattern.options_accepted:
+            if self._mailbox.commands:
+                self._process_commands()
+            self._pattern.xsetsockopt(opt, value)
+
+    set = setsockopt
+
+    def getsockopt(self, option: int) -> Any:
+        """Read a socket option (pyzmq's ``getsockopt``; ``get`` is the same)."""
+        self._check_alive()
+        opt = _known_option(option)
+        if not OPTIONS[opt].gettable:
+            raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} cannot be read")
+        if opt == _O.RCVMORE:
+            return int(self._rx_parts is not None)
+        if opt == _O.EVENTS:
+            return PollEvent(self._events())
+        if opt == _O.TYPE:
+            return self._type
+        return self._options[opt]
+
+    get = getsockopt
+
+    def setsockopt_string(self, option: int, optval: str, encoding: str = "utf-8") -> None:
+        if not isinstance(optval, str):
+            raise TypeError(f"setsockopt_string needs a str, not {type(optval).__name__}")
+        self.setsockopt(option, optval.encode(encoding))
+
+    set_string = setsockopt_string
+
+    def getsockopt_string(self, option: int, encoding: str = "utf-8") -> str:
+        value = self.getsockopt(option)
+        if not isinstance(value, bytes):
+            raise TypeError(f"option {SocketOption(option).name} is not a string option")
+        return value.decode(encoding)
+
+    get_string = getsockopt_string
+
+    def subscribe(self, topic: str | bytes) -> None:
+        if isinstance(topic, str):
+            topic = topic.encode()
+        self.setsockopt(_O.SUBSCRIBE, topic)
+
+    def unsubscribe(self, topic: str | bytes) -> None:
+        if isinstance(topic, str):
+            topic = topic.encode()
+        self.setsockopt(_O.UNSUBSCRIBE, topic)
+
+    def _apply_hwm(self, opt: SocketOption, value: int) -> None:
+        for pipe in self._pipes:
+            if opt == _O.SNDHWM:
+                pipe.set_writer_hwm(value)
+            else:
+                pipe.set_reader_hwm(value)
+
+    @property
+    def hwm(self) -> int:
+        return self._options[_O.SNDHWM]
+
+    @hwm.setter
+    def hwm(self, value: int) -> None:
+        self.setsockopt(_O.SNDHWM, value)
+        self.setsockopt(_O.RCVHWM, value)
+
+    # -- serialisation helpers (pyzmq's) ---------------------------------------------------------
+
+    def send_string(self, u: str, flags: int = 0, copy: bool = True, encoding: str = "utf-8",
+                    **kwargs: Any) -> MessageTracker | None:
+        if not isinstance(u, str):
+            raise TypeError("send_string needs a str; use send for bytes")
+        return self.send(u.encode(encoding), flags=flags, copy=copy, **kwargs)
+
+    send_unicode = send_string
+
+    def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> str:
+        return self.recv(flags).decode(encoding)
+
+    recv_unicode = recv_string
+
+    def send_pyobj(self, obj: Any, flags: int = 0, protocol: int = pickle.DEFAULT_PROTOCOL,
+                   **kwargs: Any) -> MessageTracker | None:
+        return self.send(pickle.dumps(obj, protocol), flags=flags, **kwargs)
+
+    def recv_pyobj(self, flags: int = 0) -> Any:
+        return pickle.loads(self.recv(flags))
+
+    def send_json(self, obj: Any, flags: int = 0, **kwargs: Any) -> MessageTracker | None:
+        import json
+
+        send_kwargs = {k: kwargs.pop(k) for k in ("copy", "track", "routing_id", "group")
+                       if k in kwargs}
+        return self.send(json.dumps(obj, **kwargs).encode("utf-8"), flags=flags, **send_kwargs)
+
+    def recv_json(self, flags: int = 0, **kwargs: Any) -> Any:
+        import json
+
+        return json.loads(self.recv(flags), **kwargs)
+
+    def send_serialized(self, msg: Any, serialize: Callable[[Any], Sequence[Any]],
+                        flags: int = 0, copy: bool = True, **kwargs: Any) -> MessageTracker | None:
+        return self.send_multipart(serialize(msg), flags=flags, copy=copy, **kwargs)
+
+    def recv_serialized(self, deserialize: Callable[[list], Any], flags: int = 0,
+                        copy: bool = True) -> Any:
+        return deserialize(self.recv_multipart(flags, copy=copy))
+
+
+# Commands the context and transports send to sockets.
+ATTACH = "attach"
+STOP = "stop"
+
+
+def _done_tracker() -> MessageTracker:
+    tracker = MessageTracker()
+    tracker._release()
+    return tracker
+
+
+def _to_part(data: Any, copy: bool, track: bool) -> Any:
+    """What goes into a pipe for one user-supplied part."""
+    if data.__class__ is Frame:
+        return data
+    if isinstance(data, str):
+        raise TypeError("unicode not allowed, use send_string")
+    if isinstance(data, Frame):
+        return data
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(
+            f"a message part must be bytes or support the buffer protocol, "
+            f"not {type(data).__name__}"
+        ) from None
+    if track or not copy:
+        return Frame(view if view.contiguous else view.tobytes(), track=track)
+    return view.tobytes()
+
+
+def _frame_bytes(part: Frame) -> bytes:
+    tracker = part.tracker
+    if tracker is not None:
+        tracker._release()
+    return part.bytes
+
+
+def _as_frame(part: Any, more: bool) -> Frame:
+    frame = Frame(part)
+    if part.__class__ is Frame and part.tracker is not None:
+        part.tracker._release()
+    frame.more = more
+    return frame
+
+
+def _known_option(option: int) -> SocketOption:
+    try:
+        opt = SocketOption(option)
+    except ValueError:
+        raise ZMQError(EINVAL, f"Invalid argument: unknown socket option {option!r}") from None
+    if opt not in OPTIONS:
+        raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} is not supported by brokerless")
+    return opt
+
+
+def _check_value(opt: SocketOption, kind: type, value: Any) -> Any:
+    if kind is int:
+        if not isinstance(value, int):
+            raise TypeError(f"option {opt.name} takes an int, not {type(value).__name__}")
+        if (opt in _NONNEGATIVE and value < 0) or (opt in _MIN_MINUS_ONE and value < -1):
+            raise ZMQError(EINVAL, f"Invalid argument: {value} is out of range for {opt.name}")
+        return int(value)
+    if isinstance(value, str):
+        if opt in STRING_OPTIONS:
+            raise TypeError(f"unicode not allowed for {opt.name}, use setsockopt_string")
+        raise TypeError(f"option {opt.name} takes bytes, not str")
+    try:
+        data = memoryview(value).tobytes()
+    except TypeError:
+        raise TypeError(f"option {opt.name} takes bytes, not {type(value).__name__}") from None
+    if opt == _O.ROUTING_ID and (not data or len(data) > 255 or data[0] == 0):
+        raise ZMQError(
+            EINVAL, "Invalid argument: ROUTING_ID must be 1 to 255 bytes and must not start "
+            "with a zero byte (those are reserved for generated ids)",
+        )
+    return data
+
+
+def _option_property(opt: SocketOption) -> property:
+    spec = OPTIONS[opt]
+
+    def fget(self: Socket) -> Any:
+        return self.getsockopt(opt)
+
+    def fset(self: Socket, value: Any) -> None:
+        if isinstance(value, str) and spec.kind is bytes:
+            value = value.encode()
+        self.setsockopt(opt, value)
+
+    return property(
+        fget if spec.gettable else None,
+        fset if spec.settable else None,
+        doc=f"The {opt.name} socket option.",
+    )
+
+
+for _opt in OPTIONS:
+    setattr(Socket, _opt.name.lower(), _option_property(_opt))
+Socket.identity = Socket.routing_id  # type: ignore[attr-defined]
+Socket.FD = Socket.fd  # type: ignore[attr-defined]
+del _opt

@@ -1,0 +1,1 @@
+"""Transports: how pipes are made between a socket and its peers (inproc now)."""

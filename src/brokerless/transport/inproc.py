@@ -1,0 +1,106 @@
+"""inproc://: sockets of one context joined by a pipe pair, bind and connect in either order.
+
+The registry maps each bound name to its socket.  Connecting to a bound name makes the pipe pair
+at once: the connecting socket attaches its end itself and sends ATTACH with the other end to
+the binder's mailbox (the binder's thread attaches it).  Connecting to a name nobody has bound
+yet makes the pair too and parks the binder's end here; ``bind`` attaches the parked ends, so
+messages sent meanwhile (within SNDHWM) arrive.  With IMMEDIATE the connecting socket's end is
+attached only once the binder exists, so it queues nothing before.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..constants import SocketOption
+from ..errno import EADDRINUSE, ECONNREFUSED
+from ..error import ZMQError
+from ..pipe import Pipe, pipepair
+from .endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from ..socket import Socket
+
+_O = SocketOption
+
+
+@dataclass(slots=True)
+class _Pending:
+    connecter: Socket
+    connecter_end: Pipe
+    binder_end: Pipe
+    immediate: bool
+
+
+class InprocTransport:
+    """One per context: the names bound in it and connections waiting for a binder."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bound: dict[str, Socket] = {}
+        self._pending: dict[str, list[_Pending]] = {}
+
+    def bind(self, sock: Socket, ep: Endpoint) -> None:
+        with self._lock:
+            if ep.address in self._bound:
+                raise ZMQError(EADDRINUSE, f"Address already in use: {ep.uri} is bound already")
+            self._bound[ep.address] = sock
+            pending = self._pending.pop(ep.address, [])
+        opts = sock._options
+        for p in pending:
+            p.connecter_end.peer_routing_id = opts[_O.ROUTING_ID]
+            p.binder_end.set_writer_hwm(opts[_O.SNDHWM])  # the binder's limits are known now
+            p.binder_end.set_reader_hwm(opts[_O.RCVHWM])
+            p.binder_end.endpoint = ep.uri
+            sock.attach_pipe(p.binder_end)
+            if p.immediate:
+                p.connecter.send_command("attach", p.connecter_end)
+
+    def unbind(self, sock: Socket, ep: Endpoint) -> None:
+        with self._lock:
+            if self._bound.get(ep.address) is sock:
+                del self._bound[ep.address]
+
+    def connect(self, sock: Socket, ep: Endpoint) -> list[Pipe]:
+        opts = sock._options
+        conflate = bool(opts[_O.CONFLATE])
+        immediate = bool(opts[_O.IMMEDIATE])
+        with self._lock:
+            binder = self._bound.get(ep.address)
+            if binder is sock:
+                raise ZMQError(
+                    ECONNREFUSED, f"Connection refused: {ep.uri} is bound by this socket"
+                )
+            if binder is None:
+                mine, theirs = pipepair(
+                    (opts[_O.SNDHWM], opts[_O.RCVHWM]), (None, None), conflate
+                )
+                self._pending.setdefault(ep.address, []).append(
+                    _Pending(sock, mine, theirs, immediate)
+                )
+            else:
+                b_opts = binder._options
+                mine, theirs = pipepair(
+                    (opts[_O.SNDHWM], opts[_O.RCVHWM]),
+                    (b_opts[_O.SNDHWM], b_opts[_O.RCVHWM]),
+                    conflate or bool(b_opts[_O.CONFLATE]),
+                )
+                mine.peer_routing_id = b_opts[_O.ROUTING_ID]
+        mine.endpoint = theirs.endpoint = ep.uri
+        mine.routing_id = opts[_O.CONNECT_ROUTING_ID]
+        theirs.peer_routing_id = opts[_O.ROUTING_ID]
+        if binder is not None or not immediate:
+            sock.attach_pipe(mine)
+        if binder is not None:
+            binder.send_command("attach", theirs)
+        return [mine]
+
+    def disconnect(self, sock: Socket, ep: Endpoint) -> None:
+        with self._lock:
+            waiting = self._pending.get(ep.address)
+            if waiting:
+                waiting[:] = [p for p in waiting if p.connecter is not sock]
+                if not waiting:
+                    del self._pending[ep.address]
