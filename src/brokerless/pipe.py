@@ -119,6 +119,7 @@ class Pipe:
         "active_out",
         "data",
         "endpoint",
+        "greeted",
         "owner",
         "peer",
         "peer_routing_id",
@@ -141,7 +142,9 @@ class Pipe:
         #: Set once this end stopped writing (closed by us, or the peer went away).
         self.terminating = False
         self.endpoint = ""
-        self.data: Any = None  # per-pattern state (e.g. an XPUB's subscription marker)
+        self.data: Any = None  # per-pattern state
+        #: The greeting the peer's side already wrote for this end's owner (None: not yet).
+        self.greeted: tuple | None = None
 
     def __repr__(self) -> str:
         return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"

@@ -676,7 +676,8 @@ def _option_property(opt: SocketOption) -> property:
 
 
 for _opt in OPTIONS:
-    setattr(Socket, _opt.name.lower(), _option_property(_opt))
+    if not hasattr(Socket, _opt.name.lower()):  # subscribe/unsubscribe are methods
+        setattr(Socket, _opt.name.lower(), _option_property(_opt))
 Socket.identity = Socket.routing_id  # type: ignore[attr-defined]
 Socket.FD = Socket.fd  # type: ignore[attr-defined]
 del _opt

@@ -57,6 +57,21 @@ class Pattern:
     def write_activated(self, pipe: Pipe) -> None:
         pass
 
+    def greeting(self) -> tuple:
+        """Messages every new pipe starts with (subscriptions, a probe, a welcome message).
+
+        Must be cheap and safe to call from another thread: a connecting socket writes the
+        greeting of the socket it connects to into the new pipe, so the binder's messages are
+        there before the binder's own thread gets round to attaching the pipe.
+        """
+        return ()
+
+    def greet(self, pipe: Pipe) -> None:
+        """Write the greeting into a pipe being attached, unless the connecter already did."""
+        if pipe.greeted is None:
+            for msg in self.greeting():
+                pipe.write(msg)
+
     # messages
     def xsend(self, msg: Any) -> bool:
         name = self.socket_type.name

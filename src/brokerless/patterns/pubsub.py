@@ -49,11 +49,13 @@ class XPub(Pattern):
         self.pending: deque[Any] = deque()  # subscription messages for the application
         self.last_pipe: Pipe | None = None  # who sent the last subscription (XPUB_MANUAL)
 
+    def greeting(self) -> tuple:
+        welcome = self.options[_O.XPUB_WELCOME_MSG]
+        return (welcome,) if welcome else ()
+
     def attach(self, pipe: Pipe) -> bool | None:
         self.dist.attach(pipe)
-        welcome = self.options[_O.XPUB_WELCOME_MSG]
-        if welcome:
-            pipe.write(welcome)
+        self.greet(pipe)
         self.read_activated(pipe)
         return True
 
@@ -156,14 +158,29 @@ class XSub(Pattern):
         self.fq = FairQueue()
         self.dist = Distributor()
         self.subscriptions = SubscriptionCounts()
+        self._greeting: tuple[bytes, ...] = ()  # one subscribe message per topic, immutable
         self.prefetched: Any = None
+
+    def greeting(self) -> tuple:
+        return self._greeting
 
     def attach(self, pipe: Pipe) -> bool | None:
         self.fq.attach(pipe)
         self.dist.attach(pipe)
-        for topic in self.subscriptions:
-            pipe.write(bytes((SUBSCRIBE_PREFIX,)) + topic)
+        # Send the subscriptions the connecting side did not already put in the pipe for us
+        # (all of them, unless it did), and cancel any dropped since it took its snapshot.
+        sent = pipe.greeted or ()
+        for msg in self._greeting:
+            if msg not in sent:
+                pipe.write(msg)
+        current = set(self._greeting)
+        for msg in sent:
+            if msg not in current:
+                pipe.write(bytes((CANCEL_PREFIX,)) + msg[1:])
         return True
+
+    def _subscriptions_changed(self) -> None:
+        self._greeting = tuple(bytes((SUBSCRIBE_PREFIX,)) + t for t in self.subscriptions)
 
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
@@ -181,11 +198,13 @@ class XSub(Pattern):
         data = as_bytes(first_frame(msg))
         if data and msg.__class__ is not list:
             if data[0] == SUBSCRIBE_PREFIX:
-                self.subscriptions.add(data[1:])
+                if self.subscriptions.add(data[1:]):
+                    self._subscriptions_changed()
                 self._send_upstream(data)
                 return True
             if data[0] == CANCEL_PREFIX:
                 if self.subscriptions.rm(data[1:]):
+                    self._subscriptions_changed()
                     self._send_upstream(data)
                 return True
         self.dist.send_to_all(msg)  # an ordinary message goes upstream to every publisher

@@ -34,9 +34,11 @@ class Dealer(Pattern):
         self.lb = LoadBalancer()
         self.fq = FairQueue()
 
+    def greeting(self) -> tuple:
+        return (b"",) if self.options[_O.PROBE_ROUTER] else ()
+
     def attach(self, pipe: Pipe) -> bool | None:
-        if self.options[_O.PROBE_ROUTER]:
-            pipe.write(b"")
+        self.greet(pipe)
         self.fq.attach(pipe)
         self.lb.attach(pipe)
         return True
@@ -81,9 +83,11 @@ class Router(Pattern):
             if rid not in self.out:
                 return rid
 
+    def greeting(self) -> tuple:
+        return (b"",) if self.options[_O.PROBE_ROUTER] else ()
+
     def attach(self, pipe: Pipe) -> bool | None:
-        if self.options[_O.PROBE_ROUTER]:
-            pipe.write(b"")
+        self.greet(pipe)
         rid = pipe.routing_id or pipe.peer_routing_id
         if not rid:
             rid = self._generate_id()

@@ -88,6 +88,12 @@ class InprocTransport:
                     conflate or bool(b_opts[_O.CONFLATE]),
                 )
                 mine.peer_routing_id = b_opts[_O.ROUTING_ID]
+                # Write the binder's greeting now: it would otherwise wait for the binder's
+                # thread to attach the pipe (libzmq loses a binding SUB's subscriptions so).
+                greeting = binder._pattern.greeting()
+                for msg in greeting:
+                    theirs.write(msg)
+                theirs.greeted = greeting
         mine.endpoint = theirs.endpoint = ep.uri
         mine.routing_id = opts[_O.CONNECT_ROUTING_ID]
         theirs.peer_routing_id = opts[_O.ROUTING_ID]

@@ -1,0 +1,90 @@
+"""Shared helpers for the benchmark tools: loading an implementation by module name, describing
+it, and printing a result either for people or as one JSON line for ``compare.py``.
+
+Every tool takes the implementation as a module name (``zmq`` for pyzmq, the reference, or
+``brokerless``) and runs the same code against it, through pyzmq's API only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class ImplError(Exception):
+    """The implementation module can't be imported or lacks what the benchmarks use."""
+
+
+def load_impl(name: str, required: Iterable[str] = ("Context",)) -> ModuleType:
+    """Import the implementation module ``name`` (e.g. ``"zmq"`` or ``"brokerless"``).
+
+    ``required`` names the attributes the caller uses (``Context``, socket types, options); they
+    are checked up front so a half-written implementation fails with a message naming what is
+    missing, not deep inside a trial.
+
+    A checkout's ``src/`` is tried as a fallback (appended, so an installed package wins), so the
+    tools also run from a checkout where brokerless isn't installed yet.
+    """
+    try:
+        module = _import(name)
+    except ImportError as exc:
+        hint = (
+            "install pyzmq (`pip install pyzmq`)"
+            if name == "zmq"
+            else "install the project (`pip install -e .`; `make bench` does it)"
+        )
+        raise ImplError(f"cannot import implementation {name!r}: {exc}; {hint}") from exc
+    missing = [attr for attr in required if not hasattr(module, attr)]
+    if missing:
+        where = getattr(module, "__file__", None) or list(getattr(module, "__path__", []))
+        raise ImplError(
+            f"implementation {name!r} (from {where}) lacks {', '.join(missing)}: "
+            "not a pyzmq-compatible module yet?"
+        )
+    return module
+
+
+def _import(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        src = REPO / "src"
+        if exc.name != name.partition(".")[0] or not (src / name.partition(".")[0]).is_dir():
+            raise
+        if str(src) not in sys.path:
+            sys.path.append(str(src))
+        return importlib.import_module(name)
+
+
+def load_impl_or_exit(name: str, required: Iterable[str] = ("Context",)) -> ModuleType:
+    """``load_impl``, printing the reason and exiting with status 2 when it fails."""
+    try:
+        return load_impl(name, required)
+    except ImplError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def describe(impl: ModuleType) -> dict[str, str]:
+    """Module name, version(s) and where it was imported from."""
+    info = {"impl": impl.__name__, "version": str(getattr(impl, "__version__", "?"))}
+    zmq_version = getattr(impl, "zmq_version", None)
+    if callable(zmq_version):
+        info["libzmq"] = str(zmq_version())
+    info["file"] = str(getattr(impl, "__file__", "") or "")
+    return info
+
+
+def emit(result: dict[str, Any], as_json: bool, human: str) -> None:
+    """Print ``result`` as one JSON line (for ``compare.py``) or ``human`` for people."""
+    if as_json:
+        print(json.dumps(result, sort_keys=True), flush=True)
+    else:
+        print(human, flush=True)

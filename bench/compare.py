@@ -1,0 +1,444 @@
+"""Side-by-side benchmark runner: brokerless against pyzmq, in the same run, interleaved.
+
+For every selected case (see ``--list``) it runs R rounds; each round runs the case once per
+implementation, every trial in a fresh subprocess of the same interpreter (so no trial inherits
+another's heap, threads or caches), alternating which goes first: round 1 the reference (pyzmq)
+then the subject (brokerless), round 2 the subject then the reference, and so on.  A trial is
+one of the tools in this folder run with ``--json``; its last stdout line is its result.
+
+Per case and metric it reports the median of each implementation's trials and the median (with
+min-max) of the per-round ratios subject / reference -- higher is better for throughput, lower
+for latency -- as a Markdown table ready to paste into BENCHMARKS.md, headed by the exact command
+line, the date, the Python, pyzmq and libzmq versions and the machine.  Progress goes to stderr,
+the report to stdout.
+
+    python bench/compare.py                       # every case, 5 rounds (a few minutes)
+    python bench/compare.py --quick --rounds 2    # smoke run
+    python bench/compare.py --impls zmq,zmq       # A/A run: the ratios show the noise floor
+    python bench/compare.py --cases 'inproc-lat-*' --rounds 9
+
+The case table is data: a case names its tool(s), transport, count and extra arguments.  Cases
+over tcp or ipc run two processes per trial (a receiver that reports, like libzmq's local_thr,
+and a sender, like remote_thr); add them to CASES, with ``scripts`` naming both tools and an
+``--endpoint`` filled in per trial, without changing the runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import fnmatch
+import itertools
+import json
+import os
+import platform
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _harness import ImplError, describe, load_impl
+
+BENCH = Path(__file__).resolve().parent
+DISPLAY = {"zmq": "pyzmq"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # field of a trial's JSON result
+    label: str
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Target:
+    """The design target for the ratio subject / reference of a case's first metric."""
+
+    op: str  # ">=" or "<="
+    value: float
+
+    def met(self, ratio: float) -> bool:
+        return ratio >= self.value if self.op == ">=" else ratio <= self.value
+
+    def __str__(self) -> str:
+        return f"{'≥' if self.op == '>=' else '≤'} {self.value:.1f}"
+
+
+METRICS: dict[str, tuple[Metric, ...]] = {
+    "thr": (Metric("msg_per_s", "throughput", "msg/s", True),),
+    "lat": (
+        Metric("latency_us", "one-way latency, mean", "µs", False),
+        Metric("rtt_p50_us", "round trip, p50", "µs", False),
+        Metric("rtt_p99_us", "round trip, p99", "µs", False),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    label: str
+    kind: str  # a key of METRICS
+    transport: str  # "inproc"; "tcp" and "ipc" get an --endpoint per trial
+    count: int  # messages or round trips per trial: 0.5-1 s or so with pyzmq on a 2 vCPU VM
+    args: tuple[str, ...] = ()
+    # Tools run at once for one trial; the first prints the result.  Two for tcp/ipc, e.g.
+    # ("local_thr.py", "remote_thr.py"): receiver (binds, times, reports) and sender.
+    scripts: tuple[str, ...] = ()
+    target: Target | None = None  # applies to METRICS[kind][0]
+    sizes: tuple[int, ...] = field(default=())  # payload bytes per frame, for MB/s
+
+    def commands(self, impl: str, count: int, endpoint: str | None) -> list[list[str]]:
+        extra = ["--endpoint", endpoint] if endpoint else []
+        return [
+            [
+                sys.executable,
+                str(BENCH / script),
+                *("--impl", impl, "--count", str(count)),
+                *self.args,
+                *extra,
+                "--json",
+            ]
+            for script in self.scripts
+        ]
+
+
+def thr_case(transport: str, size: int, count: int, frames: int = 1) -> Case:
+    shape = f"{frames}x{size}" if frames > 1 else str(size)
+    scripts = ("inproc_thr.py",) if transport == "inproc" else ("local_thr.py", "remote_thr.py")
+    return Case(
+        name=f"{transport}-thr-{shape}",
+        label=f"{transport} PUSH→PULL, {f'{frames} x {size}' if frames > 1 else size} B",
+        kind="thr",
+        transport=transport,
+        count=count,
+        args=("--size", str(size)) + (("--multipart",) if frames == 2 else ()),
+        scripts=scripts,
+        target=Target(">=", 1.0 if transport == "inproc" else 1.5),
+        sizes=(size,) * frames,
+    )
+
+
+def lat_case(transport: str, size: int, count: int) -> Case:
+    scripts = ("inproc_lat.py",) if transport == "inproc" else ("local_lat.py", "remote_lat.py")
+    return Case(
+        name=f"{transport}-lat-{size}",
+        label=f"{transport} REQ/REP, {size} B",
+        kind="lat",
+        transport=transport,
+        count=count,
+        args=("--size", str(size)),
+        scripts=scripts,
+        target=Target("<=", 0.8),
+        sizes=(size,),
+    )
+
+
+CASES: tuple[Case, ...] = (
+    thr_case("inproc", 1, 800_000),
+    thr_case("inproc", 100, 700_000),
+    thr_case("inproc", 1024, 500_000),
+    thr_case("inproc", 65536, 40_000),
+    thr_case("inproc", 100, 100_000, frames=2),
+    lat_case("inproc", 1, 40_000),
+    lat_case("inproc", 1024, 40_000),
+)
+QUICK_DIVISOR = 10
+
+
+class TrialError(Exception):
+    pass
+
+
+_endpoints = itertools.count()
+
+
+def endpoint_for(transport: str, workdir: str) -> str | None:
+    """A fresh endpoint for a two-process trial; inproc tools choose their own."""
+    if transport == "inproc":
+        return None
+    if transport == "ipc":
+        return f"ipc://{workdir}/bench-{next(_endpoints)}"
+    if transport == "tcp":
+        with socket.socket() as probe:  # a free port now; the receiver binds it right away
+            probe.bind(("127.0.0.1", 0))
+            return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    raise ValueError(f"unknown transport {transport!r}")
+
+
+def run_trial(commands: list[list[str]], timeout: float) -> dict[str, Any]:
+    """Start every command of one trial, wait for all, return the first one's JSON result."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for command in commands:
+            procs.append(
+                subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            )
+        deadline = time.monotonic() + timeout
+        outputs = [
+            proc.communicate(timeout=max(0.1, deadline - time.monotonic())) for proc in procs
+        ]
+    except subprocess.TimeoutExpired:
+        raise TrialError(f"timed out after {timeout:g} s: {shlex.join(commands[0])}") from None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for command, proc, (_, err) in zip(commands, procs, outputs, strict=True):
+        if proc.returncode != 0:
+            tail = "\n".join(err.strip().splitlines()[-15:])
+            raise TrialError(
+                f"exit status {proc.returncode}: {shlex.join(command)}\n{tail}".rstrip()
+            )
+    lines = outputs[0][0].strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise TrialError(f"no JSON result from {shlex.join(commands[0])}") from None
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    trials: dict[str, list[dict[str, Any]]]  # "subject" and "reference", in round order
+    ratios: dict[str, list[float]]  # by metric key, one per complete round
+    error: str | None = None
+
+
+def run_case(
+    case: Case, subject: str, reference: str, rounds: int, count: int, timeout: float, tmp: str
+) -> CaseResult:
+    trials: dict[str, list[dict[str, Any]]] = {"subject": [], "reference": []}
+    result = CaseResult(case, trials, {m.key: [] for m in METRICS[case.kind]})
+    labels = impl_labels(subject, reference)
+    for rnd in range(rounds):
+        order = (reference, subject) if rnd % 2 == 0 else (subject, reference)
+        order_labels = (labels[1], labels[0]) if rnd % 2 == 0 else labels
+        got: dict[str, dict[str, Any]] = {}
+        for impl, label in zip(order, order_labels, strict=True):
+            endpoint = endpoint_for(case.transport, tmp)
+            try:
+                got[label] = run_trial(case.commands(impl, count, endpoint), timeout)
+            except TrialError as exc:
+                result.error = f"{label}: {exc}"
+                log(f"[{case.name} {rnd + 1}/{rounds}] {label} FAILED: {exc}")
+                return result
+            log(f"[{case.name} {rnd + 1}/{rounds}] {label:>14}: {summary(case, got[label])}")
+        result.trials["subject"].append(got[labels[0]])
+        result.trials["reference"].append(got[labels[1]])
+        for metric in METRICS[case.kind]:
+            s, r = got[labels[0]][metric.key], got[labels[1]][metric.key]
+            result.ratios[metric.key].append(s / r if r else float("nan"))
+    return result
+
+
+def impl_labels(subject: str, reference: str) -> tuple[str, str]:
+    a, b = DISPLAY.get(subject, subject), DISPLAY.get(reference, reference)
+    return (f"{a} (A)", f"{b} (B)") if a == b else (a, b)
+
+
+def summary(case: Case, trial: dict[str, Any]) -> str:
+    return ", ".join(fmt(trial[m.key], m, case) for m in METRICS[case.kind])
+
+
+def fmt(value: float, metric: Metric, case: Case) -> str:
+    if metric.unit == "msg/s":
+        mb = value * sum(case.sizes) / 1e6
+        return f"{value:,.0f} msg/s ({mb:,.1f} MB/s)"
+    return f"{value:,.1f} {metric.unit}"
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def environment(impls: dict[str, dict[str, str]]) -> list[str]:
+    """Lines saying how and where the figures were produced."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    versions = []
+    for info in impls.values():
+        text = f"{DISPLAY.get(info['impl'], info['impl'])} {info['version']}"
+        if "libzmq" in info:
+            text += f" (libzmq {info['libzmq']})"
+        if text not in versions:
+            versions.append(text)
+    tuning = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")]
+    if "PYTHONMALLOC" in os.environ:
+        tuning.append(f"PYTHONMALLOC={os.environ['PYTHONMALLOC']}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    cpus = f"{os.cpu_count()} CPUs"
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) != os.cpu_count():
+        cpus += f", run pinned to CPUs {sorted(os.sched_getaffinity(0))}"
+    return [
+        f"- Command: `{shlex.join(sys.orig_argv)}`",
+        f"- Date: {now}",
+        f"- Python {platform.python_version()} ({platform.python_implementation()}); "
+        + "; ".join(versions),
+        f"- Machine: {cpu_model()}, {cpus}, {platform.platform()}; load average at start {load}",
+        f"- Allocator environment: {', '.join(tuning) or 'defaults (no MALLOC_* set)'}",
+    ]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def report(results: list[CaseResult], subject: str, reference: str, rounds: int) -> list[str]:
+    """The Markdown table: one row per case and metric."""
+    sub, ref = impl_labels(subject, reference)
+    lines = [
+        f"| Case | Metric | {sub} | {ref} | {sub} ÷ {ref}: median (min-max) | Target |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for res in results:
+        case = res.case
+        for i, metric in enumerate(METRICS[case.kind]):
+            better = "higher" if metric.higher_is_better else "lower"
+            values = [
+                [trial[metric.key] for trial in res.trials[role]]
+                for role in ("subject", "reference")
+            ]
+            cells = [fmt(statistics.median(v), metric, case) if v else "—" for v in values]
+            ratios = res.ratios[metric.key]
+            if ratios:
+                ratio = (
+                    f"**{statistics.median(ratios):.2f}** "
+                    f"({min(ratios):.2f}-{max(ratios):.2f}), {better} is better"
+                )
+            else:
+                ratio = "—"
+            target = ""
+            if i == 0 and case.target is not None:
+                target = str(case.target)
+                if ratios:
+                    target += " met" if case.target.met(statistics.median(ratios)) else " NOT met"
+            if res.error and i == 0:
+                target += f" (failed after {len(ratios)} of {rounds} rounds, see below)"
+            lines.append(
+                f"| {case.label} | {metric.label} | {cells[0]} | {cells[1]} | {ratio} | {target} |"
+            )
+    failed = [res for res in results if res.error]
+    if failed:
+        lines += ["", "Failed (full output on stderr):", ""]
+        for res in failed:
+            first, *rest = str(res.error).splitlines()
+            lines.append(f"- {res.case.name}: {first}" + (f" -- `{rest[-1]}`" if rest else ""))
+    return lines
+
+
+def select(patterns: str | None) -> list[Case]:
+    if not patterns:
+        return list(CASES)
+    chosen = []
+    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
+        matched = [c for c in CASES if fnmatch.fnmatchcase(c.name, pattern)]
+        if not matched:
+            names = ", ".join(c.name for c in CASES)
+            raise SystemExit(f"error: no case matches {pattern!r}; cases: {names}")
+        chosen += [c for c in matched if c not in chosen]
+    return [c for c in CASES if c in chosen]  # in table order
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="cases: " + ", ".join(c.name for c in CASES),
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per case (default 5)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"1/{QUICK_DIVISOR} of the messages per trial: a smoke run, not for figures",
+    )
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every case's count (default 1)"
+    )
+    parser.add_argument(
+        "--cases", help="comma-separated case names or glob patterns (default: all)"
+    )
+    parser.add_argument(
+        "--impls",
+        default="brokerless,zmq",
+        help="subject,reference modules (default brokerless,zmq); ratios are subject/reference",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds before a trial is killed (120)"
+    )
+    parser.add_argument("--save", metavar="FILE", help="also write every trial's result as JSON")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for case in CASES:
+            print(f"{case.name:22} {case.label} ({case.count:,} per trial)")
+        return 0
+    impls = [name.strip() for name in args.impls.split(",")]
+    if len(impls) != 2 or not all(impls):
+        parser.error("--impls takes two module names, subject,reference")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    subject, reference = impls
+    cases = select(args.cases)
+
+    described: dict[str, dict[str, str]] = {}
+    for name in dict.fromkeys(impls):
+        try:
+            described[name] = describe(load_impl(name))
+        except ImplError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    header = environment(described)
+    for line in header:
+        log(line)
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        for case in cases:
+            count = max(2, round(case.count * args.scale / (QUICK_DIVISOR if args.quick else 1)))
+            results.append(
+                run_case(case, subject, reference, args.rounds, count, args.timeout, tmp)
+            )
+
+    sub, ref = impl_labels(subject, reference)
+    note = " — **quick run: smoke test only, not figures**" if args.quick else ""
+    lines = [
+        f"### {sub} vs {ref}: {args.rounds} interleaved round{'s' * (args.rounds > 1)}{note}",
+        "",
+        *header,
+        "",
+        *report(results, subject, reference, args.rounds),
+    ]
+    print("\n".join(lines), flush=True)
+
+    if args.save:
+        data = {
+            "command": sys.orig_argv,
+            "environment": header,
+            "impls": described,
+            "cases": [
+                {"case": r.case.name, "error": r.error, "trials": r.trials, "ratios": r.ratios}
+                for r in results
+            ],
+        }
+        Path(args.save).write_text(json.dumps(data, indent=1) + "\n")
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""ROUTER_MANDATORY, ROUTER_HANDOVER and PROBE_ROUTER.
+
+Modelled on libzmq's tests/test_router_mandatory.cpp, tests/test_router_handover.cpp and
+tests/test_probe_router.cpp.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import brokerless as zmq
+from tests.helpers import bind, recv_within
+
+# Enough traffic to overrun every buffer between a ROUTER and a peer that does not read,
+# including the kernel's socket buffers once tcp joins the suite.
+FLOOD_COUNT = 5000
+FLOOD_SIZE = 4096
+
+
+@pytest.fixture
+def make(ctx):
+    """Socket factory: linger 0 and bounded blocking calls, closed after the test."""
+    made = []
+
+    def factory(kind):
+        sock = ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, 2000)
+        sock.setsockopt(zmq.SNDTIMEO, 2000)
+        made.append(sock)
+        return sock
+
+    yield factory
+    for sock in made:
+        sock.close()
+
+
+def connect(sock, addr: str) -> None:
+    """Connect ``sock`` to a bound ``addr`` and return once the connection is usable.
+
+    An inproc connect to a bound endpoint is attached at once.  When ipc/tcp join the suite,
+    this is the one place to wait for the handshake (e.g. a monitor's HANDSHAKE_SUCCEEDED).
+    """
+    sock.connect(addr)
+
+
+def named_dealer(make, addr: str, routing_id: bytes, router):
+    """A DEALER with ``routing_id`` connected to ``router``, which has heard from it."""
+    dealer = make(zmq.DEALER)
+    dealer.setsockopt(zmq.ROUTING_ID, routing_id)
+    connect(dealer, addr)
+    dealer.send(b"Hello")
+    assert recv_within(router, multipart=True) == [routing_id, b"Hello"]
+    return dealer
+
+
+# -- ROUTER_MANDATORY ---------------------------------------------------------------------------
+
+
+def test_mandatory_unknown_peer_is_ehostunreach(make, endpoint):
+    router = make(zmq.ROUTER)
+    addr = bind(router, endpoint())
+
+    # By default a message to an unknown peer vanishes without an error.
+    router.send(b"UNKNOWN", zmq.SNDMORE)
+    router.send(b"DATA")
+
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    with pytest.raises(zmq.ZMQError) as info:
+        router.send(b"UNKNOWN", zmq.SNDMORE)
+    assert info.value.errno == zmq.EHOSTUNREACH
+
+    # The failed routing frame started no message: the next frame is a routing id again.
+    dealer = named_dealer(make, addr, b"X", router)
+    router.send(b"X", zmq.SNDMORE)
+    router.send(b"Hello")
+    assert recv_within(dealer, multipart=True) == [b"Hello"]
+
+
+def test_mandatory_peer_at_hwm_raises_again(make, endpoint):
+    router = make(zmq.ROUTER)
+    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    router.setsockopt(zmq.SNDHWM, 1)
+    addr = bind(router, endpoint())
+    dealer = make(zmq.DEALER)
+    dealer.setsockopt(zmq.RCVHWM, 1)
+    dealer.setsockopt(zmq.ROUTING_ID, b"X")
+    connect(dealer, addr)
+    dealer.send(b"Hello")
+    assert recv_within(router, multipart=True) == [b"X", b"Hello"]
+
+    sent = 0
+    payload = b"p" * FLOOD_SIZE
+    with pytest.raises(zmq.Again):
+        while sent < 20 * FLOOD_COUNT:
+            # Routing happens on the id frame: that is the frame which fails.
+            router.send(b"X", zmq.SNDMORE | zmq.NOBLOCK)
+            router.send(payload, zmq.NOBLOCK)
+            sent += 1
+    assert sent > 0
+
+    # A blocking send waits out SNDTIMEO instead.
+    router.setsockopt(zmq.SNDTIMEO, 200)
+    start = time.monotonic()
+    with pytest.raises(zmq.Again):
+        router.send(b"X", zmq.SNDMORE)
+    assert 0.15 <= time.monotonic() - start < 2
+
+    # Once the peer reads, the ROUTER can reach it again.
+    for _ in range(sent):
+        assert recv_within(dealer) == payload
+    router.setsockopt(zmq.SNDTIMEO, 2000)
+    router.send_multipart([b"X", b"after"])
+    assert recv_within(dealer) == b"after"
+
+
+def test_without_mandatory_peer_at_hwm_drops(make, endpoint, transport):
+    """Without ROUTER_MANDATORY, messages to a peer at its HWM are accepted and dropped."""
+    router = make(zmq.ROUTER)
+    router.setsockopt(zmq.SNDHWM, 1)
+    addr = bind(router, endpoint())
+    dealer = make(zmq.DEALER)
+    dealer.setsockopt(zmq.RCVHWM, 1)
+    dealer.setsockopt(zmq.ROUTING_ID, b"X")
+    connect(dealer, addr)
+    dealer.send(b"Hello")
+    assert recv_within(router, multipart=True) == [b"X", b"Hello"]
+
+    padding = b"p" * FLOOD_SIZE
+    for i in range(FLOOD_COUNT):
+        router.send_multipart([b"X", b"%d" % i, padding], zmq.NOBLOCK)
+
+    received = []
+    while dealer.poll(200, zmq.POLLIN):
+        seq, pad = dealer.recv_multipart()
+        assert pad == padding
+        received.append(int(seq))
+    assert 0 < len(received) < FLOOD_COUNT
+    assert received == sorted(received)
+    if transport == "inproc":
+        # The inproc pipe holds SNDHWM + RCVHWM messages; everything after them was dropped.
+        assert received == [0, 1]
+
+
+# -- ROUTER_HANDOVER ----------------------------------------------------------------------------
+
+
+def test_handover_gives_routing_id_to_newest_peer(make, endpoint):
+    router = make(zmq.ROUTER)
+    router.setsockopt(zmq.ROUTER_HANDOVER, 1)
+    addr = bind(router, endpoint())
+    first = named_dealer(make, addr, b"X", router)
+    second = named_dealer(make, addr, b"X", router)
+
+    router.send_multipart([b"X", b"for X"])
+    assert recv_within(second) == b"for X"
+    assert first.poll(200, zmq.POLLIN) == 0
+
+
+def test_without_handover_duplicate_routing_id_is_ignored(make, endpoint):
+    """The first peer keeps the id; the ROUTER does not hear a newcomer claiming it."""
+    router = make(zmq.ROUTER)
+    addr = bind(router, endpoint())
+    first = named_dealer(make, addr, b"X", router)
+
+    second = make(zmq.DEALER)
+    second.setsockopt(zmq.ROUTING_ID, b"X")
+    connect(second, addr)
+    second.send(b"Hello")
+    assert router.poll(200, zmq.POLLIN) == 0
+
+    router.send_multipart([b"X", b"for X"])
+    assert recv_within(first) == b"for X"
+    assert second.poll(200, zmq.POLLIN) == 0
+
+
+# -- PROBE_ROUTER -------------------------------------------------------------------------------
+
+
+def test_probe_from_dealer(make, endpoint):
+    """A DEALER with PROBE_ROUTER sends an empty message as soon as it connects."""
+    server = make(zmq.ROUTER)
+    addr = bind(server, endpoint())
+    client = make(zmq.DEALER)
+    client.setsockopt(zmq.ROUTING_ID, b"X")
+    client.setsockopt(zmq.PROBE_ROUTER, 1)
+    connect(client, addr)
+
+    assert recv_within(server, multipart=True) == [b"X", b""]
+    server.send_multipart([b"X", b"Hello"])
+    assert recv_within(client, multipart=True) == [b"Hello"]
+
+
+def test_probe_from_router(make, endpoint):
+    """Router-to-router: the probe lets the bound ROUTER address the connecting one first."""
+    server = make(zmq.ROUTER)
+    addr = bind(server, endpoint())
+    client = make(zmq.ROUTER)
+    client.setsockopt(zmq.ROUTING_ID, b"X")
+    client.setsockopt(zmq.PROBE_ROUTER, 1)
+    connect(client, addr)
+
+    assert recv_within(server, multipart=True) == [b"X", b""]
+    server.send_multipart([b"X", b"Hello"])
+    server_id, body = recv_within(client, multipart=True)
+    assert body == b"Hello"
+    # The server set no ROUTING_ID, so the client made one up for it.
+    assert len(server_id) == 5
+    assert server_id[0] == 0
+
+
+def test_probe_from_bound_side(make, endpoint):
+    """The probe goes out on every new connection, whichever side connected."""
+    server = make(zmq.ROUTER)
+    server.setsockopt(zmq.PROBE_ROUTER, 1)
+    addr = bind(server, endpoint())
+    client = make(zmq.DEALER)
+    connect(client, addr)
+
+    assert recv_within(client, multipart=True) == [b""]
