@@ -257,7 +257,7 @@ OPTIONS: dict[SocketOption, OptionSpec] = {
     _O.PROBE_ROUTER: OptionSpec(_INT, 0, gettable=False),
     _O.REQ_CORRELATE: OptionSpec(_INT, 0, gettable=False),
     _O.REQ_RELAXED: OptionSpec(_INT, 0, gettable=False),
-    _O.CONFLATE: OptionSpec(_INT, 0, gettable=False),
+    _O.CONFLATE: OptionSpec(_INT, 0),
     _O.ROUTER_HANDOVER: OptionSpec(_INT, 0, gettable=False),
     _O.TOS: OptionSpec(_INT, 0),
     _O.CONNECT_ROUTING_ID: OptionSpec(_BYTES, b"", gettable=False),

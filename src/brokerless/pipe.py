@@ -210,6 +210,8 @@ class Pipe:
         lane = self._out
         if lane.conflate:
             lane.q.clear()
+            if msg.__class__ is list:
+                msg = msg[-1]  # libzmq keeps one part only: conflation is for single parts
         lane.q.append(msg)
         if lane.reader_asleep:
             lane.reader_asleep = False

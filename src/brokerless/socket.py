@@ -248,9 +248,8 @@ class Socket:
         for uri in self._bound:
             ep = _endpoint.parse(uri)
             self.context._transport(ep.transport).unbind(self, ep)
-        for uri in self._connected:
-            ep = _endpoint.parse(uri)
-            self.context._transport(ep.transport).disconnect(self, ep)
+        # Connections still waiting for their peer stay registered: what was sent on them is
+        # delivered when the peer binds (libzmq does the same).
         self._bound.clear()
         self._connected.clear()
         for pipe in list(self._pipes):

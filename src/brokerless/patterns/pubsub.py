@@ -48,6 +48,9 @@ class XPub(Pattern):
         self.subscriptions = SubscriptionTable()
         self.pending: deque[Any] = deque()  # subscription messages for the application
         self.last_pipe: Pipe | None = None  # who sent the last subscription (XPUB_MANUAL)
+        # XPUB_VERBOSE passes duplicate subscribes; XPUB_VERBOSER also every unsubscribe.
+        self.verbose_subs = False
+        self.verbose_unsubs = False
 
     def greeting(self) -> tuple:
         welcome = self.options[_O.XPUB_WELCOME_MSG]
@@ -88,9 +91,9 @@ class XPub(Pattern):
             self._deliver(data)
             return
         if data[0] == SUBSCRIBE_PREFIX:
-            notify = self.subscriptions.add(topic, pipe) or self.options[_O.XPUB_VERBOSE]
+            notify = self.subscriptions.add(topic, pipe) or self.verbose_subs
         else:
-            notify = self.subscriptions.rm(topic, pipe) or self.options[_O.XPUB_VERBOSER]
+            notify = self.subscriptions.rm(topic, pipe) or self.verbose_unsubs
         if notify:
             self._deliver(data)
 
@@ -123,6 +126,10 @@ class XPub(Pattern):
         return bool(self.pending)
 
     def xsetsockopt(self, option: SocketOption, value: Any) -> None:
+        if option == _O.XPUB_VERBOSE:
+            self.verbose_subs, self.verbose_unsubs = bool(value), False
+        elif option == _O.XPUB_VERBOSER:
+            self.verbose_subs = self.verbose_unsubs = bool(value)
         if option not in (_O.SUBSCRIBE, _O.UNSUBSCRIBE):
             return
         if not self.options[_O.XPUB_MANUAL]:
@@ -140,7 +147,7 @@ class XPub(Pattern):
 
 class Pub(XPub):
     socket_type = SocketType.PUB
-    options_accepted = frozenset({_O.XPUB_NODROP})
+    options_accepted = XPub.options_accepted - {_O.SUBSCRIBE, _O.UNSUBSCRIBE}
     delivers_subscriptions = False
 
     def xrecv(self) -> Any:
@@ -152,6 +159,9 @@ class Pub(XPub):
 
 class XSub(Pattern):
     socket_type = SocketType.XSUB
+    #: Whether received messages are filtered by the subscriptions (SUB does, XSUB does not:
+    #: an XSUB passes on whatever its publishers chose to send it).
+    filters = False
 
     def __init__(self, options) -> None:
         super().__init__(options)
@@ -223,6 +233,8 @@ class XSub(Pattern):
             self.prefetched = None
             return msg
         fq = self.fq
+        if not self.filters:
+            return fq.recv()
         while (msg := fq.recv()) is not None:
             if self._matches(msg):
                 return msg
@@ -238,6 +250,7 @@ class XSub(Pattern):
 class Sub(XSub):
     socket_type = SocketType.SUB
     options_accepted = frozenset({_O.SUBSCRIBE, _O.UNSUBSCRIBE})
+    filters = True
 
     def xsend(self, msg: Any) -> bool:
         return Pattern.xsend(self, msg)
