@@ -43,16 +43,20 @@ def zmq_version_info() -> tuple[int, int, int]:
 
 
 def zmq_version() -> str:
-    return "%d.%d.%d" % LIBZMQ_COMPAT
+    return ".".join(map(str, LIBZMQ_COMPAT))
 
 
 def pyzmq_version() -> str:
     return __version__
 
 
+#: Optional libzmq capabilities (``zmq.has("curve")``); none of them yet.
+_CAPABILITIES: frozenset[str] = frozenset()
+
+
 def has(capability: str) -> bool:
-    """Which optional libzmq capabilities brokerless offers."""
-    return capability in ()
+    """Whether brokerless offers an optional libzmq capability (ipc, curve, draft, ...)."""
+    return capability in _CAPABILITIES
 
 
 # pyzmq's flat names: zmq.PUSH, zmq.SNDHWM, zmq.POLLIN, zmq.EVENT_CONNECTED, zmq.EAGAIN, ...

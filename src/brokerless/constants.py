@@ -83,6 +83,7 @@ class Errno(IntEnum):
 
     EAGAIN = _errno.EAGAIN
     EFAULT = _errno.EFAULT
+    EACCES = _errno.EACCES
     EINVAL = _errno.EINVAL
     ENOENT = _errno.ENOENT
     EINTR = _errno.EINTR

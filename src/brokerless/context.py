@@ -29,8 +29,9 @@ class Context:
 
     def __init__(self, io_threads: int = 1, **kwargs: Any) -> None:
         if not isinstance(io_threads, int) or io_threads < 0:
-            raise ZMQError(EINVAL, f"Invalid argument: io_threads must be an int >= 0, not "
-                                   f"{io_threads!r}")
+            raise ZMQError(
+                EINVAL, f"Invalid argument: io_threads must be an int >= 0, not {io_threads!r}"
+            )
         self._options: dict[ContextOption, int] = {
             ContextOption.IO_THREADS: io_threads,
             ContextOption.MAX_SOCKETS: 1023,
@@ -61,8 +62,9 @@ class Context:
 
     # -- sockets ------------------------------------------------------------------------------
 
-    def socket(self, socket_type: int, socket_class: type[Socket] | None = None,
-               **options: Any) -> Socket:
+    def socket(
+        self, socket_type: int, socket_class: type[Socket] | None = None, **options: Any
+    ) -> Socket:
         """A new socket; keyword arguments set options (``ctx.socket(PUSH, sndhwm=10)``)."""
         if self._closed or self._terminating:
             raise error(ETERM, "Context was terminated: create a new Context")

@@ -4,6 +4,7 @@ from .constants import Errno
 
 EAGAIN = int(Errno.EAGAIN)
 EFAULT = int(Errno.EFAULT)
+EACCES = int(Errno.EACCES)
 EINVAL = int(Errno.EINVAL)
 ENOENT = int(Errno.ENOENT)
 EINTR = int(Errno.EINTR)

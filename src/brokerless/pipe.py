@@ -115,8 +115,6 @@ class Pipe:
     __slots__ = (
         "_in",
         "_out",
-        "active_in",
-        "active_out",
         "data",
         "endpoint",
         "greeted",
@@ -136,9 +134,6 @@ class Pipe:
         self.peer_routing_id = b""
         #: The id a ROUTER uses for this pipe (assigned when the ROUTER attaches it).
         self.routing_id = b""
-        #: Owner-thread-only bookkeeping used by the patterns (in an active set or not).
-        self.active_in = False
-        self.active_out = True
         #: Set once this end stopped writing (closed by us, or the peer went away).
         self.terminating = False
         self.endpoint = ""
@@ -248,7 +243,7 @@ class Pipe:
         """The peer closed its end.  Returns True when nothing is left to read."""
         self.terminating = True
         q = self._in.q
-        if len(q) == 1 and q[0] is DELIMITER or not q:
+        if (len(q) == 1 and q[0] is DELIMITER) or not q:
             q.clear()
             return True
         return False

@@ -18,14 +18,15 @@ the socket checks it may send (and waits, or raises ``Again``), as libzmq does.
 from __future__ import annotations
 
 import pickle
+import random
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import pipe as _pipe
 from .constants import OPTIONS, STRING_OPTIONS, Flag, PollEvent, SocketOption, SocketType
-from .errno import EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
-from .error import Again, ZMQError, error
+from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
+from .error import Again, ZMQBindError, ZMQError, error
 from .frame import Frame, MessageTracker
 from .patterns import PATTERNS
 from .pipe import Pipe
@@ -84,6 +85,13 @@ class Socket:
         self._rx_pos = 0
         self._fault: Callable[[], ZMQError] | None = None  # set once closed or terminated
         self._closed = False
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            _pipe.ACTIVATE_READ: self._on_activate_read,
+            _pipe.ACTIVATE_WRITE: self._on_activate_write,
+            _pipe.PIPE_TERM: self._on_pipe_term,
+            ATTACH: self.attach_pipe,
+            STOP: self._on_stop,
+        }
         for option, value in (options or {}).items():
             self.setsockopt(option, value)
 
@@ -130,7 +138,7 @@ class Socket:
         if not getattr(self, "_closed", True):
             try:
                 self.close()
-            except Exception:  # noqa: BLE001 - interpreter shutdown; nothing to report to
+            except Exception:
                 pass
 
     # -- commands from other threads ------------------------------------------------------------
@@ -145,23 +153,26 @@ class Socket:
             raise self._fault()
 
     def _dispatch(self, command: str, arg: Any) -> None:
-        if command == _pipe.ACTIVATE_READ:
-            if arg in self._pipes:
-                self._pattern.read_activated(arg)
-        elif command == _pipe.ACTIVATE_WRITE:
-            if arg in self._pipes:
-                self._pattern.write_activated(arg)
-        elif command == _pipe.PIPE_TERM:
-            if arg in self._pipes:
-                if arg.process_pipe_term():
-                    self.pipe_terminated(arg)
-                else:
-                    self._pattern.read_activated(arg)  # read what is left, then it goes
-        elif command == ATTACH:
-            self.attach_pipe(arg)
-        elif command == STOP:
-            if not self._closed:
-                self._fault = _term_error
+        self._handlers[command](arg)
+
+    def _on_activate_read(self, pipe: Pipe) -> None:
+        if pipe in self._pipes:
+            self._pattern.read_activated(pipe)
+
+    def _on_activate_write(self, pipe: Pipe) -> None:
+        if pipe in self._pipes:
+            self._pattern.write_activated(pipe)
+
+    def _on_pipe_term(self, pipe: Pipe) -> None:
+        if pipe in self._pipes:
+            if pipe.process_pipe_term():
+                self.pipe_terminated(pipe)
+            else:
+                self._pattern.read_activated(pipe)  # read what is left, then it goes
+
+    def _on_stop(self, _: Any) -> None:
+        if not self._closed:
+            self._fault = _term_error
 
     # -- pipes ----------------------------------------------------------------------------------
 
@@ -198,13 +209,16 @@ class Socket:
     def bind_to_random_port(
         self, addr: str, min_port: int = 49152, max_port: int = 65536, max_tries: int = 100
     ) -> int:
-        """Bind to a free port of ``addr`` (tcp only) and return it."""
-        self._check_alive()
-        ep = _endpoint.parse(addr)
-        if ep.transport != "tcp":
-            raise ZMQError(EINVAL, f"Invalid argument: bind_to_random_port needs tcp, not {addr}")
-        self.context._transport(ep.transport)  # raises while tcp is not available
-        raise AssertionError("unreachable: the tcp transport returns or raises above")
+        """Bind ``addr`` (e.g. ``tcp://127.0.0.1``) to a free port and return the port."""
+        for port in random.sample(range(min_port, max_port), min(max_tries, max_port - min_port)):
+            try:
+                self.bind(f"{addr}:{port}")
+            except ZMQError as exc:
+                if exc.errno not in (EADDRINUSE, EACCES):
+                    raise
+            else:
+                return port
+        raise ZMQBindError(f"Could not bind {addr} to a port in [{min_port}, {max_port})")
 
     def connect(self, addr: str) -> None:
         """Connect to ``addr``; the peer need not exist yet."""
@@ -404,7 +418,9 @@ class Socket:
 
     # -- waiting --------------------------------------------------------------------------------
 
-    def _wait_for(self, attempt: Callable[[], Any], flags: int, timeout_option: SocketOption) -> Any:
+    def _wait_for(
+        self, attempt: Callable[[], Any], flags: int, timeout_option: SocketOption
+    ) -> Any:
         """Retry ``attempt`` as commands arrive until it succeeds (truthy) or time runs out."""
         if flags & NOBLOCK:
             raise Again(EAGAIN, "Resource temporarily unavailable")
@@ -536,8 +552,9 @@ class Socket:
 
     # -- serialisation helpers (pyzmq's) ---------------------------------------------------------
 
-    def send_string(self, u: str, flags: int = 0, copy: bool = True, encoding: str = "utf-8",
-                    **kwargs: Any) -> MessageTracker | None:
+    def send_string(
+        self, u: str, flags: int = 0, copy: bool = True, encoding: str = "utf-8", **kwargs: Any
+    ) -> MessageTracker | None:
         if not isinstance(u, str):
             raise TypeError("send_string needs a str; use send for bytes")
         return self.send(u.encode(encoding), flags=flags, copy=copy, **kwargs)
@@ -549,8 +566,9 @@ class Socket:
 
     recv_unicode = recv_string
 
-    def send_pyobj(self, obj: Any, flags: int = 0, protocol: int = pickle.DEFAULT_PROTOCOL,
-                   **kwargs: Any) -> MessageTracker | None:
+    def send_pyobj(
+        self, obj: Any, flags: int = 0, protocol: int = pickle.DEFAULT_PROTOCOL, **kwargs: Any
+    ) -> MessageTracker | None:
         return self.send(pickle.dumps(obj, protocol), flags=flags, **kwargs)
 
     def recv_pyobj(self, flags: int = 0) -> Any:
@@ -559,8 +577,9 @@ class Socket:
     def send_json(self, obj: Any, flags: int = 0, **kwargs: Any) -> MessageTracker | None:
         import json
 
-        send_kwargs = {k: kwargs.pop(k) for k in ("copy", "track", "routing_id", "group")
-                       if k in kwargs}
+        send_kwargs = {
+            k: kwargs.pop(k) for k in ("copy", "track", "routing_id", "group") if k in kwargs
+        }
         return self.send(json.dumps(obj, **kwargs).encode("utf-8"), flags=flags, **send_kwargs)
 
     def recv_json(self, flags: int = 0, **kwargs: Any) -> Any:
@@ -568,12 +587,19 @@ class Socket:
 
         return json.loads(self.recv(flags), **kwargs)
 
-    def send_serialized(self, msg: Any, serialize: Callable[[Any], Sequence[Any]],
-                        flags: int = 0, copy: bool = True, **kwargs: Any) -> MessageTracker | None:
+    def send_serialized(
+        self,
+        msg: Any,
+        serialize: Callable[[Any], Sequence[Any]],
+        flags: int = 0,
+        copy: bool = True,
+        **kwargs: Any,
+    ) -> MessageTracker | None:
         return self.send_multipart(serialize(msg), flags=flags, copy=copy, **kwargs)
 
-    def recv_serialized(self, deserialize: Callable[[list], Any], flags: int = 0,
-                        copy: bool = True) -> Any:
+    def recv_serialized(
+        self, deserialize: Callable[[list], Any], flags: int = 0, copy: bool = True
+    ) -> Any:
         return deserialize(self.recv_multipart(flags, copy=copy))
 
 
@@ -629,7 +655,9 @@ def _known_option(option: int) -> SocketOption:
     except ValueError:
         raise ZMQError(EINVAL, f"Invalid argument: unknown socket option {option!r}") from None
     if opt not in OPTIONS:
-        raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} is not supported by brokerless")
+        raise ZMQError(
+            EINVAL, f"Invalid argument: option {opt.name} is not supported by brokerless"
+        )
     return opt
 
 
@@ -650,7 +678,8 @@ def _check_value(opt: SocketOption, kind: type, value: Any) -> Any:
         raise TypeError(f"option {opt.name} takes bytes, not {type(value).__name__}") from None
     if opt == _O.ROUTING_ID and (not data or len(data) > 255 or data[0] == 0):
         raise ZMQError(
-            EINVAL, "Invalid argument: ROUTING_ID must be 1 to 255 bytes and must not start "
+            EINVAL,
+            "Invalid argument: ROUTING_ID must be 1 to 255 bytes and must not start "
             "with a zero byte (those are reserved for generated ids)",
         )
     return data
@@ -663,8 +692,6 @@ def _option_property(opt: SocketOption) -> property:
         return self.getsockopt(opt)
 
     def fset(self: Socket, value: Any) -> None:
-        if isinstance(value, str) and spec.kind is bytes:
-            value = value.encode()
         self.setsockopt(opt, value)
 
     return property(

@@ -10,7 +10,8 @@ from .pubsub import Pub, Sub, XPub, XSub
 from .reqrep import Dealer, Rep, Req, Router
 
 PATTERNS: dict[SocketType, type[Pattern]] = {
-    cls.socket_type: cls for cls in (Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub)
+    cls.socket_type: cls
+    for cls in (Pair, Pub, Sub, Req, Rep, Dealer, Router, Pull, Push, XPub, XSub)
 }
 
 __all__ = ["PATTERNS", "Pattern"]

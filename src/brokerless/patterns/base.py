@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..constants import SocketOption, SocketType
-from ..error import ZMQError
 from ..errno import ENOTSUP
+from ..error import ZMQError
 from ..pipe import Pipe
 
 

@@ -14,8 +14,8 @@ from collections import deque
 from typing import Any
 
 from ..constants import SocketOption, SocketType
-from ..error import ZMQError
 from ..errno import EINVAL
+from ..error import ZMQError
 from ..pipe import Pipe
 from .base import Pattern, as_bytes, first_frame
 from .strategies import Distributor, FairQueue
@@ -134,8 +134,8 @@ class XPub(Pattern):
             return
         if not self.options[_O.XPUB_MANUAL]:
             raise ZMQError(
-                EINVAL, "Invalid argument: an XPUB takes SUBSCRIBE/UNSUBSCRIBE only with "
-                "XPUB_MANUAL set",
+                EINVAL,
+                "Invalid argument: an XPUB takes SUBSCRIBE/UNSUBSCRIBE only with XPUB_MANUAL set",
             )
         if self.last_pipe is None:
             return

@@ -14,8 +14,8 @@ import struct
 from typing import Any
 
 from ..constants import SocketOption, SocketType
-from ..error import ZMQError
 from ..errno import EFSM, EHOSTUNREACH
+from ..error import ZMQError
 from ..pipe import Pipe
 from .base import Pattern, as_bytes, join_parts, parts_of
 from .strategies import FairQueue, LoadBalancer
@@ -173,7 +173,8 @@ class Req(Dealer):
     def _check_send_state(self) -> None:
         if self.receiving_reply and not self.options[_O.REQ_RELAXED]:
             raise ZMQError(
-                EFSM, "Operation cannot be accomplished in current state: a REQ socket must "
+                EFSM,
+                "Operation cannot be accomplished in current state: a REQ socket must "
                 "receive the reply before it sends the next request",
             )
 
@@ -200,7 +201,8 @@ class Req(Dealer):
     def xrecv(self) -> Any:
         if not self.receiving_reply:
             raise ZMQError(
-                EFSM, "Operation cannot be accomplished in current state: a REQ socket must "
+                EFSM,
+                "Operation cannot be accomplished in current state: a REQ socket must "
                 "send a request before it can receive",
             )
         while True:
@@ -256,7 +258,8 @@ class Rep(Router):
     def _check_sending(self) -> None:
         if not self.sending_reply:
             raise ZMQError(
-                EFSM, "Operation cannot be accomplished in current state: a REP socket must "
+                EFSM,
+                "Operation cannot be accomplished in current state: a REP socket must "
                 "receive a request before it can send a reply",
             )
 
@@ -273,7 +276,8 @@ class Rep(Router):
     def xrecv(self) -> Any:
         if self.sending_reply:
             raise ZMQError(
-                EFSM, "Operation cannot be accomplished in current state: a REP socket must "
+                EFSM,
+                "Operation cannot be accomplished in current state: a REP socket must "
                 "send its reply before it receives the next request",
             )
         while True:

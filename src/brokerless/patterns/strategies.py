@@ -1,10 +1,9 @@
 """The building blocks socket types are made of: load-balance, fair-queue and distribute.
 
-Each keeps its pipes in one list whose first ``active`` entries are the pipes it may use now
-(libzmq's array-with-active-prefix): a pipe that is full (lb) or empty (fq) is swapped behind the
-prefix and swapped back when its activation command arrives, so the common case never scans
-idle pipes.  ``Pipe.active_in`` / ``Pipe.active_out`` say which side of the prefix a pipe is on,
-which makes activation idempotent (a spurious wake-up is harmless).
+lb and fq keep their pipes in an :class:`ActiveList` whose first ``active`` entries are the pipes
+usable now (libzmq's array-with-active-prefix): a pipe that is full (lb) or empty (fq) is
+swapped behind the prefix and swapped back when its activation command arrives, so the common
+case never scans idle pipes.
 """
 
 from __future__ import annotations
@@ -14,46 +13,64 @@ from typing import Any
 from ..pipe import Pipe
 
 
-def _swap_to(pipes: list[Pipe], pipe: Pipe, index: int) -> None:
-    i = pipes.index(pipe)
-    pipes[i], pipes[index] = pipes[index], pipes[i]
+class ActiveList:
+    """Pipes in one list, the ones usable now first: ``pipes[:active]``.
 
+    ``current`` walks the usable prefix round-robin.  Membership of the prefix is kept in a set,
+    which makes activation idempotent (a spurious wake-up is harmless).
+    """
 
-class LoadBalancer:
-    """Round-robin out over the pipes that have room (PUSH, DEALER, REQ)."""
-
-    __slots__ = ("active", "current", "pipes")
+    __slots__ = ("_usable", "active", "current", "pipes")
 
     def __init__(self) -> None:
         self.pipes: list[Pipe] = []
         self.active = 0
         self.current = 0
+        self._usable: set[Pipe] = set()
 
     def attach(self, pipe: Pipe) -> None:
         self.pipes.append(pipe)
-        pipe.active_out = False
         self.activated(pipe)
 
     def activated(self, pipe: Pipe) -> None:
-        if pipe.active_out or pipe.terminating:
+        if pipe in self._usable:
             return
-        pipe.active_out = True
-        _swap_to(self.pipes, pipe, self.active)
+        self._usable.add(pipe)
+        self._swap(pipe, self.active)
         self.active += 1
 
-    def _deactivate(self, pipe: Pipe) -> None:
-        pipe.active_out = False
+    def deactivate(self, pipe: Pipe) -> None:
+        self._usable.discard(pipe)
         self.active -= 1
-        _swap_to(self.pipes, pipe, self.active)
+        self._swap(pipe, self.active)
         if self.current >= self.active:
             self.current = 0
 
     def terminated(self, pipe: Pipe) -> None:
-        if pipe not in self.pipes:
-            return
-        if pipe.active_out:
-            self._deactivate(pipe)
-        self.pipes.remove(pipe)
+        if pipe in self._usable:
+            self.deactivate(pipe)
+        if pipe in self.pipes:
+            self.pipes.remove(pipe)
+
+    def _swap(self, pipe: Pipe, index: int) -> None:
+        pipes = self.pipes
+        i = pipes.index(pipe)
+        pipes[i], pipes[index] = pipes[index], pipes[i]
+
+    def _advance(self) -> None:
+        self.current += 1
+        if self.current >= self.active:
+            self.current = 0
+
+
+class LoadBalancer(ActiveList):
+    """Round-robin out over the pipes that have room (PUSH, DEALER, REQ)."""
+
+    __slots__ = ()
+
+    def activated(self, pipe: Pipe) -> None:
+        if not pipe.terminating:
+            super().activated(pipe)
 
     def send(self, msg: Any) -> Pipe | None:
         """Write ``msg`` to the next pipe with room and return it; None when all are full."""
@@ -62,11 +79,9 @@ class LoadBalancer:
             pipe = pipes[self.current]
             if pipe.check_write():
                 pipe.write(msg)
-                self.current += 1
-                if self.current >= self.active:
-                    self.current = 0
+                self._advance()
                 return pipe
-            self._deactivate(pipe)
+            self.deactivate(pipe)
         return None
 
     def has_out(self) -> bool:
@@ -75,76 +90,51 @@ class LoadBalancer:
             pipe = pipes[self.current]
             if pipe.check_write():
                 return True
-            self._deactivate(pipe)
+            self.deactivate(pipe)
         return False
 
 
-class FairQueue:
+class FairQueue(ActiveList):
     """Round-robin in over the pipes that have messages (PULL, DEALER, ROUTER, SUB, ...).
 
     ``last_pipe`` is the pipe the last message came from (ROUTER prefixes its routing id).
     """
 
-    __slots__ = ("active", "current", "last_pipe", "pipes")
+    __slots__ = ("last_pipe",)
 
     def __init__(self) -> None:
-        self.pipes: list[Pipe] = []
-        self.active = 0
-        self.current = 0
+        super().__init__()
         self.last_pipe: Pipe | None = None
 
-    def attach(self, pipe: Pipe) -> None:
-        self.pipes.append(pipe)
-        pipe.active_in = False
-        self.activated(pipe)
-
-    def activated(self, pipe: Pipe) -> None:
-        if pipe.active_in:
-            return
-        pipe.active_in = True
-        _swap_to(self.pipes, pipe, self.active)
-        self.active += 1
-
-    def _deactivate(self, pipe: Pipe) -> None:
-        pipe.active_in = False
-        self.active -= 1
-        _swap_to(self.pipes, pipe, self.active)
-        if self.current >= self.active:
-            self.current = 0
-
     def terminated(self, pipe: Pipe) -> None:
-        if pipe not in self.pipes:
-            return
-        if pipe.active_in:
-            self._deactivate(pipe)
-        self.pipes.remove(pipe)
+        super().terminated(pipe)
         if self.last_pipe is pipe:
             self.last_pipe = None
 
     def recv(self) -> Any:
         """The next message in fair order, or None when no pipe has one."""
         pipes = self.pipes
+        usable = self._usable
         while self.active:
             pipe = pipes[self.current]
             msg = pipe.read()
             if msg is not None:
                 self.last_pipe = pipe
-                self.current += 1
-                if self.current >= self.active:
-                    self.current = 0
+                self._advance()
                 return msg
-            if pipe.active_in:  # empty (a terminated pipe has already left the list)
-                self._deactivate(pipe)
+            if pipe in usable:  # empty (a terminated pipe has already left the list)
+                self.deactivate(pipe)
         return None
 
     def has_in(self) -> bool:
         pipes = self.pipes
+        usable = self._usable
         while self.active:
             pipe = pipes[self.current]
             if pipe.check_read():
                 return True
-            if pipe.active_in:
-                self._deactivate(pipe)
+            if pipe in usable:
+                self.deactivate(pipe)
         return False
 
 

@@ -74,9 +74,7 @@ class InprocTransport:
                     ECONNREFUSED, f"Connection refused: {ep.uri} is bound by this socket"
                 )
             if binder is None:
-                mine, theirs = pipepair(
-                    (opts[_O.SNDHWM], opts[_O.RCVHWM]), (None, None), conflate
-                )
+                mine, theirs = pipepair((opts[_O.SNDHWM], opts[_O.RCVHWM]), (None, None), conflate)
                 self._pending.setdefault(ep.address, []).append(
                     _Pending(sock, mine, theirs, immediate)
                 )
