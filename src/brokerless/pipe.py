@@ -200,15 +200,26 @@ class Pipe:
             lane.writer_blocked = False
         return True
 
-    def write(self, msg: Any) -> None:
-        """Queue one whole message (the caller checked ``check_write``) and wake the reader."""
+    def write(self, msg: Any) -> bool:
+        """Queue one whole message if the peer is there and the HWM allows; wake the reader."""
         lane = self._out
+        if self.terminating or (lane.hwm and len(lane.q) >= lane.hwm and not self.check_write()):
+            return False
         if lane.conflate:
             lane.q.clear()
             if msg.__class__ is list:
                 msg = msg[-1]  # libzmq keeps one part only: conflation is for single parts
         lane.q.append(msg)
         if lane.reader_asleep:
+            lane.reader_asleep = False
+            self.peer.owner.send_command(ACTIVATE_READ, self.peer)
+        return True
+
+    def force_write(self, msg: Any) -> None:
+        """Queue a control message past the HWM (subscriptions, greetings, probes)."""
+        lane = self._out
+        lane.q.append(msg)
+        if lane.reader_asleep and self.peer.owner is not None:
             lane.reader_asleep = False
             self.peer.owner.send_command(ACTIVATE_READ, self.peer)
 

@@ -118,10 +118,13 @@ class Poller:
         for obj, flags in self.sockets:
             if isinstance(obj, Socket):
                 events = obj._events() & flags
-            else:
-                events = _from_os(fd_events.get(_fileno(obj), 0)) & (flags | POLLERR)
-            if events:
-                ready.append((obj, events))
+                if events:
+                    ready.append((obj, events))
+            else:  # reported by fd number, as pyzmq does for objects with fileno()
+                fd = _fileno(obj)
+                events = _from_os(fd_events.get(fd, 0)) & (flags | POLLERR)
+                if events:
+                    ready.append((fd, events))
         return ready
 
 
@@ -135,8 +138,13 @@ def select_(
         flags |= POLLERR if obj in xlist else 0
         poller.register(obj, flags)
     events = dict(poller.poll(None if timeout is None else timeout * 1000))
+
+    def ready(obj: Any, flag: int) -> bool:
+        key = obj if isinstance(obj, Socket) else _fileno(obj)
+        return bool(events.get(key, 0) & flag)
+
     return (
-        [s for s in rlist if events.get(s, 0) & POLLIN],
-        [s for s in wlist if events.get(s, 0) & POLLOUT],
-        [s for s in xlist if events.get(s, 0) & POLLERR],
+        [s for s in rlist if ready(s, POLLIN)],
+        [s for s in wlist if ready(s, POLLOUT)],
+        [s for s in xlist if ready(s, POLLERR)],
     )

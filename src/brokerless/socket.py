@@ -76,6 +76,10 @@ class Socket:
         self._options[_O.TYPE] = int(self._type)
         self._pattern = pattern_class(self._options)
         self._mailbox = context._new_mailbox()
+        # Bound once: the hot paths look these up on every message.
+        self._commands = self._mailbox.commands
+        self._xsend = self._pattern.xsend
+        self._xrecv = self._pattern.xrecv
         self._options[_O.FD] = self._mailbox.fileno()
         self._pipes: set[Pipe] = set()
         self._bound: list[str] = []
@@ -301,9 +305,9 @@ class Socket:
                 msg = self._tx_parts
                 msg.append(data)
                 self._tx_parts = None
-            if self._mailbox.commands:
+            if self._commands:
                 self._process_commands()
-            if not self._pattern.xsend(msg):
+            if not self._xsend(msg):
                 self._send_blocking(msg, flags)
         if track:
             return data.tracker if data.__class__ is Frame else _done_tracker()
@@ -314,7 +318,7 @@ class Socket:
         if parts is not None:
             parts.append(part)
             return
-        if self._mailbox.commands:
+        if self._commands:
             self._process_commands()
         pattern = self._pattern
         if not pattern.xprepare_send(part):
@@ -322,8 +326,8 @@ class Socket:
         self._tx_parts = [part]
 
     def _send_blocking(self, msg: Any, flags: int) -> None:
-        pattern = self._pattern
-        self._wait_for(lambda: pattern.xsend(msg), flags, _O.SNDTIMEO)
+        xsend = self._xsend
+        self._wait_for(lambda: xsend(msg), flags, _O.SNDTIMEO)
 
     def send_multipart(
         self, msg_parts: Sequence[Any], flags: int = 0, copy: bool = True, track: bool = False
@@ -342,9 +346,9 @@ class Socket:
             parts = self._tx_parts + parts
             self._tx_parts = None
         msg = parts[0] if len(parts) == 1 else parts
-        if self._mailbox.commands:
+        if self._commands:
             self._process_commands()
-        if not self._pattern.xsend(msg):
+        if not self._xsend(msg):
             self._send_blocking(msg, flags)
         if track:
             trackers = [p.tracker for p in parts if p.__class__ is Frame and p.tracker]
@@ -355,11 +359,11 @@ class Socket:
 
     def _recv_msg(self, flags: int) -> Any:
         """The next whole message from the pattern, waiting as flags and RCVTIMEO allow."""
-        if self._mailbox.commands:
+        if self._commands:
             self._process_commands()
-        msg = self._pattern.xrecv()
+        msg = self._xrecv()
         if msg is None:
-            msg = self._wait_for(self._pattern.xrecv, flags, _O.RCVTIMEO)
+            msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO)
         return msg
 
     def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
@@ -487,7 +491,7 @@ class Socket:
         if opt in (_O.SNDHWM, _O.RCVHWM):
             self._apply_hwm(opt, value)
         if opt in self._pattern.options_accepted:
-            if self._mailbox.commands:
+            if self._commands:
                 self._process_commands()
             self._pattern.xsetsockopt(opt, value)
 

@@ -70,7 +70,7 @@ class Pattern:
         """Write the greeting into a pipe being attached, unless the connecter already did."""
         if pipe.greeted is None:
             for msg in self.greeting():
-                pipe.write(msg)
+                pipe.force_write(msg)
 
     # messages
     def xsend(self, msg: Any) -> bool:

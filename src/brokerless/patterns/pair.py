@@ -28,10 +28,7 @@ class Pair(Pattern):
 
     def xsend(self, msg: Any) -> bool:
         pipe = self.pipe
-        if pipe is None or not pipe.check_write():
-            return False
-        pipe.write(msg)
-        return True
+        return pipe is not None and pipe.write(msg)
 
     def xrecv(self) -> Any:
         pipe = self.pipe

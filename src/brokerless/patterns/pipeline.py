@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..constants import SocketType
 from ..pipe import Pipe
 from .base import Pattern
@@ -16,6 +14,8 @@ class Push(Pattern):
     def __init__(self, options) -> None:
         super().__init__(options)
         self.lb = LoadBalancer()
+        # The hot path calls the strategy directly (it returns the pipe used: truthy when sent).
+        self.xsend = self.lb.send  # type: ignore[method-assign]
 
     def attach(self, pipe: Pipe) -> None:
         self.lb.attach(pipe)
@@ -25,9 +25,6 @@ class Push(Pattern):
 
     def write_activated(self, pipe: Pipe) -> None:
         self.lb.activated(pipe)
-
-    def xsend(self, msg: Any) -> bool:
-        return self.lb.send(msg) is not None
 
     def xhas_out(self) -> bool:
         return self.lb.has_out()
@@ -39,6 +36,7 @@ class Pull(Pattern):
     def __init__(self, options) -> None:
         super().__init__(options)
         self.fq = FairQueue()
+        self.xrecv = self.fq.recv  # type: ignore[method-assign]  # the hot path, direct
 
     def attach(self, pipe: Pipe) -> None:
         self.fq.attach(pipe)
@@ -48,9 +46,6 @@ class Pull(Pattern):
 
     def read_activated(self, pipe: Pipe) -> None:
         self.fq.activated(pipe)
-
-    def xrecv(self) -> Any:
-        return self.fq.recv()
 
     def xhas_in(self) -> bool:
         return self.fq.has_in()

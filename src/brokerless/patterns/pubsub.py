@@ -182,11 +182,11 @@ class XSub(Pattern):
         sent = pipe.greeted or ()
         for msg in self._greeting:
             if msg not in sent:
-                pipe.write(msg)
+                pipe.force_write(msg)
         current = set(self._greeting)
         for msg in sent:
             if msg not in current:
-                pipe.write(bytes((CANCEL_PREFIX,)) + msg[1:])
+                pipe.force_write(bytes((CANCEL_PREFIX,)) + msg[1:])
         return True
 
     def _subscriptions_changed(self) -> None:
@@ -202,7 +202,7 @@ class XSub(Pattern):
     def _send_upstream(self, msg: Any) -> None:
         for pipe in self.dist.pipes:
             if not pipe.terminating:
-                pipe.write(msg)
+                pipe.force_write(msg)
 
     def xsend(self, msg: Any) -> bool:
         data = as_bytes(first_frame(msg))

@@ -132,9 +132,8 @@ class Router(Pattern):
         pipe = self._route(msg[0])
         if pipe is None:
             return True  # unroutable: dropped, as libzmq does
-        if not pipe.check_write():
+        if not pipe.write(msg[1] if len(msg) == 2 else msg[1:]):
             return not self.options[_O.ROUTER_MANDATORY]  # at HWM: drop, or wait when mandatory
-        pipe.write(msg[1] if len(msg) == 2 else msg[1:])
         return True
 
     def recv_from(self) -> tuple[Any, Pipe | None]:
@@ -266,8 +265,8 @@ class Rep(Router):
     def xsend(self, msg: Any) -> bool:
         self._check_sending()
         pipe = self.reply_to
-        if pipe is not None and pipe.check_write():
-            pipe.write([*self.backtrace, *parts_of(msg)])
+        if pipe is not None:
+            pipe.write([*self.backtrace, *parts_of(msg)])  # at HWM the reply is dropped
         self.sending_reply = False
         self.reply_to = None
         self.backtrace = []

@@ -77,8 +77,7 @@ class LoadBalancer(ActiveList):
         pipes = self.pipes
         while self.active:
             pipe = pipes[self.current]
-            if pipe.check_write():
-                pipe.write(msg)
+            if pipe.write(msg):
                 self._advance()
                 return pipe
             self.deactivate(pipe)
@@ -156,8 +155,7 @@ class Distributor:
     @staticmethod
     def send_to(msg: Any, pipes: Any) -> None:
         for pipe in pipes:
-            if pipe.check_write():
-                pipe.write(msg)
+            pipe.write(msg)  # a pipe at its HWM misses this one
 
     def send_to_all(self, msg: Any) -> None:
         self.send_to(msg, self.pipes)

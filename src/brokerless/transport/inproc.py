@@ -90,7 +90,7 @@ class InprocTransport:
                 # thread to attach the pipe (libzmq loses a binding SUB's subscriptions so).
                 greeting = binder._pattern.greeting()
                 for msg in greeting:
-                    theirs.write(msg)
+                    theirs.force_write(msg)
                 theirs.greeted = greeting
         mine.endpoint = theirs.endpoint = ep.uri
         mine.routing_id = opts[_O.CONNECT_ROUTING_ID]
