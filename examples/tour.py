@@ -54,8 +54,11 @@ def publish_subscribe(ctx: zmq.Context) -> None:
     sub.connect("inproc://tour-pubsub")  # connect before bind works on inproc
     with ctx.socket(zmq.PUB) as pub:
         pub.bind("inproc://tour-pubsub")
-        for topic, text in [(b"weather.paris", b"rain"), (b"sports.rugby", b"12-9"),
-                            (b"weather.oslo", b"snow")]:
+        for topic, text in [
+            (b"weather.paris", b"rain"),
+            (b"sports.rugby", b"12-9"),
+            (b"weather.oslo", b"snow"),
+        ]:
             pub.send_multipart([topic, text])
         while sub.poll(100):
             print(f"  SUB got {sub.recv_multipart()}")
@@ -92,8 +95,10 @@ def poller(ctx: zmq.Context) -> None:
     threading.Timer(0.05, lambda: b.send(b"ping")).start()
     started = time.monotonic()
     events = dict(p.poll(1000))
-    print(f"  after {1000 * (time.monotonic() - started):.0f} ms: "
-          f"a ready={a in events}, got {a.recv()!r}")
+    print(
+        f"  after {1000 * (time.monotonic() - started):.0f} ms: "
+        f"a ready={a in events}, got {a.recv()!r}"
+    )
     a.close()
     b.close()
 

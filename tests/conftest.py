@@ -44,6 +44,32 @@ def ctx():
     context.destroy(linger=0)
 
 
+@pytest.fixture
+def make(ctx):
+    """Socket factory: ``make(zmq.PUSH, SNDHWM=5)``; closed with linger 0 after the test.
+
+    Blocking calls are bounded (RCVTIMEO/SNDTIMEO 2 s) so a broken implementation fails a test
+    instead of hanging it; pass ``bounded=False`` (or the option itself) to choose otherwise.
+    """
+    made = []
+
+    def factory(kind, *, bounded=True, **options):
+        sock = ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        if bounded:
+            sock.setsockopt(zmq.RCVTIMEO, 2000)
+            sock.setsockopt(zmq.SNDTIMEO, 2000)
+        for name, value in options.items():
+            sock.setsockopt(getattr(zmq, name), value)
+        made.append(sock)
+        return sock
+
+    yield factory
+    for sock in made:
+        if not sock.closed:
+            sock.close(linger=0)
+
+
 @pytest.fixture(params=TRANSPORTS)
 def transport(request):
     return request.param

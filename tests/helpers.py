@@ -16,6 +16,15 @@ def bind(sock, endpoint: str) -> str:
     return bound_endpoint(sock)
 
 
+def connect(sock, addr: str) -> None:
+    """Connect ``sock`` to a bound ``addr`` and return once the connection is usable.
+
+    An inproc connect to a bound endpoint is attached at once.  When ipc/tcp join the suite,
+    this is the one place to wait for the handshake (e.g. a monitor's HANDSHAKE_SUCCEEDED).
+    """
+    sock.connect(addr)
+
+
 def recv_within(sock, timeout_ms: int = 2000, *, multipart: bool = False):
     """Receive one message, failing the test (not hanging) if none comes within the timeout."""
     if not sock.poll(timeout_ms, zmq.POLLIN):

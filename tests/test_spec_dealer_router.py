@@ -10,36 +10,9 @@ import time
 import pytest
 
 import brokerless as zmq
-from tests.helpers import bind, recv_within
+from tests.helpers import bind, connect, recv_within
 
 SERVICES = 5
-
-
-@pytest.fixture
-def make(ctx):
-    """Socket factory: linger 0 and bounded blocking calls, closed after the test."""
-    made = []
-
-    def factory(kind):
-        sock = ctx.socket(kind)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, 2000)
-        sock.setsockopt(zmq.SNDTIMEO, 2000)
-        made.append(sock)
-        return sock
-
-    yield factory
-    for sock in made:
-        sock.close()
-
-
-def connect(sock, addr: str) -> None:
-    """Connect ``sock`` to a bound ``addr`` and return once the connection is usable.
-
-    An inproc connect to a bound endpoint is attached at once.  When ipc/tcp join the suite,
-    this is the one place to wait for the handshake (e.g. a monitor's HANDSHAKE_SUCCEEDED).
-    """
-    sock.connect(addr)
 
 
 # -- DEALER -------------------------------------------------------------------------------------

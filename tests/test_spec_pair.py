@@ -5,42 +5,15 @@ from __future__ import annotations
 import pytest
 
 import brokerless as zmq
-from tests.helpers import bind, recv_within
-
-
-@pytest.fixture
-def make(ctx):
-    """Socket factory: linger 0 and bounded blocking calls, closed after the test."""
-    made = []
-
-    def factory(kind=zmq.PAIR):
-        sock = ctx.socket(kind)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, 2000)
-        sock.setsockopt(zmq.SNDTIMEO, 2000)
-        made.append(sock)
-        return sock
-
-    yield factory
-    for sock in made:
-        sock.close()
-
-
-def connect(sock, addr: str) -> None:
-    """Connect ``sock`` to a bound ``addr`` and return once the connection is usable.
-
-    An inproc connect to a bound endpoint is attached at once.  When ipc/tcp join the suite,
-    this is the one place to wait for the handshake (e.g. a monitor's HANDSHAKE_SUCCEEDED).
-    """
-    sock.connect(addr)
+from tests.helpers import bind, connect, recv_within
 
 
 @pytest.fixture
 def pair(make, endpoint):
     """A bound PAIR and the PAIR connected to it."""
-    server = make()
+    server = make(zmq.PAIR)
     addr = bind(server, endpoint())
-    client = make()
+    client = make(zmq.PAIR)
     connect(client, addr)
     return server, client
 
@@ -77,21 +50,21 @@ def test_pair_multipart(pair):
 
 
 def test_pair_without_peer_noblock_raises_again(make):
-    lonely = make()
+    lonely = make(zmq.PAIR)
     with pytest.raises(zmq.Again):
         lonely.send(b"", zmq.NOBLOCK)
 
 
 def test_pair_refuses_second_peer(make, endpoint):
     """A PAIR talks to its first peer only; a second one gets nothing and is not heard."""
-    server = make()
+    server = make(zmq.PAIR)
     addr = bind(server, endpoint())
-    first = make()
+    first = make(zmq.PAIR)
     connect(first, addr)
     server.send(b"hello first")
     assert recv_within(first) == b"hello first"
 
-    intruder = make()
+    intruder = make(zmq.PAIR)
     intruder.connect(addr)
     try:
         intruder.send(b"intrusion", zmq.NOBLOCK)

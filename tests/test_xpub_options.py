@@ -17,30 +17,12 @@ import time
 
 import pytest
 
-from .helpers import bind, recv_within
-
 import brokerless as zmq
+
+from .helpers import bind, recv_within
 
 DEADLINE_MS = 5000
 _fence_ids = itertools.count()
-
-
-@pytest.fixture
-def make(ctx):
-    """A socket factory whose sockets are closed (linger 0) after the test."""
-    made = []
-
-    def factory(kind, **options):
-        sock = ctx.socket(kind)
-        sock.setsockopt(zmq.LINGER, 0)
-        for name, value in options.items():
-            sock.setsockopt(getattr(zmq, name), value)
-        made.append(sock)
-        return sock
-
-    yield factory
-    for sock in made:
-        sock.close(linger=0)
 
 
 def _subscribe(sock, topic: bytes) -> None:

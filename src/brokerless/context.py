@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import Any
 
-from .constants import ContextOption, SocketOption
+from .constants import OPTIONS, ContextOption, SocketOption
 from .errno import EINVAL, ENOTSUP, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .mailbox import Mailbox
@@ -174,3 +174,23 @@ class Context:
                 "brokerless yet (inproc:// is)",
             )
         raise ZMQError(ENOTSUP, f"Operation not supported: brokerless has no {name}:// transport")
+
+
+def _default_option_property(opt: SocketOption) -> property:
+    def fget(self: Context) -> Any:
+        try:
+            return self.sockopts[opt]
+        except KeyError:
+            raise AttributeError(f"no default {opt.name} is set on this context") from None
+
+    def fset(self: Context, value: Any) -> None:
+        self.sockopts[opt] = value
+
+    return property(fget, fset, doc=f"Default {opt.name} for sockets created afterwards.")
+
+
+# ``ctx.linger = 0`` sets a default for new sockets, as in pyzmq.
+for _opt, _spec in OPTIONS.items():
+    if _spec.settable and not hasattr(Context, _opt.name.lower()):
+        setattr(Context, _opt.name.lower(), _default_option_property(_opt))
+del _opt, _spec

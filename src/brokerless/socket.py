@@ -58,6 +58,27 @@ def _term_error() -> ZMQError:
 class Socket:
     """A brokerless socket; create it with ``Context.socket(type)``."""
 
+    __slots__ = (
+        "__weakref__",
+        "_bound",
+        "_closed",
+        "_commands",
+        "_connected",
+        "_fault",
+        "_handlers",
+        "_mailbox",
+        "_options",
+        "_pattern",
+        "_pipes",
+        "_rx_parts",
+        "_rx_pos",
+        "_tx_parts",
+        "_type",
+        "_xrecv",
+        "_xsend",
+        "context",
+    )
+
     def __init__(
         self,
         context: Context,
@@ -410,12 +431,20 @@ class Socket:
         last = len(parts) - 1
         return [_as_frame(p, i < last) for i, p in enumerate(parts)]
 
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        """Receive one part into ``buffer``; returns the part's full size (it may be cut)."""
+    def recv_into(self, buffer: Any, /, *, nbytes: int = 0, flags: int = 0) -> int:
+        """Receive one part into ``buffer``; returns the part's full size (the rest is cut).
+
+        ``nbytes`` (0: the whole buffer) limits how much is written.
+        """
+        view = memoryview(buffer)
+        if view.readonly:
+            raise BufferError("recv_into needs a writable buffer")
+        view = view.cast("B")
+        if nbytes < 0 or nbytes > len(view):
+            raise ValueError(f"nbytes={nbytes} must be between 0 and the buffer size {len(view)}")
+        room = nbytes or len(view)
         part = self.recv(flags, copy=False)
-        view = memoryview(buffer).cast("B")
         data = part.buffer.cast("B")
-        room = len(view) if nbytes <= 0 else min(nbytes, len(view))
         n = min(room, len(data))
         view[:n] = data[:n]
         return len(data)
