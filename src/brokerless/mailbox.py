@@ -2,21 +2,28 @@
 
 Theory of operation
 -------------------
-A mailbox is a ``deque`` of commands plus a :class:`Signaler`, a file descriptor that becomes
-readable when a command arrives for an owner that may be asleep.  Any thread may ``send``; only
-the owner calls ``process``.  The fd is written only on the transition "owner drained its
-mailbox" -> "a command arrived" (the ``armed`` flag), so a busy owner costs senders nothing but
-an ``append``.  ``process`` first re-arms (clearing the fd), then drains the deque; a command
-that races with the re-arm is either seen by the drain or signals the fd again.
+A mailbox is a ``deque`` of commands.  Any thread may ``send``; only the owner calls
+``process``.  A sender signals only on the transition "owner drained its mailbox" -> "a command
+arrived" (the ``armed`` flag), so a busy owner costs senders nothing but an ``append``.
 
-The fd is what a blocking call waits on (with ``select.poll``, so Ctrl-C interrupts it) and what
-``Poller`` mixes with user file descriptors; it is also exposed as the socket's ``FD`` option.
+The owner sleeps in one of two ways, and senders signal the one in use:
+
+* a **blocking call** (``recv``, ``send``, ``Socket.poll``) waits on ``_wake``, a lock used as
+  a binary semaphore: released = "wake up".  Releasing it is a plain C call that keeps the GIL,
+  so waking a blocked reader costs no system call on the sender's side;
+* a **Poller**, or an event loop watching the ``FD`` option, waits on the :class:`Signaler`'s
+  file descriptor, which can be mixed with other descriptors.
+
+Ordering makes it race-free without a lock: a sender appends, then signals, then disarms; the
+owner clears the signal and re-arms *before* draining, and re-checks the deque after switching
+the way it sleeps.  A command is therefore always either seen by a drain or signalled after the
+owner armed.  A signal can be spurious (harmless: the owner looks, finds nothing, sleeps again)
+but never lost.  Both ways of sleeping are interrupted by Ctrl-C in the main thread.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -54,7 +61,7 @@ class Signaler:
     def clear(self) -> None:
         try:
             os.read(self._rfd, 4096)
-        except BlockingIOError:
+        except (BlockingIOError, OSError):
             pass
 
     def close(self) -> None:
@@ -67,16 +74,17 @@ class Signaler:
 
 
 class Mailbox:
-    """Commands for one owner, with a signaler that wakes it."""
+    """Commands for one owner, with the two ways of waking it."""
 
-    __slots__ = ("_armed", "_poller", "commands", "signaler")
+    __slots__ = ("_armed", "_blocking", "_wake", "commands", "signaler")
 
     def __init__(self) -> None:
         self.commands: deque[tuple[str, Any]] = deque()
         self.signaler = Signaler()
+        self._wake = threading.Lock()
+        self._wake.acquire()  # locked = no wake-up pending
         self._armed = True
-        self._poller = select.poll()
-        self._poller.register(self.signaler.fileno(), select.POLLIN)
+        self._blocking = False  # the owner sleeps on _wake (True) or on the signaler's fd
 
     def fileno(self) -> int:
         return self.signaler.fileno()
@@ -85,27 +93,54 @@ class Mailbox:
         """Queue a command (any thread); wakes the owner if it may be asleep."""
         self.commands.append((command, arg))
         if self._armed:
+            if self._blocking:
+                try:
+                    self._wake.release()
+                except RuntimeError:
+                    pass  # already released: a wake-up is pending anyway
+            else:
+                self.signaler.send()
             self._armed = False
-            self.signaler.send()
 
     def process(self, dispatch: Callable[[str, Any], None]) -> None:
         """Run every queued command through ``dispatch`` (owner thread only)."""
         if not self._armed:
-            self.signaler.clear()
+            if self._blocking:
+                self._wake.acquire(False)
+            else:
+                self.signaler.clear()
             self._armed = True
         commands = self.commands
         while commands:
             command, arg = commands.popleft()
             dispatch(command, arg)
 
-    def wait(self, timeout_ms: int) -> bool:
-        """Sleep until a command may be queued or ``timeout_ms`` passes (-1: no limit).
+    def wait(self, timeout_ms: int) -> None:
+        """Block the owner until a command may be queued or ``timeout_ms`` passes (-1: none)."""
+        self._blocking = True  # from here on senders release _wake ...
+        if self.commands:  # ... and whoever signalled the fd before has queued its command
+            return
+        self._wake.acquire(True, timeout_ms / 1000 if timeout_ms >= 0 else -1)
 
-        Interrupted by signals in the main thread (KeyboardInterrupt propagates).
+    def use_fd(self) -> None:
+        """Make senders signal the file descriptor (before a Poller or event loop waits on it).
+
+        The caller must look at the commands after this (``process``) before sleeping, and
+        should ``clear_fd`` when it wakes on the descriptor.
         """
-        if self.commands:
-            return True
-        return bool(self._poller.poll(timeout_ms))
+        if self._blocking:
+            self._blocking = False
+            self._wake.acquire(False)  # drop a wake-up that is no longer needed
+            self.signaler.clear()  # and a late one a sender wrote while we slept on _wake
+
+    def clear_fd(self) -> None:
+        """The descriptor woke a poller: reset it (the commands are drained next anyway)."""
+        self.signaler.clear()
 
     def close(self) -> None:
         self.signaler.close()
+        if self._blocking:
+            try:
+                self._wake.release()  # nothing waits any more; leave it unlocked
+            except RuntimeError:
+                pass

@@ -95,7 +95,14 @@ class Poller:
     def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         """Wait up to ``timeout`` ms (None or negative: forever) and return (socket, events)."""
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000
-        has_fds = any(not isinstance(obj, Socket) for obj, _ in self.sockets)
+        has_fds = False
+        mailboxes = {}
+        for obj, _ in self.sockets:
+            if isinstance(obj, Socket):
+                obj._mailbox.use_fd()
+                mailboxes[obj.fileno()] = obj._mailbox
+            else:
+                has_fds = True
         while True:
             ready = self._ready(has_fds)
             if ready:
@@ -107,7 +114,9 @@ class Poller:
                 if remaining <= 0:
                     return []
                 wait_ms = max(1, int(remaining * 1000 + 0.999))
-            (self._os_poll or self._build()).poll(wait_ms)
+            for fd, _ in (self._os_poll or self._build()).poll(wait_ms):
+                if fd in mailboxes:
+                    mailboxes[fd].clear_fd()
 
     def _ready(self, has_fds: bool) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = []

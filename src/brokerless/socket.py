@@ -534,7 +534,10 @@ class Socket:
             raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} cannot be read")
         if opt == _O.RCVMORE:
             return int(self._rx_parts is not None)
-        if opt == _O.EVENTS:
+        if opt in (_O.EVENTS, _O.FD):
+            self._mailbox.use_fd()  # whoever asks is about to wait on the descriptor
+            if opt == _O.FD:
+                return self._mailbox.fileno()
             return PollEvent(self._events())
         if opt == _O.TYPE:
             return self._type
