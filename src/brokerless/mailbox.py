@@ -14,11 +14,14 @@ The owner sleeps in one of two ways, and senders signal the one in use:
 * a **Poller**, or an event loop watching the ``FD`` option, waits on the :class:`Signaler`'s
   file descriptor, which can be mixed with other descriptors.
 
-Ordering makes it race-free without a lock: a sender appends, then signals, then disarms; the
+Ordering makes it race-free without a lock: a sender appends, then disarms, then signals; the
 owner clears the signal and re-arms *before* draining, and re-checks the deque after switching
 the way it sleeps.  A command is therefore always either seen by a drain or signalled after the
-owner armed.  A signal can be spurious (harmless: the owner looks, finds nothing, sleeps again)
-but never lost.  Both ways of sleeping are interrupted by Ctrl-C in the main thread.
+owner armed, so a wake-up is never lost.  A signal can arrive late, after the owner already
+drained and re-armed: for the lock that costs one spurious wake-up (the next wait consumes it),
+and whoever sleeps on the descriptor clears it when it wakes (``clear_fd``), so a late write
+cannot leave it readable for ever.  Both ways of sleeping are interrupted by Ctrl-C in the main
+thread.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ class Mailbox:
         """Queue a command (any thread); wakes the owner if it may be asleep."""
         self.commands.append((command, arg))
         if self._armed:
+            # Disarm *before* signalling: disarming after could land once the owner has woken,
+            # re-armed and gone back to sleep, and then no sender would ever signal it again.
+            self._armed = False
             if self._blocking:
                 try:
                     self._wake.release()
@@ -100,7 +106,6 @@ class Mailbox:
                     pass  # already released: a wake-up is pending anyway
             else:
                 self.signaler.send()
-            self._armed = False
 
     def process(self, dispatch: Callable[[str, Any], None]) -> None:
         """Run every queued command through ``dispatch`` (owner thread only)."""

@@ -538,6 +538,7 @@ class Socket:
             self._mailbox.use_fd()  # whoever asks is about to wait on the descriptor
             if opt == _O.FD:
                 return self._mailbox.fileno()
+            self._mailbox.clear_fd()  # an event loop woke on it: reset before looking
             return PollEvent(self._events())
         if opt == _O.TYPE:
             return self._type
