@@ -394,7 +394,11 @@ class Socket:
         if self._rx_parts is not None:
             part, more = self._next_part()
         else:
-            msg = self._recv_msg(flags)
+            if self._commands:
+                self._process_commands()
+            msg = self._xrecv()
+            if msg is None:
+                msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO)
             if msg.__class__ is list:
                 self._rx_parts = msg
                 self._rx_pos = 1

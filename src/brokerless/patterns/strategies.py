@@ -57,11 +57,6 @@ class ActiveList:
         i = pipes.index(pipe)
         pipes[i], pipes[index] = pipes[index], pipes[i]
 
-    def _advance(self) -> None:
-        self.current += 1
-        if self.current >= self.active:
-            self.current = 0
-
 
 class LoadBalancer(ActiveList):
     """Round-robin out over the pipes that have room (PUSH, DEALER, REQ)."""
@@ -78,7 +73,8 @@ class LoadBalancer(ActiveList):
         while self.active:
             pipe = pipes[self.current]
             if pipe.write(msg):
-                self._advance()
+                nxt = self.current + 1  # round-robin: the next usable pipe
+                self.current = nxt if nxt < self.active else 0
                 return pipe
             self.deactivate(pipe)
         return None
@@ -119,7 +115,8 @@ class FairQueue(ActiveList):
             msg = pipe.read()
             if msg is not None:
                 self.last_pipe = pipe
-                self._advance()
+                nxt = self.current + 1  # round-robin: the next usable pipe
+                self.current = nxt if nxt < self.active else 0
                 return msg
             if pipe in usable:  # empty (a terminated pipe has already left the list)
                 self.deactivate(pipe)
