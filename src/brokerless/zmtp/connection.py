@@ -1,0 +1,238 @@
+"""One ZMTP 3.x connection as a sans-I/O state machine.
+
+Theory of operation
+-------------------
+``Connection`` does no I/O: the transport hands it received bytes (``receive_data``) and sends
+what ``data_to_send`` returns.  States, in order::
+
+    GREETING --(peer's 64-octet greeting)--> HANDSHAKE --(mechanism done)--> TRAFFIC
+         \\__________________ any protocol error ____________________/--> ERROR
+
+In TRAFFIC ``receive_data`` returns whole messages as themselves (``bytes`` or a ``list`` of
+parts, the form pipes carry) and everything else as an event object (:class:`Ready`,
+:class:`Ping`, :class:`Pong`).  PING is answered with PONG on its own; SUBSCRIBE and CANCEL
+commands become the ``\\x01topic`` / ``\\x00topic`` messages pub-sub pipes carry, and a SUB/XSUB
+talking to a ZMTP 3.1 peer sends its subscription messages as those commands (to a 3.0 peer, as
+messages).  A broken rule raises :class:`ProtocolError` and parks the machine in ERROR: the
+transport closes that connection and reports the reason; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..constants import SocketType
+from .commands import (
+    CANCEL,
+    ERROR,
+    PING,
+    PONG,
+    SUBSCRIBE,
+    Command,
+    command_body,
+    error_data,
+    parse_ping,
+)
+from .errors import HandshakeError, ProtocolError
+from .frames import FrameDecoder, encode_command, encode_message
+from .greeting import GREETING_SIZE, build_greeting, check_signature, parse_greeting
+from .mechanisms import Mechanism, NullMechanism
+
+GREETING, HANDSHAKE, TRAFFIC, ERROR_STATE = "GREETING", "HANDSHAKE", "TRAFFIC", "ERROR"
+
+_T = SocketType
+#: Which socket types may talk to which (RFC 37).
+VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
+    _T.REQ: frozenset({_T.REP, _T.ROUTER}),
+    _T.REP: frozenset({_T.REQ, _T.DEALER}),
+    _T.DEALER: frozenset({_T.REP, _T.DEALER, _T.ROUTER}),
+    _T.ROUTER: frozenset({_T.REQ, _T.DEALER, _T.ROUTER}),
+    _T.PUB: frozenset({_T.SUB, _T.XSUB}),
+    _T.XPUB: frozenset({_T.SUB, _T.XSUB}),
+    _T.SUB: frozenset({_T.PUB, _T.XPUB}),
+    _T.XSUB: frozenset({_T.PUB, _T.XPUB}),
+    _T.PUSH: frozenset({_T.PULL}),
+    _T.PULL: frozenset({_T.PUSH}),
+    _T.PAIR: frozenset({_T.PAIR}),
+}
+#: Socket types that announce their routing id in READY (libzmq does the same).
+_SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
+_SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The handshake is complete."""
+
+    socket_type: SocketType
+    routing_id: bytes
+    metadata: dict[str, bytes]
+    minor_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """The peer pinged; a PONG is already queued.  ``ttl`` is in tenths of a second."""
+
+    ttl: int
+    context: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    context: bytes
+
+
+class Connection:
+    """The protocol state of one connection; see the module docstring."""
+
+    def __init__(
+        self,
+        socket_type: SocketType,
+        routing_id: bytes = b"",
+        *,
+        as_server: bool = False,
+        max_msg_size: int = -1,
+        mechanism: type[Mechanism] = NullMechanism,
+        metadata: dict[str, bytes] | None = None,
+    ) -> None:
+        self.socket_type = SocketType(socket_type)
+        props = {"Socket-Type": self.socket_type.name.encode()}
+        if self.socket_type in _SENDS_IDENTITY:
+            props["Identity"] = routing_id
+        props.update(metadata or {})
+        self.mechanism = mechanism(props, as_server)
+        self.state = GREETING
+        self.peer: Ready | None = None
+        self.decoder = FrameDecoder(max_msg_size)
+        self._greeting_in = bytearray()
+        self._out: list[bytes] = [build_greeting(self.mechanism.name, as_server)]
+        self._subscriptions_as_commands = False
+
+    # -- output --------------------------------------------------------------------------------
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer (greeting, handshake, PONGs, encoded messages)."""
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    def send_message(self, msg: Any) -> None:
+        """Queue one whole message (TRAFFIC only); ``encode`` is the batching form."""
+        self.encode(self._out, msg)
+
+    def encode(self, out: list, msg: Any) -> None:
+        """Append the wire form of ``msg`` to the buffer list ``out``."""
+        if self.state is not TRAFFIC:
+            raise RuntimeError(f"cannot send messages in state {self.state}")
+        if (
+            self._subscriptions_as_commands
+            and msg.__class__ is not list
+            and len(msg)
+            and msg[0] < 2
+        ):
+            name = SUBSCRIBE if msg[0] == 1 else CANCEL
+            out.append(encode_command(command_body(name, bytes(msg[1:]))))
+        else:
+            encode_message(out, msg)
+
+    def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
+        self._out.append(
+            encode_command(command_body(PING, ttl_deciseconds.to_bytes(2, "big") + context))
+        )
+
+    def send_error(self, reason: str) -> None:
+        """Tell the peer why it is being refused (before closing)."""
+        self._out.append(encode_command(command_body(ERROR, error_data(reason))))
+
+    # -- input ---------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list:
+        """Feed received bytes; returns messages and events (see the module docstring)."""
+        try:
+            if self.state is TRAFFIC:
+                return self._traffic(self.decoder.feed(data))
+            if self.state is ERROR_STATE:
+                raise ProtocolError("connection already failed")
+            if self.state is GREETING:
+                data = self._receive_greeting(data)
+                if self.state is GREETING:
+                    return []
+            return self._receive_handshake(data)
+        except ProtocolError:
+            self.state = ERROR_STATE
+            raise
+
+    def _receive_greeting(self, data: Any) -> bytes:
+        buf = self._greeting_in
+        need = GREETING_SIZE - len(buf)
+        buf += data[:need]
+        check_signature(buf)
+        if len(buf) < GREETING_SIZE:
+            return b""
+        greeting = parse_greeting(buf)
+        if greeting.mechanism != self.mechanism.name:
+            raise HandshakeError(
+                f"security mechanism mismatch: we use {self.mechanism.name.decode()}, "
+                f"the peer {greeting.mechanism.decode()}"
+            )
+        self.state = HANDSHAKE
+        self._minor = greeting.minor if greeting.major == 3 else 1
+        for body in self.mechanism.start():
+            self._out.append(encode_command(body))
+        return bytes(data[need:])
+
+    def _receive_handshake(self, data: Any) -> list:
+        items = self.decoder.feed(data)
+        for i, item in enumerate(items):
+            if item.__class__ is not Command:
+                raise HandshakeError("message received before the handshake completed")
+            replies, metadata = self.mechanism.receive(item)
+            for body in replies:
+                self._out.append(encode_command(body))
+            if metadata is not None:
+                ready = self._complete(metadata)
+                return [ready, *self._traffic(items[i + 1 :])]
+        return []
+
+    def _complete(self, metadata: dict[str, bytes]) -> Ready:
+        raw_type = metadata.get("socket-type", b"")
+        try:
+            peer_type = SocketType[raw_type.decode("ascii")]
+        except (KeyError, UnicodeDecodeError):
+            raise HandshakeError(f"peer announced an unknown socket type {raw_type!r}") from None
+        if peer_type not in VALID_PEERS.get(self.socket_type, ()):
+            self.send_error("Invalid socket type")
+            raise HandshakeError(
+                f"a {self.socket_type.name} socket cannot talk to a {peer_type.name} peer"
+            )
+        self.state = TRAFFIC
+        self._subscriptions_as_commands = self._minor >= 1 and self.socket_type in _SUBSCRIBERS
+        self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor)
+        return self.peer
+
+    def _traffic(self, items: list) -> list:
+        """Handle the commands among decoded items; messages pass through untouched."""
+        if not any(item.__class__ is Command for item in items):
+            return items
+        out: list = []
+        for item in items:
+            if item.__class__ is not Command:
+                out.append(item)
+            elif item.name == SUBSCRIBE:
+                out.append(b"\x01" + item.data)
+            elif item.name == CANCEL:
+                out.append(b"\x00" + item.data)
+            elif item.name == PING:
+                ttl, context = parse_ping(item.data)
+                self._out.append(encode_command(command_body(PONG, context)))
+                out.append(Ping(ttl, context))
+            elif item.name == PONG:
+                out.append(Pong(item.data))
+            elif item.name == ERROR:
+                raise ProtocolError("peer sent ERROR during traffic")
+            # other commands are ignored, as the RFC lets mechanisms add their own
+        return out

@@ -1,0 +1,19 @@
+"""Why a ZMTP connection was refused: every one is the peer's fault, and closes only that link."""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """The peer broke ZMTP; the connection must be closed (the reason goes to the monitor)."""
+
+
+class HandshakeError(ProtocolError):
+    """The greeting or the security handshake failed (wrong version, mechanism, socket type)."""
+
+
+class MessageTooLarge(ProtocolError):
+    """A frame is larger than MAXMSGSIZE."""
+
+
+class PeerError(ProtocolError):
+    """The peer sent an ERROR command."""
