@@ -13,11 +13,13 @@ import weakref
 from typing import Any
 
 from .constants import OPTIONS, ContextOption, SocketOption
-from .errno import EINVAL, ENOTSUP, EPROTONOSUPPORT, ETERM
+from .errno import EINVAL, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
+from .io import IOThread
 from .mailbox import Mailbox
 from .socket import STOP, Socket
 from .transport.inproc import InprocTransport
+from .transport.network import NetworkTransport
 
 
 class Context:
@@ -45,6 +47,10 @@ class Context:
         self._closed = False
         self._terminating = False
         self._inproc = InprocTransport()
+        self._network = {name: NetworkTransport(self, name) for name in ("tcp", "ipc")}
+        self._io_threads: list[IOThread] = []
+        self._next_io = 0
+        self._sessions = 0  # network sessions still running (lingering ones included)
         for name, value in kwargs.items():
             self.set(getattr(ContextOption, name.upper()), value)
 
@@ -134,8 +140,12 @@ class Context:
         for sock in sockets:
             sock.send_command(STOP, None)
         with self._all_closed:
-            while len(self._sockets):
+            while len(self._sockets) or self._sessions:
                 self._all_closed.wait()
+            threads, self._io_threads = self._io_threads, []
+        for io in threads:
+            io.stop()
+            io.join()
         self._closed = True
 
     def destroy(self, linger: int | None = None) -> None:
@@ -159,21 +169,46 @@ class Context:
     def _new_mailbox(self) -> Mailbox:
         return Mailbox()
 
+    def _socket_closing(self, sock: Socket) -> None:
+        """Tell every transport that ``sock`` is closing (listeners stop, sessions flush)."""
+        self._inproc.socket_closed(sock)
+        for transport in self._network.values():
+            transport.socket_closed(sock)
+
     def _socket_closed(self, sock: Socket) -> None:
         with self._all_closed:
             self._sockets.discard(sock)
             self._all_closed.notify_all()
 
-    def _transport(self, name: str) -> InprocTransport:
+    def _session_started(self, session: object) -> None:
+        with self._lock:
+            self._sessions += 1
+
+    def _session_finished(self, session: object) -> None:
+        with self._all_closed:
+            self._sessions -= 1
+            self._all_closed.notify_all()
+
+    def _io_thread(self) -> IOThread:
+        """An I/O thread for a new listener or connection (started on first use)."""
+        with self._lock:
+            if self._terminating:
+                raise error(ETERM, "Context was terminated: create a new Context")
+            if not self._io_threads:
+                count = max(1, self._options[ContextOption.IO_THREADS])
+                self._io_threads = [IOThread(f"brokerless-io-{i}") for i in range(count)]
+            io = self._io_threads[self._next_io % len(self._io_threads)]
+            self._next_io += 1
+            return io
+
+    def _transport(self, name: str) -> InprocTransport | NetworkTransport:
         if name == "inproc":
             return self._inproc
-        if name in ("tcp", "ipc"):
-            raise ZMQError(
-                EPROTONOSUPPORT,
-                f"Protocol not supported: {name}:// is not available in this version of "
-                "brokerless yet (inproc:// is)",
-            )
-        raise ZMQError(ENOTSUP, f"Operation not supported: brokerless has no {name}:// transport")
+        if name in self._network:
+            return self._network[name]
+        raise ZMQError(
+            EPROTONOSUPPORT, f"Protocol not supported: brokerless has no {name}:// transport"
+        )
 
 
 def _default_option_property(opt: SocketOption) -> property:

@@ -227,9 +227,9 @@ class Socket:
         """Accept connections on ``addr`` (``inproc://name``)."""
         self._check_alive()
         ep = _endpoint.parse(addr)
-        self.context._transport(ep.transport).bind(self, ep)
-        self._bound.append(ep.uri)
-        self._options[_O.LAST_ENDPOINT] = ep.uri.encode()
+        uri = self.context._transport(ep.transport).bind(self, ep)
+        self._bound.append(uri)
+        self._options[_O.LAST_ENDPOINT] = uri.encode()
 
     def bind_to_random_port(
         self, addr: str, min_port: int = 49152, max_port: int = 65536, max_tries: int = 100
@@ -284,11 +284,7 @@ class Socket:
             self._options[_O.LINGER] = linger
         self._closed = True
         self._fault = _closed_error
-        for uri in self._bound:
-            ep = _endpoint.parse(uri)
-            self.context._transport(ep.transport).unbind(self, ep)
-        # Connections still waiting for their peer stay registered: what was sent on them is
-        # delivered when the peer binds (libzmq does the same).
+        self.context._socket_closing(self)
         self._bound.clear()
         self._connected.clear()
         for pipe in list(self._pipes):

@@ -42,7 +42,7 @@ class InprocTransport:
         self._bound: dict[str, Socket] = {}
         self._pending: dict[str, list[_Pending]] = {}
 
-    def bind(self, sock: Socket, ep: Endpoint) -> None:
+    def bind(self, sock: Socket, ep: Endpoint) -> str:
         with self._lock:
             if ep.address in self._bound:
                 raise ZMQError(EADDRINUSE, f"Address already in use: {ep.uri} is bound already")
@@ -57,6 +57,7 @@ class InprocTransport:
             sock.attach_pipe(p.binder_end)
             if p.immediate:
                 p.connecter.send_command("attach", p.connecter_end)
+        return ep.uri
 
     def unbind(self, sock: Socket, ep: Endpoint) -> None:
         with self._lock:
@@ -100,6 +101,13 @@ class InprocTransport:
         if binder is not None:
             binder.send_command("attach", theirs)
         return [mine]
+
+    def socket_closed(self, sock: Socket) -> None:
+        """Free the names ``sock`` bound.  Its connections still waiting for a binder stay
+        registered: what was sent on them is delivered when the peer binds (as in libzmq)."""
+        with self._lock:
+            for name in [n for n, s in self._bound.items() if s is sock]:
+                del self._bound[name]
 
     def disconnect(self, sock: Socket, ep: Endpoint) -> None:
         with self._lock:

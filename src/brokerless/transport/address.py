@@ -1,0 +1,130 @@
+"""tcp:// and ipc:// addresses: parsing, resolution, and the OS sockets for them."""
+
+from __future__ import annotations
+
+import os
+import socket as pysocket
+import tempfile
+from dataclasses import dataclass
+
+from ..errno import EADDRINUSE, EADDRNOTAVAIL, EINVAL
+from ..error import ZMQError
+
+
+@dataclass(frozen=True, slots=True)
+class NetAddress:
+    """Where to bind or connect: a socket family and a ``sockaddr``."""
+
+    family: int
+    sockaddr: tuple | str
+    transport: str
+
+    def uri(self, sockaddr: tuple | str | None = None) -> str:
+        """The endpoint string (LAST_ENDPOINT form) for this or an actual ``sockaddr``."""
+        addr = self.sockaddr if sockaddr is None else sockaddr
+        if self.transport == "ipc":
+            name = addr if isinstance(addr, str) else addr.decode()
+            return "ipc://" + (name.replace("\0", "@", 1) if name.startswith("\0") else name)
+        host, port = addr[0], addr[1]
+        return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+
+
+def parse_tcp(address: str, *, bind: bool, ipv6: bool) -> list[NetAddress]:
+    """Candidate addresses for ``host:port`` (``*`` host and port allowed when binding)."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not host:
+        raise ZMQError(EINVAL, f"Invalid argument: tcp address {address!r} needs host:port")
+    if port_text in ("*", "0") and bind:
+        port = 0
+    else:
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ZMQError(
+                EINVAL, f"Invalid argument: bad port {port_text!r} in {address!r}"
+            ) from None
+        if not 0 < port < 65536:
+            raise ZMQError(EINVAL, f"Invalid argument: port {port} out of range in {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "*":
+        if not bind:
+            raise ZMQError(EINVAL, f"Invalid argument: cannot connect to '*' in {address!r}")
+        return (
+            [NetAddress(pysocket.AF_INET6, ("::", port, 0, 0), "tcp")]
+            if ipv6
+            else [NetAddress(pysocket.AF_INET, ("0.0.0.0", port), "tcp")]
+        )
+    family = pysocket.AF_UNSPEC if ipv6 else pysocket.AF_INET
+    try:
+        infos = pysocket.getaddrinfo(host, port, family, pysocket.SOCK_STREAM)
+    except (pysocket.gaierror, UnicodeError):
+        raise ZMQError(
+            EADDRNOTAVAIL if bind else EINVAL,
+            f"Cannot resolve tcp host {host!r} in {address!r}",
+        ) from None
+    return [NetAddress(info[0], info[4], "tcp") for info in infos]
+
+
+def parse_ipc(address: str) -> NetAddress:
+    """A path, ``@name`` (Linux abstract namespace), or ``*`` (a fresh temporary path)."""
+    if address == "*":
+        address = os.path.join(tempfile.mkdtemp(prefix="brokerless-"), "socket")
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    return NetAddress(pysocket.AF_UNIX, address, "ipc")
+
+
+def listen(addr: NetAddress, backlog: int) -> pysocket.socket:
+    """A listening, non-blocking OS socket for ``addr``; EADDRINUSE etc. as ZMQError."""
+    sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
+    try:
+        if addr.family == pysocket.AF_UNIX:
+            path = addr.sockaddr
+            if isinstance(path, str) and not path.startswith("\0") and _is_stale_socket(path):
+                os.unlink(path)
+        else:
+            sock.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_REUSEADDR, 1)
+            if addr.family == pysocket.AF_INET6:
+                sock.setsockopt(pysocket.IPPROTO_IPV6, pysocket.IPV6_V6ONLY, 0)
+        sock.bind(addr.sockaddr)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        errnum = exc.errno or EINVAL
+        if errnum == EADDRINUSE:
+            raise ZMQError(EADDRINUSE, f"Address already in use: {addr.uri()}") from None
+        raise ZMQError(errnum, f"Cannot bind {addr.uri()}: {exc.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def _is_stale_socket(path: str) -> bool:
+    """A socket file nobody listens on any more (left by a crashed process)."""
+    if not os.path.exists(path):
+        return False
+    probe = pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+def tune(sock: pysocket.socket, *, keepalive: int, idle: int, cnt: int, intvl: int) -> None:
+    """Per-connection settings: TCP_NODELAY and the TCP_KEEPALIVE options, for tcp."""
+    if sock.family == pysocket.AF_UNIX:
+        return
+    sock.setsockopt(pysocket.IPPROTO_TCP, pysocket.TCP_NODELAY, 1)
+    if keepalive != -1:
+        sock.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_KEEPALIVE, keepalive)
+    if keepalive == 1:
+        for opt, value in (
+            (pysocket.TCP_KEEPIDLE, idle),
+            (pysocket.TCP_KEEPCNT, cnt),
+            (pysocket.TCP_KEEPINTVL, intvl),
+        ):
+            if value > 0:
+                sock.setsockopt(pysocket.IPPROTO_TCP, opt, value)

@@ -1,0 +1,315 @@
+"""The stream engine: one OS connection speaking ZMTP, inside an I/O thread.
+
+Theory of operation
+-------------------
+The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean and the
+:class:`~.session.Session` owns the pipe to the socket.
+
+* **In:** when the OS socket is readable, one ``recv_into`` fills a reusable buffer and the
+  connection decodes it into whole messages, which go into the session's pipe.  When the pipe is
+  at its HWM the rest wait here and the engine stops reading (TCP then pushes back on the peer)
+  until the socket drains the pipe (``restart_input``).  End of stream is only seen after every
+  byte before it was read, so nothing a closing peer sent is lost.
+* **Out:** the engine takes every message waiting in the pipe (up to a batch limit), encodes
+  them into one list of buffers and writes it with ``sendmsg`` (large bodies are not copied).
+  What the kernel does not take waits for the socket to become writable; when the pipe is empty
+  the engine goes idle until the pipe signals new messages (``restart_output``).
+* **Faults** (the peer's: garbage, wrong socket type, oversize frame, stalled handshake, missed
+  heartbeats, a reset) close this connection only, with a reason, through ``session.engine_failed``.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket as pysocket
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..constants import SocketOption
+from ..zmtp import Connection, Ping, ProtocolError, Ready
+
+if TYPE_CHECKING:
+    from ..io import IOThread, Timer
+    from .session import Session
+
+_O = SocketOption
+READ = selectors.EVENT_READ
+WRITE = selectors.EVENT_WRITE
+
+RECV_BUFFER = 256 * 1024
+BATCH_BYTES = 256 * 1024
+BATCH_MESSAGES = 4096
+ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
+IOV_MAX = 512
+
+
+class Engine:
+    """One ZMTP connection; see the module docstring."""
+
+    def __init__(
+        self, io: IOThread, session: Session, sock: pysocket.socket, conn: Connection, options: dict
+    ) -> None:
+        self.io = io
+        self.session = session
+        self.sock = sock
+        self.conn = conn
+        self.alive = True
+        self._rbuf = bytearray(RECV_BUFFER)
+        self._rview = memoryview(self._rbuf)
+        self._out: deque = deque()  # buffers accepted for writing, not yet taken by the kernel
+        self._pending_in: deque = deque()  # decoded messages the pipe had no room for
+        self._reading = True
+        self._writing = False  # registered for EVENT_WRITE
+        self._events = 0
+        self._timers: dict[str, Timer] = {}
+        self._heartbeat_ivl = options[_O.HEARTBEAT_IVL] / 1000
+        timeout = options[_O.HEARTBEAT_TIMEOUT]
+        self._heartbeat_timeout = (timeout if timeout >= 0 else options[_O.HEARTBEAT_IVL]) / 1000
+        self._heartbeat_ttl = options[_O.HEARTBEAT_TTL]
+        self._last_rx = time.monotonic()
+        self._handshake_ivl = options[_O.HANDSHAKE_IVL] / 1000
+
+    def __repr__(self) -> str:
+        return f"<Engine {self.session.endpoint} {self.conn.state}>"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._update_interest()
+        self._queue(self.conn.data_to_send())
+        self._flush()
+        if self._handshake_ivl > 0:
+            self._timers["handshake"] = self.io.call_later(
+                self._handshake_ivl, self._handshake_expired
+            )
+
+    def close(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        for timer in self._timers.values():
+            timer.cancel()
+        self.io.unregister(self.sock)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def fail(self, reason: str) -> None:
+        """Drop the connection (the peer's fault, or it went away)."""
+        if self.alive:
+            self.close()
+            self.session.engine_failed(self, reason)
+
+    @property
+    def output_pending(self) -> bool:
+        return bool(self._out)
+
+    # -- selector -----------------------------------------------------------------------------
+
+    def _update_interest(self) -> None:
+        events = (READ if self._reading else 0) | (WRITE if self._writing else 0)
+        if events == self._events:
+            return
+        if not self._events:
+            self.io.register(self.sock, events, self._on_ready)
+        elif not events:
+            self.io.unregister(self.sock)
+        else:
+            self.io.modify(self.sock, events, self._on_ready)
+        self._events = events
+
+    def _on_ready(self, mask: int) -> None:
+        if mask & READ:
+            self._in_event()
+        if mask & WRITE and self.alive:
+            self._flush()
+            if not self._out and self.alive:
+                self.restart_output()
+
+    # -- input --------------------------------------------------------------------------------
+
+    def _in_event(self) -> None:
+        try:
+            n = self.sock.recv_into(self._rbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.fail(f"connection error: {exc.strerror or exc}")
+            return
+        if n == 0:
+            self.fail("connection closed by the peer")
+            return
+        self._last_rx = time.monotonic()
+        try:
+            items = self.conn.receive_data(self._rview[:n])
+        except ProtocolError as exc:
+            self._queue(self.conn.data_to_send())  # an ERROR command, if the codec queued one
+            self._flush()
+            self.fail(f"protocol error: {exc}")
+            return
+        reply = self.conn.data_to_send()
+        if reply:
+            self._queue(reply)
+            self._flush()
+        if items:
+            self._deliver(items)
+
+    def _deliver(self, items: list) -> None:
+        session = self.session
+        for i, item in enumerate(items):
+            cls = item.__class__
+            if cls is bytes or cls is list:
+                if not session.push(item):
+                    self._pending_in.extend(items[i:])
+                    self._reading = False
+                    self._update_interest()
+                    return
+            elif cls is Ready:
+                self._handshake_done(item)
+                if not self.alive:
+                    return
+            elif cls is Ping:
+                self._peer_ttl(item.ttl)
+
+    def restart_input(self) -> None:
+        """The pipe has room again: deliver what waited, then read on."""
+        pending = self._pending_in
+        while pending:
+            if not self.session.push(pending[0]):
+                return
+            pending.popleft()
+        if not self._reading and self.alive:
+            self._reading = True
+            self._update_interest()
+
+    # -- output -------------------------------------------------------------------------------
+
+    def _queue(self, data: bytes) -> None:
+        if data:
+            self._out.append(data)
+
+    def restart_output(self) -> None:
+        """Write every message waiting in the pipe, batch by batch, until the kernel pushes back."""
+        if not self.alive or self.conn.state != "TRAFFIC":
+            return
+        session = self.session
+        encode = self.conn.encode
+        while not self._out:
+            batch: list = []
+            size = count = 0
+            while count < BATCH_MESSAGES and size < BATCH_BYTES:
+                msg = session.pull()
+                if msg is None:
+                    break
+                encode(batch, msg)
+                count += 1
+                size += len(msg) if msg.__class__ is not list else sum(map(len, msg))
+            if not batch:
+                return
+            self._out.extend(_coalesce(batch))
+            self._flush()
+
+    def _flush(self) -> None:
+        out = self._out
+        sock = self.sock
+        while out:
+            try:
+                n = sock.sendmsg(list(_head(out)))
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self.fail(f"connection error: {exc.strerror or exc}")
+                return
+            while n:
+                first = out[0]
+                size = len(first)
+                if size <= n:
+                    out.popleft()
+                    n -= size
+                else:
+                    out[0] = memoryview(first)[n:]
+                    n = 0
+        writing = bool(out)
+        if writing != self._writing and self.alive:
+            self._writing = writing
+            self._update_interest()
+        if not out:
+            self.session.output_flushed(self)
+
+    # -- handshake and heartbeats -------------------------------------------------------------
+
+    def _handshake_done(self, peer: Ready) -> None:
+        timer = self._timers.pop("handshake", None)
+        if timer:
+            timer.cancel()
+        self.session.engine_ready(self, peer)
+        if self.alive and self._heartbeat_ivl > 0:
+            self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
+
+    def _handshake_expired(self) -> None:
+        if self.conn.state != "TRAFFIC":
+            self.fail("handshake did not complete within HANDSHAKE_IVL")
+
+    def _send_ping(self) -> None:
+        if not self.alive:
+            return
+        idle = time.monotonic() - self._last_rx
+        if self._heartbeat_timeout > 0 and idle >= self._heartbeat_ivl + self._heartbeat_timeout:
+            self.fail("heartbeat timed out: no traffic from the peer")
+            return
+        self.conn.send_ping(self._heartbeat_ttl // 100)
+        self._queue(self.conn.data_to_send())
+        self._flush()
+        self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
+
+    def _peer_ttl(self, ttl_deciseconds: int) -> None:
+        """The peer asked to be dropped if it stays silent for its TTL (from its PING)."""
+        old = self._timers.pop("ttl", None)
+        if old:
+            old.cancel()
+        if ttl_deciseconds:
+            self._watch_ttl(ttl_deciseconds / 10)
+
+    def _watch_ttl(self, ttl: float) -> None:
+        def expired() -> None:
+            silent = time.monotonic() - self._last_rx
+            if silent >= ttl:
+                self.fail("the peer's heartbeat TTL expired")
+            elif self.alive:
+                self._timers["ttl"] = self.io.call_later(ttl - silent, expired)
+
+        self._timers["ttl"] = self.io.call_later(ttl, expired)
+
+
+def _coalesce(batch: list) -> list:
+    """Join runs of small buffers into one (one copy, few iovecs); big bodies stay by reference."""
+    out: list = []
+    run: list = []
+    for buf in batch:
+        if len(buf) >= ZERO_COPY_MIN:
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(
+                buf if buf.__class__ is bytes or isinstance(buf, memoryview) else _buffer(buf)
+            )
+        else:
+            run.append(buf if buf.__class__ is bytes else _buffer(buf))
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def _buffer(part: Any) -> Any:
+    """The raw buffer of a message part (a Frame is not a buffer on Python 3.11)."""
+    buffer = getattr(part, "buffer", None)
+    return buffer if buffer is not None else part
+
+
+def _head(out: deque) -> Any:
+    for i, buf in enumerate(out):
+        if i == IOV_MAX:
+            return
+        yield buf

@@ -1,0 +1,214 @@
+"""tcp:// and ipc://: listeners, connectors, and the transport object sockets call.
+
+The socket's thread does what can fail synchronously (parsing, ``bind``'s OS call, so EADDRINUSE
+and LAST_ENDPOINT are immediate); everything after that runs in the context's I/O thread:
+accepting, connecting and reconnecting, and the sessions and engines they create.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket as pysocket
+from typing import TYPE_CHECKING, Any
+
+from ..constants import SocketOption, SocketType
+from ..errno import ENOENT
+from ..error import ZMQError
+from . import address as _address
+from .endpoint import Endpoint
+from .engine import Engine
+from .session import Session, new_connection
+
+if TYPE_CHECKING:
+    from ..io import IOThread
+    from ..pipe import Pipe
+    from ..socket import Socket
+
+_O = SocketOption
+READ = 1
+
+
+def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
+    sock.setblocking(False)
+    _address.tune(
+        sock,
+        keepalive=opts[_O.TCP_KEEPALIVE],
+        idle=opts[_O.TCP_KEEPALIVE_IDLE],
+        cnt=opts[_O.TCP_KEEPALIVE_CNT],
+        intvl=opts[_O.TCP_KEEPALIVE_INTVL],
+    )
+    return sock
+
+
+class Listener:
+    """Accepts connections for one bound endpoint; each gets its own session."""
+
+    def __init__(
+        self, io: IOThread, socket: Socket, sock: pysocket.socket, uri: str, path: str | None
+    ) -> None:
+        self.io = io
+        self.socket = socket
+        self.sock = sock
+        self.uri = uri
+        self.path = path  # the ipc socket file, removed on close
+        self.sessions: set[Session] = set()
+
+    def start(self, _: Any = None) -> None:
+        self.io.register(self.sock, READ, self._accept)
+
+    def _accept(self, _: int) -> None:
+        while True:
+            try:
+                conn, _addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # e.g. EMFILE: the listener stays; the peer retries
+            session = Session(
+                self.io, self.socket, self.uri, connecting=False, on_done=self.sessions.discard
+            )
+            self.sessions.add(session)
+            engine = Engine(
+                self.io,
+                session,
+                _tuned(conn, self.socket._options),
+                new_connection(session),
+                self.socket._options,
+            )
+            session.attach_engine(engine)
+
+    def close(self, _: Any = None) -> None:
+        self.io.unregister(self.sock)
+        self.sock.close()
+        if self.path and not self.path.startswith("\0"):
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        for session in list(self.sessions):
+            session.close()
+
+
+class Connector:
+    """Makes (and remakes) the outgoing connection of one session."""
+
+    def __init__(self, io: IOThread, session: Session, ep: Endpoint) -> None:
+        self.io = io
+        self.session = session
+        self.ep = ep
+        self.sock: pysocket.socket | None = None
+
+    def start(self, _: Any = None) -> None:
+        opts = self.session.socket._options
+        try:
+            if self.ep.transport == "ipc":
+                candidates = [_address.parse_ipc(self.ep.address)]
+            else:
+                candidates = _address.parse_tcp(
+                    self.ep.address, bind=False, ipv6=bool(opts[_O.IPV6])
+                )
+        except ZMQError:
+            self.session.connect_failed()  # e.g. a name that does not resolve yet
+            return
+        addr = candidates[0]
+        sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
+        sock.setblocking(False)
+        err = sock.connect_ex(addr.sockaddr)
+        if err not in (0, errno.EINPROGRESS, errno.EAGAIN):
+            sock.close()
+            self.session.connect_failed()
+            return
+        self.sock = sock
+        self.io.register(sock, 2, self._connected)
+
+    def _connected(self, _: int) -> None:
+        sock = self.sock
+        self.io.unregister(sock)
+        self.sock = None
+        err = sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ERROR)
+        if err:
+            sock.close()
+            self.session.connect_failed()
+            return
+        session = self.session
+        engine = Engine(
+            self.io,
+            session,
+            _tuned(sock, session.socket._options),
+            new_connection(session),
+            session.socket._options,
+        )
+        session.attach_engine(engine)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.io.unregister(self.sock)
+            self.sock.close()
+            self.sock = None
+
+
+class NetworkTransport:
+    """tcp or ipc for one context: what ``Socket.bind``/``connect``/... call."""
+
+    def __init__(self, context: Any, name: str) -> None:
+        self.context = context
+        self.name = name
+        self._listeners: dict[tuple[int, str], Listener] = {}
+        self._sessions: dict[tuple[int, str], list[Session]] = {}
+
+    def bind(self, socket: Socket, ep: Endpoint) -> str:
+        opts = socket._options
+        if ep.transport == "ipc":
+            addr = _address.parse_ipc(ep.address)
+        else:
+            addr = _address.parse_tcp(ep.address, bind=True, ipv6=bool(opts[_O.IPV6]))[0]
+        sock = _address.listen(addr, opts[_O.BACKLOG])
+        uri = addr.uri(sock.getsockname())
+        io = self.context._io_thread()
+        path = addr.sockaddr if ep.transport == "ipc" else None
+        listener = Listener(io, socket, sock, uri, path)
+        self._listeners[(id(socket), uri)] = listener
+        io.call_soon(listener.start)
+        return uri
+
+    def unbind(self, socket: Socket, ep: Endpoint) -> None:
+        listener = self._listeners.pop((id(socket), ep.uri), None)
+        if listener is None:
+            raise ZMQError(ENOENT, f"No such file or directory: {ep.uri} is not bound")
+        listener.io.call_soon(listener.close)
+
+    def connect(self, socket: Socket, ep: Endpoint) -> list[Pipe]:
+        if ep.transport == "tcp":
+            _address.parse_tcp(ep.address, bind=False, ipv6=bool(socket._options[_O.IPV6]))
+        io = self.context._io_thread()
+        session = Session(io, socket, ep.uri, connecting=True)
+        session.connector = Connector(io, session, ep)
+        self._sessions.setdefault((id(socket), ep.uri), []).append(session)
+        pipes = []
+        if not session.immediate and socket._type != SocketType.ROUTER:
+            pipe = session.make_pipe()
+            socket.attach_pipe(pipe)
+            pipes.append(pipe)
+        io.call_soon(session.connector.start)
+        return pipes
+
+    def disconnect(self, socket: Socket, ep: Endpoint) -> None:
+        for session in self._sessions.pop((id(socket), ep.uri), []):
+            session.io.call_soon(session.close)
+
+    def socket_closed(self, socket: Socket) -> None:
+        """The socket is closed: stop listening; sessions flush what they have, then end."""
+        sid = id(socket)
+        for key in [k for k in self._listeners if k[0] == sid]:
+            listener = self._listeners.pop(key)
+            listener.io.call_soon(listener.close)
+        for key in [k for k in self._sessions if k[0] == sid]:
+            for session in self._sessions.pop(key):
+                session.io.call_soon(_closed_socket_session, session)
+
+
+def _closed_socket_session(session: Session) -> None:
+    """A connecting session whose socket closed: with no pipe there is nothing to flush."""
+    if session.pipe is None:
+        session.close()

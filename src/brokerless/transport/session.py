@@ -1,0 +1,241 @@
+"""Sessions: the socket's peer for one network connection, living in an I/O thread.
+
+Theory of operation
+-------------------
+A session owns the far end of one pipe to the socket and at most one :class:`Engine` at a time.
+It is what makes a connection *disconnected-tolerant*:
+
+* a **connecting** session is made by ``connect``; unless IMMEDIATE is set (or the socket is a
+  ROUTER, which needs the peer's identity first) its pipe exists at once, so messages queue
+  (within HWM) before the peer is there and while it is away; when its engine fails it keeps the
+  pipe and reconnects after RECONNECT_IVL, doubling up to RECONNECT_IVL_MAX;
+* an **accepted** session is made per incoming connection and gets its pipe when the handshake
+  completes; when its engine fails the pipe is closed and the session ends.
+
+Closing: the socket terminates the pipe; the session sends what is still queued (reading to the
+delimiter), then ends.  LINGER bounds that: 0 drops the rest at once, a positive value arms a
+timer, -1 waits.  Every session registers with its context so ``term()`` can wait for them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from .. import pipe as _pipe
+from ..constants import SocketOption, SocketType
+from ..pipe import Pipe, pipepair
+from ..zmtp import Connection, Ready
+
+if TYPE_CHECKING:
+    from ..io import IOThread, Timer
+    from ..socket import Socket
+    from .engine import Engine
+
+_O = SocketOption
+
+
+class Session:
+    """See the module docstring."""
+
+    def __init__(
+        self, io: IOThread, socket: Socket, endpoint: str, *, connecting: bool, on_done: Any = None
+    ) -> None:
+        self.io = io
+        self.socket = socket
+        self.endpoint = endpoint
+        self.connecting = connecting
+        self.pipe: Pipe | None = None
+        self.engine: Engine | None = None
+        self.connector: Any = None  # set by the transport for connecting sessions
+        self.closing = False
+        self.done = False
+        self._on_done = on_done
+        self._linger_timer: Timer | None = None
+        opts = socket._options
+        self.immediate = bool(opts[_O.IMMEDIATE])
+        self.reconnect_ivl = opts[_O.RECONNECT_IVL] / 1000
+        self._backoff = self.reconnect_ivl
+        socket.context._session_started(self)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.endpoint} {'connecting' if self.connecting else 'accepted'}>"
+
+    # -- the pipe -----------------------------------------------------------------------------
+
+    def make_pipe(self, peer: Ready | None = None) -> Pipe:
+        """Create the pipe pair; returns the socket's end (the caller hands it to the socket)."""
+        opts = self.socket._options
+        conflate = bool(opts[_O.CONFLATE]) and self.socket._type in _CONFLATABLE
+        theirs, mine = pipepair((opts[_O.SNDHWM], opts[_O.RCVHWM]), (None, None), conflate)
+        mine.owner = self
+        mine.endpoint = theirs.endpoint = self.endpoint
+        if peer is not None:
+            theirs.peer_routing_id = peer.routing_id
+        # The socket's greeting (subscriptions, probe, welcome) goes in now, not when the
+        # socket's thread gets round to attaching the pipe.
+        greeting = self.socket._pattern.greeting()
+        for msg in greeting:
+            theirs.force_write(msg)
+        theirs.greeted = greeting
+        self.pipe = mine
+        return theirs
+
+    def send_command(self, command: str, arg: Any) -> None:
+        """Pipe owner interface: pipe events arrive from the socket's thread."""
+        self.io.call_soon(self._on_command, (command, arg))
+
+    def _on_command(self, item: tuple[str, Pipe]) -> None:
+        command, pipe = item
+        if pipe is not self.pipe or self.done:
+            return
+        if command == _pipe.ACTIVATE_READ:
+            if self.engine is not None:
+                self.engine.restart_output()
+        elif command == _pipe.ACTIVATE_WRITE:
+            if self.engine is not None:
+                self.engine.restart_input()
+        elif command == _pipe.PIPE_TERM:
+            self.closing = True
+            if pipe.process_pipe_term():
+                self.pipe_terminated(pipe)
+            else:
+                self._start_linger()
+                if self.engine is not None:
+                    self.engine.restart_output()
+
+    def pipe_terminated(self, pipe: Pipe) -> None:
+        """The socket closed its end and everything it sent has been read."""
+        if pipe is not self.pipe:
+            return
+        self.pipe = None
+        self.closing = True
+        self._finish_if_flushed()
+
+    def push(self, msg: Any) -> bool:
+        """A message from the wire for the socket; False when the pipe is full."""
+        pipe = self.pipe
+        if pipe is None:
+            return True  # the socket is gone: drop
+        return pipe.write(msg)
+
+    def pull(self) -> Any:
+        """The next message the socket sent, or None."""
+        pipe = self.pipe
+        return None if pipe is None else pipe.read()
+
+    # -- engine events ------------------------------------------------------------------------
+
+    def attach_engine(self, engine: Engine) -> None:
+        self.engine = engine
+        engine.start()
+
+    def engine_ready(self, engine: Engine, peer: Ready) -> None:
+        """Handshake complete: make sure there is a pipe, then let messages flow."""
+        self._backoff = self.reconnect_ivl
+        if self.closing and self.pipe is None:
+            engine.close()
+            self._finish()
+            return
+        if self.pipe is None:
+            theirs = self.make_pipe(peer)
+            self.socket.send_command("attach", theirs)
+        engine.restart_output()
+
+    def engine_failed(self, engine: Engine, reason: str) -> None:
+        if engine is not self.engine:
+            return
+        self.engine = None
+        self.last_error = reason
+        if self.closing:
+            self._finish()
+            return
+        if self.connecting:
+            if self.pipe is not None and (self.immediate or self._needs_identity()):
+                self._drop_pipe()
+            self._schedule_reconnect()
+        else:
+            self._drop_pipe()
+            self._finish()
+
+    def output_flushed(self, engine: Engine) -> None:
+        if self.closing and self.pipe is None:
+            self._finish_if_flushed()
+
+    # -- reconnecting -------------------------------------------------------------------------
+
+    def connect_failed(self) -> None:
+        if not self.closing:
+            self._schedule_reconnect()
+        else:
+            self._finish()
+
+    def _schedule_reconnect(self) -> None:
+        delay = self._backoff
+        ivl_max = self.socket._options[_O.RECONNECT_IVL_MAX] / 1000
+        if ivl_max > self.reconnect_ivl:
+            self._backoff = min(self._backoff * 2, ivl_max)
+        if delay <= 0 or self.connector is None:
+            self._finish()  # RECONNECT_IVL -1: no reconnecting
+            return
+        self.io.call_later(delay * (1 + random.random() * 0.1), self._reconnect)
+
+    def _reconnect(self) -> None:
+        if not self.closing and not self.done:
+            self.connector.start()
+
+    def _needs_identity(self) -> bool:
+        return self.socket._type == SocketType.ROUTER
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def close(self, _: Any = None) -> None:
+        """Stop now (disconnect, unbind, or the socket went away without a pipe)."""
+        self.closing = True
+        self._drop_pipe()
+        self._finish()
+
+    def _drop_pipe(self) -> None:
+        pipe = self.pipe
+        if pipe is not None:
+            self.pipe = None
+            pipe.terminate()
+
+    def _start_linger(self) -> None:
+        linger = self.socket._options[_O.LINGER]
+        if linger == 0 or (self.engine is None and not self.connecting):
+            self.close()
+        elif linger > 0 and self._linger_timer is None:
+            self._linger_timer = self.io.call_later(linger / 1000, self.close)
+
+    def _finish_if_flushed(self) -> None:
+        engine = self.engine
+        if engine is None or not engine.output_pending:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.closing = True
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+        if self.connector is not None:
+            self.connector.close()
+        if self._on_done is not None:
+            self._on_done(self)
+        self.socket.context._session_finished(self)
+
+
+_CONFLATABLE = frozenset(
+    {SocketType.DEALER, SocketType.PULL, SocketType.PUSH, SocketType.PUB, SocketType.SUB}
+)
+
+
+def new_connection(session: Session) -> Connection:
+    """The protocol state for a new connection of ``session`` (NULL: as-server is always 0)."""
+    opts = session.socket._options
+    return Connection(session.socket._type, opts[_O.ROUTING_ID], max_msg_size=opts[_O.MAXMSGSIZE])
