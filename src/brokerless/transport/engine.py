@@ -145,6 +145,7 @@ class Engine:
         try:
             items = self.conn.receive_data(self._rview[:n])
         except ProtocolError as exc:
+            self._deliver(exc.messages)  # whole messages that came before the fault
             self._queue(self.conn.data_to_send())  # an ERROR command, if the codec queued one
             self._flush()
             self.fail(f"protocol error: {exc}")

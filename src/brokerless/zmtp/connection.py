@@ -32,9 +32,11 @@ from .commands import (
     Command,
     command_body,
     error_data,
+    parse_error,
     parse_ping,
+    ping_data,
 )
-from .errors import HandshakeError, ProtocolError
+from .errors import HandshakeError, PeerError, ProtocolError
 from .frames import FrameDecoder, encode_command, encode_message
 from .greeting import GREETING_SIZE, build_greeting, check_signature, parse_greeting
 from .mechanisms import Mechanism, NullMechanism
@@ -59,6 +61,7 @@ VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
 #: Socket types that announce their routing id in READY (libzmq does the same).
 _SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
 _SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
+_PUBLISHERS = frozenset({_T.PUB, _T.XPUB})
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,7 @@ class Connection:
         self._greeting_in = bytearray()
         self._out: list[bytes] = [build_greeting(self.mechanism.name, as_server)]
         self._subscriptions_as_commands = False
+        self._accepts_subscriptions = False
 
     # -- output --------------------------------------------------------------------------------
 
@@ -140,9 +144,8 @@ class Connection:
             encode_message(out, msg)
 
     def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
-        self._out.append(
-            encode_command(command_body(PING, ttl_deciseconds.to_bytes(2, "big") + context))
-        )
+        """Queue a PING (TTL capped at 6553.5 s, context at 16 octets, as the RFC allows)."""
+        self._out.append(encode_command(command_body(PING, ping_data(ttl_deciseconds, context))))
 
     def send_error(self, reason: str) -> None:
         """Tell the peer why it is being refused (before closing)."""
@@ -154,7 +157,12 @@ class Connection:
         """Feed received bytes; returns messages and events (see the module docstring)."""
         try:
             if self.state is TRAFFIC:
-                return self._traffic(self.decoder.feed(data))
+                try:
+                    items = self.decoder.feed(data)
+                except ProtocolError as exc:
+                    exc.messages = self._traffic(exc.messages)
+                    raise
+                return self._traffic(items)
             if self.state is ERROR_STATE:
                 raise ProtocolError("connection already failed")
             if self.state is GREETING:
@@ -195,7 +203,11 @@ class Connection:
                 self._out.append(encode_command(body))
             if metadata is not None:
                 ready = self._complete(metadata)
-                return [ready, *self._traffic(items[i + 1 :])]
+                try:
+                    return [ready, *self._traffic(items[i + 1 :])]
+                except ProtocolError as exc:
+                    exc.messages = [ready, *exc.messages]
+                    raise
         return []
 
     def _complete(self, metadata: dict[str, bytes]) -> Ready:
@@ -212,6 +224,7 @@ class Connection:
         self.state = TRAFFIC
         self._subscriptions_as_commands = self._minor >= 1 and self.socket_type in _SUBSCRIBERS
         self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor)
+        self._accepts_subscriptions = self.socket_type in _PUBLISHERS
         return self.peer
 
     def _traffic(self, items: list) -> list:
@@ -219,20 +232,24 @@ class Connection:
         if not any(item.__class__ is Command for item in items):
             return items
         out: list = []
-        for item in items:
-            if item.__class__ is not Command:
-                out.append(item)
-            elif item.name == SUBSCRIBE:
-                out.append(b"\x01" + item.data)
-            elif item.name == CANCEL:
-                out.append(b"\x00" + item.data)
-            elif item.name == PING:
-                ttl, context = parse_ping(item.data)
-                self._out.append(encode_command(command_body(PONG, context)))
-                out.append(Ping(ttl, context))
-            elif item.name == PONG:
-                out.append(Pong(item.data))
-            elif item.name == ERROR:
-                raise ProtocolError("peer sent ERROR during traffic")
-            # other commands are ignored, as the RFC lets mechanisms add their own
+        try:
+            for item in items:
+                if item.__class__ is not Command:
+                    out.append(item)
+                elif item.name in (SUBSCRIBE, CANCEL):
+                    if self._accepts_subscriptions:  # a subscription means nothing elsewhere
+                        prefix = b"\x01" if item.name == SUBSCRIBE else b"\x00"
+                        out.append(prefix + item.data)
+                elif item.name == PING:
+                    ttl, context = parse_ping(item.data)
+                    self._out.append(encode_command(command_body(PONG, context)))
+                    out.append(Ping(ttl, context))
+                elif item.name == PONG:
+                    out.append(Pong(item.data))
+                elif item.name == ERROR:
+                    raise PeerError(f"peer sent ERROR: {parse_error(item.data)}")
+                # other commands are ignored, as the RFC lets mechanisms add their own
+        except ProtocolError as exc:
+            exc.messages = out
+            raise
         return out

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 
 class ProtocolError(Exception):
-    """The peer broke ZMTP; the connection must be closed (the reason goes to the monitor)."""
+    """The peer broke ZMTP; the connection must be closed (the reason goes to the monitor).
+
+    ``messages`` holds the whole messages decoded from the same input before the fault: they
+    arrived intact and are delivered before the connection closes (as libzmq does).
+    """
+
+    messages: list = []
 
 
 class HandshakeError(ProtocolError):

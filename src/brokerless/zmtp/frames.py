@@ -84,6 +84,23 @@ class FrameDecoder:
         else:
             view = data
         out: list = []
+        try:
+            pos = self._decode(view, out)
+        except ProtocolError as exc:
+            exc.messages = out
+            raise
+        end = len(view)
+        if pos < end:
+            if view is buf:
+                del buf[:pos]
+            else:
+                buf += view[pos:]
+        elif buf:
+            buf.clear()
+        return out
+
+    def _decode(self, view: Any, out: list) -> int:
+        """Decode every whole frame of ``view`` into ``out``; returns the octets consumed."""
         parts = self._parts
         limit = self.max_msg_size
         pos, end = 0, len(view)
@@ -122,14 +139,7 @@ class FrameDecoder:
                 out.append(parts)
                 parts = None
         self._parts = parts
-        if pos < end:
-            if view is buf:
-                del buf[:pos]
-            else:
-                buf += view[pos:]
-        elif buf:
-            buf.clear()
-        return out
+        return pos
 
 
 __all__ = [

@@ -40,7 +40,9 @@ class Greeting:
 
 def check_signature(data: bytes | bytearray) -> None:
     """Refuse a peer as soon as its first octets show it is not ZMTP 3 (1.0 and 2.0 are not
-    spoken); ``data`` holds at least the first 11 octets, or fewer that already fail."""
+    spoken); ``data`` is what arrived of the greeting so far."""
+    if not data:
+        return
     if data[0] != 0xFF:
         raise HandshakeError("peer speaks ZMTP 1.0 (no greeting signature): not supported")
     if len(data) >= SIGNATURE_SIZE:
@@ -49,7 +51,11 @@ def check_signature(data: bytes | bytearray) -> None:
         if data[9] != 0x7F:
             raise HandshakeError("malformed ZMTP greeting signature")
     if len(data) > SIGNATURE_SIZE and data[10] < VERSION_MAJOR:
-        raise HandshakeError(f"peer speaks ZMTP {data[10]}.x; ZMTP 3.0 or later is required")
+        # the revision octet: 1 is ZMTP 2.0 (and 0 the ZMTP 1.0 framing)
+        raise HandshakeError(
+            f"peer speaks ZMTP {data[10] + 1}.0 (revision {data[10]}); ZMTP 3.0 or later is "
+            "required"
+        )
 
 
 def parse_greeting(data: bytes | bytearray) -> Greeting:
