@@ -18,14 +18,20 @@ the report to stdout.
     python bench/compare.py --cases 'inproc-lat-*' --rounds 9
 
 The case table is data: a case names its tool(s), transport, count and extra arguments.  Cases
-over tcp or ipc run two processes per trial (a receiver that reports, like libzmq's local_thr,
-and a sender, like remote_thr); add them to CASES, with ``scripts`` naming both tools and an
-``--endpoint`` filled in per trial, without changing the runner.
+over tcp or ipc run two processes per trial, started together (like libzmq's perf tools: a
+receiver that reports, local_thr, and a sender, remote_thr; for latency remote_lat reports and
+local_lat echoes), with an ``--endpoint`` filled in per trial; the fan-out case runs one
+publisher process that starts its own subscriber processes.  Both processes of a trial use the
+same implementation.  A fresh tcp port (and the port after it, for the tools' control channel,
+see _control.py) or a fresh ipc path is picked for every trial.  If any process of a trial
+fails, the others are killed at once (with everything they started) and the case is marked as
+failed, with the failing tool's stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import fnmatch
 import itertools
@@ -33,6 +39,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import socket
 import statistics
 import subprocess
@@ -55,6 +62,7 @@ class Metric:
     label: str
     unit: str
     higher_is_better: bool
+    ratio: bool = True  # False: report the values only (e.g. a loss that should be 0)
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,11 @@ METRICS: dict[str, tuple[Metric, ...]] = {
         Metric("rtt_p50_us", "round trip, p50", "µs", False),
         Metric("rtt_p99_us", "round trip, p99", "µs", False),
     ),
+    "fanout": (
+        Metric("msg_per_s", "per-subscriber rate, median subscriber", "msg/s", True),
+        Metric("min_msg_per_s", "per-subscriber rate, slowest subscriber", "msg/s", True),
+        Metric("loss", "messages lost, worst subscriber", "%", False, ratio=False),
+    ),
 }
 
 
@@ -89,8 +102,10 @@ class Case:
     transport: str  # "inproc"; "tcp" and "ipc" get an --endpoint per trial
     count: int  # messages or round trips per trial: 0.5-1 s or so with pyzmq on a 2 vCPU VM
     args: tuple[str, ...] = ()
-    # Tools run at once for one trial; the first prints the result.  Two for tcp/ipc, e.g.
-    # ("local_thr.py", "remote_thr.py"): receiver (binds, times, reports) and sender.
+    # Tools run at once for one trial, all with the same arguments; the first prints the result.
+    # Two for tcp/ipc: ("local_thr.py", "remote_thr.py"), the receiver (binds, times, reports)
+    # and the sender; ("remote_lat.py", "local_lat.py"), the requester (connects, times,
+    # reports) and the echo (binds).
     scripts: tuple[str, ...] = ()
     target: Target | None = None  # applies to METRICS[kind][0]
     sizes: tuple[int, ...] = field(default=())  # payload bytes per frame, for MB/s
@@ -127,7 +142,8 @@ def thr_case(transport: str, size: int, count: int, frames: int = 1) -> Case:
 
 
 def lat_case(transport: str, size: int, count: int) -> Case:
-    scripts = ("inproc_lat.py",) if transport == "inproc" else ("local_lat.py", "remote_lat.py")
+    # Over tcp/ipc the requester, remote_lat, measures and reports, so it comes first.
+    scripts = ("inproc_lat.py",) if transport == "inproc" else ("remote_lat.py", "local_lat.py")
     return Case(
         name=f"{transport}-lat-{size}",
         label=f"{transport} REQ/REP, {size} B",
@@ -141,6 +157,20 @@ def lat_case(transport: str, size: int, count: int) -> Case:
     )
 
 
+def fanout_case(transport: str, subscribers: int, size: int, count: int) -> Case:
+    return Case(
+        name=f"{transport}-fanout-{subscribers}x{size}",
+        label=f"{transport} PUB→{subscribers} SUB, {size} B, HWM 0 (lossless)",
+        kind="fanout",
+        transport=transport,
+        count=count,
+        args=("--size", str(size), "--subscribers", str(subscribers), "--hwm", "0"),
+        scripts=("pubsub_fanout.py",),  # the publisher; it starts the subscriber processes
+        target=Target(">=", 1.0),
+        sizes=(size,),
+    )
+
+
 CASES: tuple[Case, ...] = (
     thr_case("inproc", 1, 800_000),
     thr_case("inproc", 100, 700_000),
@@ -149,6 +179,22 @@ CASES: tuple[Case, ...] = (
     thr_case("inproc", 100, 100_000, frames=2),
     lat_case("inproc", 1, 40_000),
     lat_case("inproc", 1024, 40_000),
+    # Two processes per trial; counts: about half a second to a second with pyzmq.
+    thr_case("tcp", 1, 700_000),
+    thr_case("tcp", 100, 600_000),
+    thr_case("tcp", 1024, 300_000),
+    thr_case("tcp", 65536, 15_000),
+    thr_case("tcp", 100, 120_000, frames=2),
+    thr_case("ipc", 1, 800_000),
+    thr_case("ipc", 100, 700_000),
+    thr_case("ipc", 1024, 300_000),
+    thr_case("ipc", 65536, 15_000),
+    thr_case("ipc", 100, 120_000, frames=2),
+    lat_case("tcp", 1, 8_000),
+    lat_case("tcp", 1024, 8_000),
+    lat_case("ipc", 1, 8_000),
+    lat_case("ipc", 1024, 8_000),
+    fanout_case("tcp", 4, 100, 300_000),
 )
 QUICK_DIVISOR = 10
 
@@ -161,48 +207,114 @@ _endpoints = itertools.count()
 
 
 def endpoint_for(transport: str, workdir: str) -> str | None:
-    """A fresh endpoint for a two-process trial; inproc tools choose their own."""
+    """A fresh endpoint for a multi-process trial; inproc tools choose their own.
+
+    ipc: a new path in this run's private temporary directory (the control channel adds
+    ``.ctl``).  tcp: a port the kernel says is free whose successor is free too (the tools'
+    control channel listens on port + 1); the receiver binds it right away.
+    """
     if transport == "inproc":
         return None
     if transport == "ipc":
         return f"ipc://{workdir}/bench-{next(_endpoints)}"
     if transport == "tcp":
-        with socket.socket() as probe:  # a free port now; the receiver binds it right away
-            probe.bind(("127.0.0.1", 0))
-            return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+        for _ in range(100):
+            with socket.socket() as probe, socket.socket() as control:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+                if port >= 65535:
+                    continue
+                try:
+                    control.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return f"tcp://127.0.0.1:{port}"
+        raise TrialError("found no two consecutive free tcp ports on 127.0.0.1")
     raise ValueError(f"unknown transport {transport!r}")
 
 
+POLL_S = 0.05  # how often run_trial looks at a trial's processes
+
+
 def run_trial(commands: list[list[str]], timeout: float) -> dict[str, Any]:
-    """Start every command of one trial, wait for all, return the first one's JSON result."""
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        for command in commands:
-            procs.append(
-                subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Start every command of one trial, wait for all, return the first one's JSON result.
+
+    Each command runs in a session of its own (so it and any process it starts can be killed
+    together) with its output in temporary files.  If one exits with an error the others are
+    killed at once: they would otherwise wait for their dead peer until the timeout.
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+    with contextlib.ExitStack() as stack:
+        files = [
+            (
+                stack.enter_context(tempfile.TemporaryFile()),
+                stack.enter_context(tempfile.TemporaryFile()),
             )
-        deadline = time.monotonic() + timeout
-        outputs = [
-            proc.communicate(timeout=max(0.1, deadline - time.monotonic())) for proc in procs
+            for _ in commands
         ]
-    except subprocess.TimeoutExpired:
-        raise TrialError(f"timed out after {timeout:g} s: {shlex.join(commands[0])}") from None
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for command, proc, (_, err) in zip(commands, procs, outputs, strict=True):
-        if proc.returncode != 0:
-            tail = "\n".join(err.strip().splitlines()[-15:])
-            raise TrialError(
-                f"exit status {proc.returncode}: {shlex.join(command)}\n{tail}".rstrip()
+        failed: list[int] = []
+        running: list[int] = []  # still running at the timeout
+        try:
+            for command, (out, err) in zip(commands, files, strict=True):
+                procs.append(
+                    subprocess.Popen(
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        start_new_session=True,
+                    )
+                )
+            deadline = time.monotonic() + timeout
+            while True:
+                codes = [proc.poll() for proc in procs]
+                failed = [i for i, code in enumerate(codes) if code not in (None, 0)]
+                if failed or all(code == 0 for code in codes):
+                    break
+                if time.monotonic() > deadline:
+                    running = [i for i, code in enumerate(codes) if code is None]
+                    break
+                time.sleep(POLL_S)
+        finally:
+            for proc in procs:
+                kill_session(proc)
+        outputs = []
+        for out, err in files:
+            out.seek(0)
+            err.seek(0)
+            outputs.append(
+                (out.read().decode(errors="replace"), err.read().decode(errors="replace"))
             )
+
+    def tails(indices: list[int]) -> str:
+        parts = []
+        for i in indices:
+            tail = "\n".join(outputs[i][1].strip().splitlines()[-15:])
+            status = procs[i].returncode
+            parts.append(f"[exit status {status}] {shlex.join(commands[i])}\n{tail}".rstrip())
+        return "\n".join(parts)
+
+    if running:
+        raise TrialError(
+            f"timed out after {timeout:g} s; killed, with their stderr:\n" + tails(running)
+        )
+    if failed:
+        raise TrialError("a process failed, the others were killed:\n" + tails(failed))
     lines = outputs[0][0].strip().splitlines()
     try:
         return json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
         raise TrialError(f"no JSON result from {shlex.join(commands[0])}") from None
+
+
+def kill_session(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc`` and everything it started (its session) if it is still running; reap it."""
+    if proc.poll() is None:  # not reaped yet, so its pid (the session's id) is still its own
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
 
 
 @dataclass
@@ -224,8 +336,8 @@ def run_case(
         order_labels = (labels[1], labels[0]) if rnd % 2 == 0 else labels
         got: dict[str, dict[str, Any]] = {}
         for impl, label in zip(order, order_labels, strict=True):
-            endpoint = endpoint_for(case.transport, tmp)
             try:
+                endpoint = endpoint_for(case.transport, tmp)
                 got[label] = run_trial(case.commands(impl, count, endpoint), timeout)
             except TrialError as exc:
                 result.error = f"{label}: {exc}"
@@ -235,8 +347,9 @@ def run_case(
         result.trials["subject"].append(got[labels[0]])
         result.trials["reference"].append(got[labels[1]])
         for metric in METRICS[case.kind]:
-            s, r = got[labels[0]][metric.key], got[labels[1]][metric.key]
-            result.ratios[metric.key].append(s / r if r else float("nan"))
+            if metric.ratio:
+                s, r = got[labels[0]][metric.key], got[labels[1]][metric.key]
+                result.ratios[metric.key].append(s / r if r else float("nan"))
     return result
 
 
@@ -253,6 +366,8 @@ def fmt(value: float, metric: Metric, case: Case) -> str:
     if metric.unit == "msg/s":
         mb = value * sum(case.sizes) / 1e6
         return f"{value:,.0f} msg/s ({mb:,.1f} MB/s)"
+    if metric.unit == "%":
+        return f"{value:.2%}"
     return f"{value:,.1f} {metric.unit}"
 
 
