@@ -42,7 +42,9 @@ class Context:
         }
         self.sockopts: dict[int, Any] = {}
         self._sockets: weakref.WeakSet[Socket] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        # Re-entrant: a socket's finalizer (close on garbage collection) may run while this
+        # thread already holds it.
+        self._lock = threading.RLock()
         self._all_closed = threading.Condition(self._lock)
         self._closed = False
         self._terminating = False
@@ -90,8 +92,11 @@ class Context:
         for opt, value in opts.items():
             sock.setsockopt(opt, value)
         with self._lock:
-            self._sockets.add(sock)
-        return sock
+            if not self._terminating:
+                self._sockets.add(sock)
+                return sock
+        sock.close()  # term() began meanwhile: it would never wake this socket
+        raise error(ETERM, "Context was terminated: create a new Context")
 
     def setsockopt(self, option: int, value: Any) -> None:
         """Default option for sockets created afterwards."""
@@ -139,6 +144,7 @@ class Context:
             sockets = list(self._sockets)
         for sock in sockets:
             sock.send_command(STOP, None)
+        sockets = sock = None  # hold no socket while waiting: a dropped one must be collectable
         with self._all_closed:
             while len(self._sockets) or self._sessions:
                 self._all_closed.wait()

@@ -38,7 +38,7 @@ class MessageTracker:
 class Frame:
     """One message part: ``bytes``, ``buffer`` (a memoryview) and ``more``."""
 
-    __slots__ = ("_bytes", "_data", "more", "tracker")
+    __slots__ = ("_bytes", "_data", "_releases", "more", "tracker")
 
     def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
         if isinstance(data, str):
@@ -51,6 +51,21 @@ class Frame:
         self._bytes: bytes | None = data if data.__class__ is bytes else None
         self.more = False
         self.tracker: MessageTracker | None = MessageTracker() if track else None
+        self._releases = False
+
+    @classmethod
+    def _carrier(cls, data: Any, tracker: MessageTracker) -> Frame:
+        """The frame that travels for a tracked message: when brokerless drops its last
+        reference (delivered, written out, or discarded at HWM or on close), the tracker is
+        done -- however the message ended, ``tracker.wait()`` returns."""
+        frame = cls(data)
+        frame.tracker = tracker
+        frame._releases = True
+        return frame
+
+    def __del__(self) -> None:
+        if self._releases:
+            self.tracker._release()
 
     @property
     def bytes(self) -> bytes:
@@ -82,6 +97,12 @@ class Frame:
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+    def set(self, option: int, value: int) -> None:
+        if option == MessageOption.MORE:
+            self.more = bool(value)
+            return
+        raise ValueError(f"Frame option {option} cannot be set")
 
     def get(self, option: int) -> int:
         if option == MessageOption.MORE:

@@ -29,6 +29,7 @@ queued up to the delimiter (pending messages are delivered, as libzmq does), the
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from typing import Any, Protocol
 
@@ -115,10 +116,10 @@ class Pipe:
     __slots__ = (
         "_in",
         "_out",
+        "_owner_ref",
         "data",
         "endpoint",
         "greeted",
-        "owner",
         "peer",
         "peer_routing_id",
         "routing_id",
@@ -128,7 +129,7 @@ class Pipe:
     def __init__(self, inbound: Lane, outbound: Lane) -> None:
         self._in = inbound
         self._out = outbound
-        self.owner: Any = None
+        self._owner_ref: Any = None
         self.peer: Pipe | None = None
         #: The routing id the peer announced (its ROUTING_ID option), b"" when it set none.
         self.peer_routing_id = b""
@@ -143,6 +144,22 @@ class Pipe:
 
     def __repr__(self) -> str:
         return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"
+
+    @property
+    def owner(self) -> Any:
+        """The socket or session at this end (held weakly: a dropped socket can be collected
+        and closed even though its peers' pipes still point at it); None before attaching."""
+        ref = self._owner_ref
+        return None if ref is None else ref()
+
+    @owner.setter
+    def owner(self, owner: Any) -> None:
+        self._owner_ref = None if owner is None else weakref.ref(owner)
+
+    def peer_gone(self) -> bool:
+        """The peer closed its end (its delimiter is queued), e.g. before we attached."""
+        q = self._in.q
+        return bool(q) and q[-1] is DELIMITER
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -163,7 +180,7 @@ class Pipe:
             return None
         if lane.writer_blocked and len(q) <= lane.lwm:
             lane.writer_blocked = False
-            self.peer.owner.send_command(ACTIVATE_WRITE, self.peer)
+            self._notify_peer(ACTIVATE_WRITE)
         return msg
 
     def check_read(self) -> bool:
@@ -184,7 +201,15 @@ class Pipe:
 
     def _peer_finished(self) -> None:
         self.terminating = True
-        self.owner.pipe_terminated(self)
+        owner = self.owner
+        if owner is not None:
+            owner.pipe_terminated(self)
+
+    def _notify_peer(self, command: str) -> None:
+        peer = self.peer
+        owner = peer.owner
+        if owner is not None:
+            owner.send_command(command, peer)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -212,16 +237,16 @@ class Pipe:
         lane.q.append(msg)
         if lane.reader_asleep:
             lane.reader_asleep = False
-            self.peer.owner.send_command(ACTIVATE_READ, self.peer)
+            self._notify_peer(ACTIVATE_READ)
         return True
 
     def force_write(self, msg: Any) -> None:
         """Queue a control message past the HWM (subscriptions, greetings, probes)."""
         lane = self._out
         lane.q.append(msg)
-        if lane.reader_asleep and self.peer.owner is not None:
+        if lane.reader_asleep:
             lane.reader_asleep = False
-            self.peer.owner.send_command(ACTIVATE_READ, self.peer)
+            self._notify_peer(ACTIVATE_READ)
 
     def pending_in(self) -> int:
         """Messages waiting to be read (the delimiter not counted)."""
@@ -244,11 +269,11 @@ class Pipe:
             return
         self.terminating = True
         self._out.conflate = False
+        # The delimiter goes in first: a peer attached later finds it (``peer_gone``); one
+        # already attached is told.  An owner that attaches concurrently sees one or the other.
         self._out.q.append(DELIMITER)
-        peer = self.peer
         self._out.reader_asleep = False
-        if peer.owner is not None:
-            peer.owner.send_command(PIPE_TERM, peer)
+        self._notify_peer(PIPE_TERM)
 
     def process_pipe_term(self) -> bool:
         """The peer closed its end.  Returns True when nothing is left to read."""

@@ -65,7 +65,6 @@ class Socket:
         "_commands",
         "_connected",
         "_fault",
-        "_handlers",
         "_mailbox",
         "_options",
         "_pattern",
@@ -110,13 +109,6 @@ class Socket:
         self._rx_pos = 0
         self._fault: Callable[[], ZMQError] | None = None  # set once closed or terminated
         self._closed = False
-        self._handlers: dict[str, Callable[[Any], None]] = {
-            _pipe.ACTIVATE_READ: self._on_activate_read,
-            _pipe.ACTIVATE_WRITE: self._on_activate_write,
-            _pipe.PIPE_TERM: self._on_pipe_term,
-            ATTACH: self.attach_pipe,
-            STOP: self._on_stop,
-        }
         for option, value in (options or {}).items():
             self.setsockopt(option, value)
 
@@ -178,7 +170,7 @@ class Socket:
             raise self._fault()
 
     def _dispatch(self, command: str, arg: Any) -> None:
-        self._handlers[command](arg)
+        _HANDLERS[command](self, arg)
 
     def _on_activate_read(self, pipe: Pipe) -> None:
         if pipe in self._pipes:
@@ -206,11 +198,19 @@ class Socket:
         if self._closed:
             pipe.terminate()
             return
-        pipe.owner = self
+        pipe.owner = self  # first: a peer closing from now on tells us (see Pipe.terminate)
         self._pipes.add(pipe)
-        if self._pattern.attach(pipe) is False:
+        result = self._pattern.attach(pipe)
+        if result is False:
             self._pipes.discard(pipe)
             pipe.terminate()
+            return
+        if result.__class__ is Pipe:  # replaced by the new one (ROUTER_HANDOVER)
+            self._pipes.discard(result)
+            result.terminate()
+            result.drop_inbound()
+        if pipe.peer_gone():  # the peer closed before we attached: as if told
+            self._on_pipe_term(pipe)
 
     def pipe_terminated(self, pipe: Pipe) -> None:
         """A pipe has ended (called by the pipe or on PIPE_TERM)."""
@@ -291,6 +291,10 @@ class Socket:
             pipe.terminate()
             pipe.drop_inbound()
         self._pipes.clear()
+        for command, arg in self._mailbox.commands:  # pipes handed to us we never attached
+            if command == ATTACH:
+                arg.terminate()
+        self._mailbox.commands.clear()
         self._mailbox.close()
         self.context._socket_closed(self)
 
@@ -322,10 +326,16 @@ class Socket:
                 msg = self._tx_parts
                 msg.append(data)
                 self._tx_parts = None
-            if self._commands:
-                self._process_commands()
-            if not self._xsend(msg):
-                self._send_blocking(msg, flags)
+                if self._commands:
+                    self._process_commands()
+                # Room was checked at the first part; if the peer left since, the message is
+                # dropped (libzmq never fails the later parts of a message).
+                self._xsend(msg)
+            else:
+                if self._commands:
+                    self._process_commands()
+                if not self._xsend(msg):
+                    self._send_blocking(msg, flags)
         if track:
             return data.tracker if data.__class__ is Frame else _done_tracker()
         return None
@@ -644,6 +654,15 @@ class Socket:
 ATTACH = "attach"
 STOP = "stop"
 
+# Command dispatch (a class-level table: bound methods would make every socket a cycle).
+_HANDLERS: dict[str, Callable[[Socket, Any], None]] = {
+    _pipe.ACTIVATE_READ: Socket._on_activate_read,
+    _pipe.ACTIVATE_WRITE: Socket._on_activate_write,
+    _pipe.PIPE_TERM: Socket._on_pipe_term,
+    ATTACH: Socket.attach_pipe,
+    STOP: Socket._on_stop,
+}
+
 
 def _done_tracker() -> MessageTracker:
     tracker = MessageTracker()
@@ -653,12 +672,12 @@ def _done_tracker() -> MessageTracker:
 
 def _to_part(data: Any, copy: bool, track: bool) -> Any:
     """What goes into a pipe for one user-supplied part."""
-    if data.__class__ is Frame:
-        return data
+    if isinstance(data, Frame):
+        if data.tracker is None:
+            return data
+        return Frame._carrier(data._data, data.tracker)
     if isinstance(data, str):
         raise TypeError("unicode not allowed, use send_string")
-    if isinstance(data, Frame):
-        return data
     try:
         view = memoryview(data)
     except TypeError:
@@ -666,22 +685,19 @@ def _to_part(data: Any, copy: bool, track: bool) -> Any:
             f"a message part must be bytes or support the buffer protocol, "
             f"not {type(data).__name__}"
         ) from None
-    if track or not copy:
-        return Frame(view if view.contiguous else view.tobytes(), track=track)
+    if track:
+        return Frame._carrier(view if view.contiguous else view.tobytes(), MessageTracker())
+    if not copy:
+        return Frame(view if view.contiguous else view.tobytes())
     return view.tobytes()
 
 
 def _frame_bytes(part: Frame) -> bytes:
-    tracker = part.tracker
-    if tracker is not None:
-        tracker._release()
     return part.bytes
 
 
 def _as_frame(part: Any, more: bool) -> Frame:
-    frame = Frame(part)
-    if part.__class__ is Frame and part.tracker is not None:
-        part.tracker._release()
+    frame = Frame(part)  # a new frame: the sender's carrier is released once dropped
     frame.more = more
     return frame
 

@@ -44,8 +44,9 @@ class Pattern:
         self.options = options
 
     # pipes
-    def attach(self, pipe: Pipe) -> bool | None:
-        """Take a new pipe; return False to refuse it (the socket then closes it)."""
+    def attach(self, pipe: Pipe) -> bool | Pipe | None:
+        """Take a new pipe.  Return False to refuse it, or an old pipe the new one replaces
+        (ROUTER_HANDOVER); the socket closes the pipe it gets back."""
         raise NotImplementedError
 
     def terminated(self, pipe: Pipe) -> None:

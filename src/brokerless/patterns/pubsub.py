@@ -63,13 +63,15 @@ class XPub(Pattern):
         return True
 
     def terminated(self, pipe: Pipe) -> None:
+        """A subscriber left: its subscriptions go, reported as unsubscriptions -- each of its
+        topics with XPUB_MANUAL or XPUB_VERBOSER, else those now without a subscriber."""
         self.dist.terminated(pipe)
-        if self.options[_O.XPUB_MANUAL]:
-            self.subscriptions.rm_pipe(pipe)
-            if self.last_pipe is pipe:
-                self.last_pipe = None
-            return
-        for topic in self.subscriptions.rm_pipe(pipe):
+        if self.last_pipe is pipe:
+            self.last_pipe = None
+        every = self.options[_O.XPUB_MANUAL] or self.verbose_unsubs
+        topics = self.subscriptions.topics_of(pipe) if every else ()
+        emptied = self.subscriptions.rm_pipe(pipe)
+        for topic in topics if every else emptied:
             self._deliver(bytes((CANCEL_PREFIX,)) + topic)
 
     def read_activated(self, pipe: Pipe) -> None:
@@ -168,29 +170,25 @@ class XSub(Pattern):
         self.fq = FairQueue()
         self.dist = Distributor()
         self.subscriptions = SubscriptionCounts()
-        self._greeting: tuple[bytes, ...] = ()  # one subscribe message per topic, immutable
         self.prefetched: Any = None
 
     def greeting(self) -> tuple:
-        return self._greeting
+        """One subscribe message per topic (built on demand: subscribing stays O(1))."""
+        return tuple(bytes((SUBSCRIBE_PREFIX,)) + t for t in self.subscriptions.snapshot())
 
     def attach(self, pipe: Pipe) -> bool | None:
         self.fq.attach(pipe)
         self.dist.attach(pipe)
         # Send the subscriptions the connecting side did not already put in the pipe for us
         # (all of them, unless it did), and cancel any dropped since it took its snapshot.
-        sent = pipe.greeted or ()
-        for msg in self._greeting:
+        sent = set(pipe.greeted or ())
+        current = self.greeting()
+        for msg in current:
             if msg not in sent:
                 pipe.force_write(msg)
-        current = set(self._greeting)
-        for msg in sent:
-            if msg not in current:
-                pipe.force_write(bytes((CANCEL_PREFIX,)) + msg[1:])
+        for msg in sent.difference(current):
+            pipe.force_write(bytes((CANCEL_PREFIX,)) + msg[1:])
         return True
-
-    def _subscriptions_changed(self) -> None:
-        self._greeting = tuple(bytes((SUBSCRIBE_PREFIX,)) + t for t in self.subscriptions)
 
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
@@ -208,13 +206,11 @@ class XSub(Pattern):
         data = as_bytes(first_frame(msg))
         if data and msg.__class__ is not list:
             if data[0] == SUBSCRIBE_PREFIX:
-                if self.subscriptions.add(data[1:]):
-                    self._subscriptions_changed()
+                self.subscriptions.add(data[1:])
                 self._send_upstream(data)
                 return True
             if data[0] == CANCEL_PREFIX:
                 if self.subscriptions.rm(data[1:]):
-                    self._subscriptions_changed()
                     self._send_upstream(data)
                 return True
         self.dist.send_to_all(msg)  # an ordinary message goes upstream to every publisher

@@ -86,22 +86,21 @@ class Router(Pattern):
     def greeting(self) -> tuple:
         return (b"",) if self.options[_O.PROBE_ROUTER] else ()
 
-    def attach(self, pipe: Pipe) -> bool | None:
+    def attach(self, pipe: Pipe) -> bool | Pipe | None:
         self.greet(pipe)
         rid = pipe.routing_id or pipe.peer_routing_id
+        replaced: Pipe | None = None
         if not rid:
             rid = self._generate_id()
         elif rid in self.out:
             if not self.options[_O.ROUTER_HANDOVER]:
-                return False
-            old = self.out.pop(rid)
-            old.routing_id = self._generate_id()
-            self.out[old.routing_id] = old
-            old.terminate()
+                return False  # the first peer keeps its id; the newcomer is refused
+            replaced = self.out.pop(rid)  # handed over: the old connection is closed
+            self.fq.terminated(replaced)
         pipe.routing_id = rid
         self.out[rid] = pipe
         self.fq.attach(pipe)
-        return True
+        return replaced or True
 
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
@@ -127,8 +126,7 @@ class Router(Pattern):
 
     def xsend(self, msg: Any) -> bool:
         if msg.__class__ is not list:
-            self._route(msg)  # a lone routing id: nothing to deliver
-            return True
+            return True  # a lone routing id: nothing to deliver (dropped, as libzmq does)
         pipe = self._route(msg[0])
         if pipe is None:
             return True  # unroutable: dropped, as libzmq does

@@ -13,22 +13,29 @@ from typing import Any
 
 
 class _ByLength:
-    """Shared bookkeeping: how many topics of each length exist."""
+    """Shared bookkeeping: how many topics of each length exist, and the sorted lengths."""
 
-    __slots__ = ("_lengths",)
+    __slots__ = ("_count_by_length", "_lengths")
 
     def __init__(self) -> None:
+        self._count_by_length: dict[int, int] = {}
         self._lengths: list[int] = []  # sorted distinct topic lengths
 
-    def _added(self, topic: bytes, counts: dict) -> None:
+    def _added(self, topic: bytes) -> None:
         n = len(topic)
-        if n not in self._lengths:
+        count = self._count_by_length.get(n, 0)
+        self._count_by_length[n] = count + 1
+        if not count:
             self._lengths.append(n)
             self._lengths.sort()
 
-    def _removed(self, topic: bytes, topics: dict) -> None:
+    def _removed(self, topic: bytes) -> None:
         n = len(topic)
-        if not any(len(t) == n for t in topics):
+        count = self._count_by_length[n] - 1
+        if count:
+            self._count_by_length[n] = count
+        else:
+            del self._count_by_length[n]
             self._lengths.remove(n)
 
 
@@ -44,6 +51,11 @@ class SubscriptionCounts(_ByLength):
     def __iter__(self):
         return iter(self._counts)
 
+    def snapshot(self) -> tuple[bytes, ...]:
+        """The topics, safe to take from another thread: ``tuple(dict)`` runs in C without
+        releasing the GIL, so it cannot see the dict change under it."""
+        return tuple(self._counts)
+
     def __len__(self) -> int:
         return len(self._counts)
 
@@ -52,7 +64,7 @@ class SubscriptionCounts(_ByLength):
         n = self._counts.get(topic, 0)
         self._counts[topic] = n + 1
         if n == 0:
-            self._added(topic, self._counts)
+            self._added(topic)
         return n == 0
 
     def rm(self, topic: bytes) -> bool:
@@ -64,7 +76,7 @@ class SubscriptionCounts(_ByLength):
             self._counts[topic] = n - 1
             return False
         del self._counts[topic]
-        self._removed(topic, self._counts)
+        self._removed(topic)
         return True
 
     def matches(self, data: bytes) -> bool:
@@ -95,7 +107,7 @@ class SubscriptionTable(_ByLength):
         pipes = self._topics.get(topic)
         if pipes is None:
             self._topics[topic] = {pipe}
-            self._added(topic, self._topics)
+            self._added(topic)
             return True
         pipes.add(pipe)
         return False
@@ -109,13 +121,15 @@ class SubscriptionTable(_ByLength):
         if pipes:
             return False
         del self._topics[topic]
-        self._removed(topic, self._topics)
+        self._removed(topic)
         return True
+
+    def topics_of(self, pipe: Any) -> list[bytes]:
+        return [topic for topic, pipes in self._topics.items() if pipe in pipes]
 
     def rm_pipe(self, pipe: Any) -> list[bytes]:
         """Drop every subscription of ``pipe``; returns the topics left with no subscriber."""
-        emptied = [topic for topic, pipes in self._topics.items() if pipe in pipes]
-        return [topic for topic in emptied if self.rm(topic, pipe)]
+        return [topic for topic in self.topics_of(pipe) if self.rm(topic, pipe)]
 
     def match(self, data: bytes) -> Iterable[Any]:
         """The pipes with a subscription that is a prefix of ``data``."""

@@ -11,10 +11,11 @@ attached only once the binder exists, so it queues nothing before.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..constants import SocketOption
+from ..constants import SocketOption, SocketType
 from ..errno import EADDRINUSE, ECONNREFUSED
 from ..error import ZMQError
 from ..pipe import Pipe, pipepair
@@ -28,18 +29,21 @@ _O = SocketOption
 
 @dataclass(slots=True)
 class _Pending:
-    connecter: Socket
+    """A connection waiting for its binder.  ``deferred``: the connecter attaches its end only
+    once bound (IMMEDIATE, or a ROUTER, which must learn the binder's routing id first)."""
+
+    connecter: weakref.ref
     connecter_end: Pipe
     binder_end: Pipe
-    immediate: bool
+    deferred: bool
 
 
 class InprocTransport:
     """One per context: the names bound in it and connections waiting for a binder."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._bound: dict[str, Socket] = {}
+        self._lock = threading.RLock()  # re-entrant: a finalizer may close a socket under it
+        self._bound: weakref.WeakValueDictionary[str, Socket] = weakref.WeakValueDictionary()
         self._pending: dict[str, list[_Pending]] = {}
 
     def bind(self, sock: Socket, ep: Endpoint) -> str:
@@ -55,8 +59,12 @@ class InprocTransport:
             p.binder_end.set_reader_hwm(opts[_O.RCVHWM])
             p.binder_end.endpoint = ep.uri
             sock.attach_pipe(p.binder_end)
-            if p.immediate:
-                p.connecter.send_command("attach", p.connecter_end)
+            if p.deferred:
+                connecter = p.connecter()
+                if connecter is not None and not connecter.closed:
+                    connecter.send_command("attach", p.connecter_end)
+                else:
+                    p.connecter_end.terminate()
         return ep.uri
 
     def unbind(self, sock: Socket, ep: Endpoint) -> None:
@@ -67,7 +75,7 @@ class InprocTransport:
     def connect(self, sock: Socket, ep: Endpoint) -> list[Pipe]:
         opts = sock._options
         conflate = bool(opts[_O.CONFLATE])
-        immediate = bool(opts[_O.IMMEDIATE])
+        deferred = bool(opts[_O.IMMEDIATE]) or sock._type == SocketType.ROUTER
         with self._lock:
             binder = self._bound.get(ep.address)
             if binder is sock:
@@ -77,7 +85,7 @@ class InprocTransport:
             if binder is None:
                 mine, theirs = pipepair((opts[_O.SNDHWM], opts[_O.RCVHWM]), (None, None), conflate)
                 self._pending.setdefault(ep.address, []).append(
-                    _Pending(sock, mine, theirs, immediate)
+                    _Pending(weakref.ref(sock), mine, theirs, deferred)
                 )
             else:
                 b_opts = binder._options
@@ -96,10 +104,14 @@ class InprocTransport:
         mine.endpoint = theirs.endpoint = ep.uri
         mine.routing_id = opts[_O.CONNECT_ROUTING_ID]
         theirs.peer_routing_id = opts[_O.ROUTING_ID]
-        if binder is not None or not immediate:
+        if binder is not None or not deferred:
             sock.attach_pipe(mine)
         if binder is not None:
-            binder.send_command("attach", theirs)
+            with self._lock:  # close() unregisters under this lock: no ATTACH after that
+                if self._bound.get(ep.address) is binder:
+                    binder.send_command("attach", theirs)
+                else:
+                    mine.terminate()
         return [mine]
 
     def socket_closed(self, sock: Socket) -> None:
@@ -108,11 +120,15 @@ class InprocTransport:
         with self._lock:
             for name in [n for n, s in self._bound.items() if s is sock]:
                 del self._bound[name]
+            for name, waiting in list(self._pending.items()):  # IMMEDIATE: nothing was queued
+                waiting[:] = [p for p in waiting if not (p.connecter() is sock and p.deferred)]
+                if not waiting:
+                    del self._pending[name]
 
     def disconnect(self, sock: Socket, ep: Endpoint) -> None:
         with self._lock:
             waiting = self._pending.get(ep.address)
             if waiting:
-                waiting[:] = [p for p in waiting if p.connecter is not sock]
+                waiting[:] = [p for p in waiting if p.connecter() is not sock]
                 if not waiting:
                     del self._pending[ep.address]

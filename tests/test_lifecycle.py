@@ -1,0 +1,169 @@
+"""Review findings: pipe lifecycle and socket/context shutdown.
+
+Each test fails on brokerless (as of b367768/66761ac) and passes against libzmq
+(``BROKERLESS_TEST_AGAINST=pyzmq``).  Waits are bounded: ``_pause`` is a poll for input on a
+socket that never gets any, so it just lets time pass (and lets libzmq's reaper run).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import brokerless as zmq
+
+
+def _pause(sock, ms: int = 10) -> None:
+    sock.poll(ms, zmq.POLLIN)
+
+
+def _eventually_unwritable(push, within_ms: int = 2000) -> bool:
+    """True once ``push`` has no peer left to write to (POLLOUT goes away)."""
+    for _ in range(within_ms // 10):
+        if not push.poll(0, zmq.POLLOUT):
+            return True
+        _pause(push)
+    return False
+
+
+# -- a pipe ended before its other end was attached is never noticed --------------------------
+
+
+def test_push_binder_notices_peer_that_closed_before_attach(make):
+    """PUSH never reads its inbound lane, so the DELIMITER left there is never seen, and the
+    peer's pipe_term was skipped because the PUSH end had no owner yet (pipe.py terminate)."""
+    push = make(zmq.PUSH)
+    push.bind("inproc://review-a")
+    pull = make(zmq.PULL)
+    pull.connect("inproc://review-a")
+    pull.close()
+    assert _eventually_unwritable(push), "PUSH keeps writing into a pipe whose reader is gone"
+
+
+def test_connecter_notices_binder_that_closed_before_attach(make):
+    """The ATTACH command queued to the binder is never processed once it closes."""
+    pull = make(zmq.PULL)
+    pull.bind("inproc://review-b")
+    push = make(zmq.PUSH)
+    push.connect("inproc://review-b")
+    pull.close()
+    assert _eventually_unwritable(push)
+
+
+def test_immediate_connecter_notices_binder_that_closed_before_attach(make):
+    push = make(zmq.PUSH, IMMEDIATE=1)
+    push.connect("inproc://review-c")
+    pull = make(zmq.PULL)
+    pull.bind("inproc://review-c")
+    pull.close()
+    assert _eventually_unwritable(push)
+
+
+def test_binder_notices_pending_connecter_that_closed(make):
+    pull = make(zmq.PULL)
+    pull.connect("inproc://review-d")  # nobody bound yet: parked
+    pull.close()
+    push = make(zmq.PUSH)
+    push.bind("inproc://review-d")
+    assert _eventually_unwritable(push)
+
+
+def test_dead_pipe_steals_round_robin_messages(make):
+    """The consequence: a live peer gets only some of the messages, the rest vanish."""
+    push = make(zmq.PUSH)
+    push.bind("inproc://review-e")
+    dead = make(zmq.PULL)
+    dead.connect("inproc://review-e")
+    dead.close()
+    assert _eventually_unwritable(push)  # libzmq: the dead pipe is gone before we go on
+    live = make(zmq.PULL)
+    live.connect("inproc://review-e")
+    for i in range(4):
+        push.send(b"%d" % i)
+    got = []
+    while live.poll(200):
+        got.append(live.recv())
+    assert got == [b"0", b"1", b"2", b"3"]
+
+
+# -- sockets dropped without close() ----------------------------------------------------------
+
+
+def test_dropped_socket_is_closed_and_peer_sees_it(make, ctx):
+    """pyzmq closes a socket when it is garbage.  A brokerless socket is a reference cycle
+    (``_handlers`` holds bound methods) and is reachable from its peers' pipes, so it is never
+    collected: its eventfd leaks and its peer keeps a pipe to it for ever."""
+    push = make(zmq.PUSH)
+    push.bind("inproc://review-f")
+    pull = ctx.socket(zmq.PULL)
+    pull.connect("inproc://review-f")
+    del pull
+    gc.collect()
+    assert _eventually_unwritable(push)
+
+
+def test_term_returns_when_a_socket_was_dropped_unclosed():
+    """term() copies the WeakSet into a list, which keeps the dropped socket alive, so it can
+    never be finalised: term() waits for ever."""
+    context = zmq.Context()
+    sock = context.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 0)
+    del sock
+    done = threading.Event()
+
+    def term() -> None:
+        context.term()
+        done.set()
+
+    threading.Thread(target=term, daemon=True).start()
+    assert done.wait(3), "Context.term() hangs on a socket that was dropped without close()"
+
+
+def test_gc_finalising_a_socket_inside_destroy_does_not_deadlock():
+    """Socket.__del__ -> close() -> Context._socket_closed takes Context._lock (non-reentrant).
+    The cyclic GC can run that finalizer inside any allocation, including while the same thread
+    holds that lock in destroy()/term() (``list(self._sockets)``): a self-deadlock.  The GC
+    settings below only make the timing deterministic."""
+    context = zmq.Context()
+    done = threading.Event()
+    old = gc.get_threshold()
+
+    def run() -> None:
+        gc.collect()
+        sock = context.socket(zmq.PUSH)
+        gc.collect(0)  # the socket now lives in generation 1
+        gc.disable()
+        del sock  # dropped unclosed
+        gc.set_threshold(1, 1)
+        gc.enable()
+        context.destroy(linger=0)  # a gen-1 collection runs inside ``with self._lock``
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        finished = done.wait(5)
+    finally:
+        gc.set_threshold(*old)
+        gc.enable()
+    assert finished, "destroy() deadlocked in the socket finalizer"
+
+
+# -- ROUTER handover ---------------------------------------------------------------------------
+
+
+def test_router_handover_drops_the_replaced_connection(make):
+    """Handover terminates the old pipe but leaves it in _pipes, the fair-queue and ``out``
+    (under a generated id) for ever; what the old peer had queued is delivered under that
+    random id.  libzmq stops reading a pipe it terminated."""
+    router = make(zmq.ROUTER, ROUTER_HANDOVER=1)
+    router.bind("inproc://review-g")
+    old = make(zmq.DEALER, ROUTING_ID=b"A")
+    old.connect("inproc://review-g")
+    old.send(b"from-old")
+    new = make(zmq.DEALER, ROUTING_ID=b"A")
+    new.connect("inproc://review-g")
+    new.send(b"from-new")
+    got = []
+    while router.poll(200):
+        got.append(router.recv_multipart())
+    assert got == [[b"A", b"from-new"]]
