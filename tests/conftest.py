@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import sys
 
 import pytest
@@ -26,7 +27,7 @@ import brokerless as zmq  # noqa: E402
 collect_ignore_glob = ["test_zmtp_*.py"] if AGAINST_PYZMQ else []
 
 # Transports the conformance suite runs over.  ipc and tcp join when the wire lands.
-TRANSPORTS = ["inproc"]
+TRANSPORTS = ["inproc", "ipc", "tcp"]
 
 _counter = itertools.count()
 
@@ -38,6 +39,13 @@ def pytest_collection_modifyitems(config, items):
     if skip:
         config.hook.pytest_deselected(items=skip)
         items[:] = [item for item in items if item not in skip]
+
+
+def _free_port() -> int:
+    """A tcp port nothing listens on right now (tests bind, connect to and rebind it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -88,6 +96,6 @@ def endpoint(transport, tmp_path):
             return f"inproc://test-{os.getpid()}-{n}"
         if transport == "ipc":
             return f"ipc://{tmp_path}/s{n}"
-        return "tcp://127.0.0.1:*"
+        return f"tcp://127.0.0.1:{_free_port()}"
 
     return make

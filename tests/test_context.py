@@ -57,6 +57,7 @@ def test_sockets_of_one_context_talk_over_inproc(ctx, endpoint):
         pull.close(linger=0)
 
 
+@pytest.mark.parametrize("transport", ["inproc"])
 def test_inproc_names_are_private_to_a_context(ctx, endpoint):
     other = zmq.Context()
     try:

@@ -9,14 +9,14 @@ import threading
 import pytest
 
 import brokerless as zmq
-from tests.helpers import bind, recv_within
+from tests.helpers import bind, connect, recv_within
 
 
 @pytest.fixture
 def pair(make, endpoint):
     """Two connected PAIR sockets (sender, receiver)."""
     a, b = make(zmq.PAIR), make(zmq.PAIR)
-    b.connect(bind(a, endpoint()))
+    connect(b, bind(a, endpoint()), a)
     return a, b
 
 

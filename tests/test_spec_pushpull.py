@@ -27,7 +27,7 @@ def test_push_round_robins_over_pulls(make, endpoint):
     addr = bind(push, endpoint())
     pulls = [make(zmq.PULL) for _ in range(SERVICES)]
     for pull in pulls:
-        connect(pull, addr)
+        connect(pull, addr, push)
 
     for i in range(2 * SERVICES):
         push.send(b"%d" % i)
@@ -38,11 +38,13 @@ def test_push_round_robins_over_pulls(make, endpoint):
     assert sorted(int(m) for pair in got for m in pair) == list(range(2 * SERVICES))
 
 
+@pytest.mark.parametrize("transport", ["inproc"])
 def test_pull_fair_queues_from_pushes(make, endpoint):
     """With two messages queued from each PUSH, the first N reads take one from each peer.
 
-    Relies on every message being queued at the PULL before the first read (immediate over
-    inproc; libzmq's own test settles for a while over tcp).
+    Relies on every message being queued at the PULL before the first read, which only inproc
+    guarantees (libzmq's own test sleeps over tcp); fair-queueing itself is the same code for
+    every transport.
     """
     pull = make(zmq.PULL)
     addr = bind(pull, endpoint())
@@ -85,11 +87,17 @@ def test_push_blocks_while_peer_is_at_hwm(make, endpoint, transport):
     pull.setsockopt(zmq.RCVHWM, 1)
     connect(pull, addr)
 
+    # Fill everything between the sockets: pipes, and over ipc/tcp the I/O threads and the
+    # kernel's buffers (a momentary Again is not "blocked" while the I/O thread still drains).
     sent = 0
-    with pytest.raises(zmq.Again):
-        while sent < 100_000:
+    while sent < 100_000:
+        try:
             push.send(b"x" * 1000, zmq.NOBLOCK)
             sent += 1
+        except zmq.Again:
+            if not push.poll(200, zmq.POLLOUT):
+                break
+    assert sent < 100_000, "the PUSH never blocked"
     if transport == "inproc":
         # libzmq sizes an inproc pipe as the sender's SNDHWM plus the receiver's RCVHWM.
         assert sent == 2
@@ -111,8 +119,8 @@ def test_push_skips_destroyed_peer(make, endpoint):
     push = make(zmq.PUSH)
     addr = bind(push, endpoint())
     doomed, survivor = make(zmq.PULL), make(zmq.PULL)
-    connect(doomed, addr)
-    connect(survivor, addr)
+    connect(doomed, addr, push)
+    connect(survivor, addr, push)
 
     push.send(b"one")
     push.send(b"two")

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import brokerless as zmq
-from tests.helpers import bind, connect, recv_within
+from tests.helpers import SAME_ON_EVERY_TRANSPORT, bind, connect, recv_within
 
 SERVICES = 5
 
@@ -42,7 +42,7 @@ def test_req_round_robins_over_reps(make, endpoint):
     addr = bind(req, endpoint())
     reps = [make(zmq.REP) for _ in range(SERVICES)]
     for rep in reps:
-        connect(rep, addr)
+        connect(rep, addr, req)
 
     order = []
     for i in range(2 * SERVICES):
@@ -132,6 +132,7 @@ def test_req_only_accepts_reply_from_peer_it_asked(make, endpoint):
     assert recv_within(req) == b"GOOD"
 
 
+@pytest.mark.parametrize("transport", SAME_ON_EVERY_TRANSPORT)
 def test_req_ignores_reply_without_delimiter(make, endpoint):
     router = make(zmq.ROUTER)
     addr = bind(router, endpoint())
@@ -212,6 +213,7 @@ def test_rep_serves_every_req(make, endpoint):
         assert recv_within(req) == b"re: %d" % n
 
 
+@pytest.mark.parametrize("transport", ["inproc"])  # needs every request queued first
 def test_rep_fair_queues_requests(make, endpoint):
     """Two requests queued from each DEALER: the first N served come one from each peer.
 

@@ -167,10 +167,14 @@ def test_term_interrupts_a_send_blocked_at_the_high_water_mark(ctx, endpoint):
         push.sndhwm = 1
         push.sndtimeo = BOUND_MS
         push.connect(addr)
-        with pytest.raises(zmq.Again):
-            for _ in range(100):
-                push.send(b"fill", zmq.NOBLOCK)
-        return push
+        payload = b"f" * 65536  # over ipc/tcp the kernel's buffers must fill up too
+        for _ in range(10_000):
+            try:
+                push.send(payload, zmq.NOBLOCK)
+            except zmq.Again:
+                if not push.poll(200, zmq.POLLOUT):  # no room comes back: truly blocked
+                    return push
+        raise AssertionError("the PUSH never blocked at its high-water mark")
 
     blocked = Blocked(ctx, full_push, lambda s: s.send(b"one too many"))
     terminator = start_term(ctx)

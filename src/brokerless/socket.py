@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import pipe as _pipe
-from .constants import OPTIONS, STRING_OPTIONS, Flag, PollEvent, SocketOption, SocketType
+from .constants import OPTIONS, STRING_OPTIONS, Event, Flag, PollEvent, SocketOption, SocketType
 from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
 from .error import Again, ZMQBindError, ZMQError, error
 from .frame import Frame, MessageTracker
+from .monitor import Monitor
 from .patterns import PATTERNS
 from .pipe import Pipe
 from .transport import endpoint as _endpoint
@@ -66,6 +67,7 @@ class Socket:
         "_connected",
         "_fault",
         "_mailbox",
+        "_monitor",
         "_options",
         "_pattern",
         "_pipes",
@@ -109,6 +111,7 @@ class Socket:
         self._rx_pos = 0
         self._fault: Callable[[], ZMQError] | None = None  # set once closed or terminated
         self._closed = False
+        self._monitor: Monitor | None = None
         for option, value in (options or {}).items():
             self.setsockopt(option, value)
 
@@ -230,6 +233,7 @@ class Socket:
         uri = self.context._transport(ep.transport).bind(self, ep)
         self._bound.append(uri)
         self._options[_O.LAST_ENDPOINT] = uri.encode()
+        self._emit(Event.LISTENING, 0, uri)
 
     def bind_to_random_port(
         self, addr: str, min_port: int = 49152, max_port: int = 65536, max_tries: int = 100
@@ -274,6 +278,34 @@ class Socket:
             self._pattern.terminated(pipe)
             pipe.terminate()
 
+    # -- monitoring -----------------------------------------------------------------------------
+
+    def monitor(self, addr: str | None, events: int = int(Event.ALL)) -> None:
+        """Publish this socket's events on a PAIR bound at ``addr`` (inproc); None stops."""
+        self._check_alive()
+        old, self._monitor = self._monitor, None
+        if old is not None:
+            old.stop()
+        if addr is not None and events:
+            self._monitor = Monitor(self, addr, events)
+
+    def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Socket:
+        """A PAIR socket that receives this socket's monitor events."""
+        addr = addr or f"inproc://monitor.s-{id(self):x}"
+        self.monitor(addr, events)
+        sock = self.context.socket(SocketType.PAIR)
+        sock.connect(addr)
+        return sock
+
+    def disable_monitor(self) -> None:
+        self.monitor(None, 0)
+
+    def _emit(self, event: int, value: int, endpoint: str) -> None:
+        """Report a monitor event (any thread)."""
+        monitor = self._monitor
+        if monitor is not None:
+            monitor.emit(event, value, endpoint)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self, linger: int | None = None) -> None:
@@ -285,6 +317,11 @@ class Socket:
         self._closed = True
         self._fault = _closed_error
         self.context._socket_closing(self)
+        for uri in self._bound:
+            self._emit(Event.CLOSED, 0, uri)
+        if self._monitor is not None:
+            self._monitor.stop()
+            self._monitor = None
         self._bound.clear()
         self._connected.clear()
         for pipe in list(self._pipes):

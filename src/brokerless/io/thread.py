@@ -57,6 +57,22 @@ class IOThread:
         """Run ``fn(arg)`` in the I/O thread."""
         self._mailbox.send(fn, arg)
 
+    def call_and_wait(self, fn: Callable[[Any], None], arg: Any = None) -> None:
+        """Run ``fn(arg)`` in the I/O thread and return once it ran (for synchronous results
+        such as an endpoint being free again after ``unbind``)."""
+        done = threading.Event()
+
+        def run(_: Any) -> None:
+            try:
+                fn(arg)
+            finally:
+                done.set()
+
+        self.call_soon(run)
+        while not done.wait(1.0):
+            if not self._thread.is_alive():
+                return
+
     def stop(self) -> None:
         self.call_soon(self._stop)
 

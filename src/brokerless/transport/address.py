@@ -82,7 +82,10 @@ def listen(addr: NetAddress, backlog: int) -> pysocket.socket:
         if addr.family == pysocket.AF_UNIX:
             path = addr.sockaddr
             if isinstance(path, str) and not path.startswith("\0") and _is_stale_socket(path):
-                os.unlink(path)
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass  # its listener removed it meanwhile
         else:
             sock.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_REUSEADDR, 1)
             if addr.family == pysocket.AF_INET6:

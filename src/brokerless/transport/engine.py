@@ -27,7 +27,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..constants import SocketOption
-from ..zmtp import Connection, Ping, ProtocolError, Ready
+from ..monitor import (
+    PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED,
+    PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+    PROTOCOL_ERROR_ZMTP_UNSPECIFIED,
+)
+from ..zmtp import Connection, HandshakeError, Ping, ProtocolError, Ready
 
 if TYPE_CHECKING:
     from ..io import IOThread, Timer
@@ -69,6 +75,7 @@ class Engine:
         self._heartbeat_ttl = options[_O.HEARTBEAT_TTL]
         self._last_rx = time.monotonic()
         self._handshake_ivl = options[_O.HANDSHAKE_IVL] / 1000
+        self.fileno = sock.fileno()
 
     def __repr__(self) -> str:
         return f"<Engine {self.session.endpoint} {self.conn.state}>"
@@ -96,11 +103,11 @@ class Engine:
         except OSError:
             pass
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, code: int = 0) -> None:
         """Drop the connection (the peer's fault, or it went away)."""
         if self.alive:
             self.close()
-            self.session.engine_failed(self, reason)
+            self.session.engine_failed(self, reason, code)
 
     @property
     def output_pending(self) -> bool:
@@ -148,7 +155,7 @@ class Engine:
             self._deliver(exc.messages)  # whole messages that came before the fault
             self._queue(self.conn.data_to_send())  # an ERROR command, if the codec queued one
             self._flush()
-            self.fail(f"protocol error: {exc}")
+            self.fail(f"protocol error: {exc}", failure_code(exc))
             return
         reply = self.conn.data_to_send()
         if reply:
@@ -208,6 +215,8 @@ class Engine:
                 count += 1
                 size += len(msg) if msg.__class__ is not list else sum(map(len, msg))
             if not batch:
+                if not self._out:
+                    session.output_flushed(self)
                 return
             self._out.extend(_coalesce(batch))
             self._flush()
@@ -282,6 +291,19 @@ class Engine:
                 self._timers["ttl"] = self.io.call_later(ttl - silent, expired)
 
         self._timers["ttl"] = self.io.call_later(ttl, expired)
+
+
+def failure_code(exc: ProtocolError) -> int:
+    """libzmq's ZMTP failure code for a protocol error (HANDSHAKE_FAILED_PROTOCOL's value)."""
+    text = str(exc)
+    if isinstance(exc, HandshakeError):
+        if "mechanism" in text:
+            return PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+        if "socket type" in text:
+            return PROTOCOL_ERROR_ZMTP_INVALID_METADATA
+    if "command" in text:
+        return PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED
+    return PROTOCOL_ERROR_ZMTP_UNSPECIFIED
 
 
 def _coalesce(batch: list) -> list:

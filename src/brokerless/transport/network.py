@@ -12,7 +12,7 @@ import os
 import socket as pysocket
 from typing import TYPE_CHECKING, Any
 
-from ..constants import SocketOption, SocketType
+from ..constants import Event, SocketOption, SocketType
 from ..errno import ENOENT
 from ..error import ZMQError
 from . import address as _address
@@ -51,7 +51,8 @@ class Listener:
         self.socket = socket
         self.sock = sock
         self.uri = uri
-        self.path = path  # the ipc socket file, removed on close
+        self.path = path  # the ipc socket file, removed on close (if it is still ours)
+        self._inode = os.stat(path).st_ino if path and not path.startswith("\0") else None
         self.sessions: set[Session] = set()
 
     def start(self, _: Any = None) -> None:
@@ -65,6 +66,7 @@ class Listener:
                 return
             except OSError:
                 return  # e.g. EMFILE: the listener stays; the peer retries
+            self.socket._emit(Event.ACCEPTED, conn.fileno(), self.uri)
             session = Session(
                 self.io, self.socket, self.uri, connecting=False, on_done=self.sessions.discard
             )
@@ -81,9 +83,10 @@ class Listener:
     def close(self, _: Any = None) -> None:
         self.io.unregister(self.sock)
         self.sock.close()
-        if self.path and not self.path.startswith("\0"):
-            try:
-                os.unlink(self.path)
+        if self._inode is not None:
+            try:  # a socket that bound the same path since then keeps its file
+                if os.stat(self.path).st_ino == self._inode:
+                    os.unlink(self.path)
             except OSError:
                 pass
         for session in list(self.sessions):
@@ -119,6 +122,8 @@ class Connector:
             sock.close()
             self.session.connect_failed()
             return
+        if err:
+            self.session.socket._emit(Event.CONNECT_DELAYED, err, self.session.endpoint)
         self.sock = sock
         self.io.register(sock, 2, self._connected)
 
@@ -132,6 +137,7 @@ class Connector:
             self.session.connect_failed()
             return
         session = self.session
+        session.socket._emit(Event.CONNECTED, sock.fileno(), session.endpoint)
         engine = Engine(
             self.io,
             session,
@@ -176,7 +182,7 @@ class NetworkTransport:
         listener = self._listeners.pop((id(socket), ep.uri), None)
         if listener is None:
             raise ZMQError(ENOENT, f"No such file or directory: {ep.uri} is not bound")
-        listener.io.call_soon(listener.close)
+        listener.io.call_and_wait(listener.close)  # the endpoint is free when unbind returns
 
     def connect(self, socket: Socket, ep: Endpoint) -> list[Pipe]:
         if ep.transport == "tcp":
@@ -202,7 +208,7 @@ class NetworkTransport:
         sid = id(socket)
         for key in [k for k in self._listeners if k[0] == sid]:
             listener = self._listeners.pop(key)
-            listener.io.call_soon(listener.close)
+            listener.io.call_and_wait(listener.close)
         for key in [k for k in self._sessions if k[0] == sid]:
             for session in self._sessions.pop(key):
                 session.io.call_soon(_closed_socket_session, session)

@@ -23,7 +23,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from .. import pipe as _pipe
-from ..constants import SocketOption, SocketType
+from ..constants import Event, SocketOption, SocketType
 from ..pipe import Pipe, pipepair
 from ..zmtp import Connection, Ready
 
@@ -99,18 +99,24 @@ class Session:
             self.closing = True
             if pipe.process_pipe_term():
                 self.pipe_terminated(pipe)
+                self._finish_if_flushed()
             else:
                 self._start_linger()
                 if self.engine is not None:
                     self.engine.restart_output()
 
     def pipe_terminated(self, pipe: Pipe) -> None:
-        """The socket closed its end and everything it sent has been read."""
+        """The socket closed its end and everything it sent has been read.
+
+        Called from inside the engine's read of the pipe, while it may still hold encoded
+        messages: the engine reports ``output_flushed`` once they are written, and we end then.
+        """
         if pipe is not self.pipe:
             return
         self.pipe = None
         self.closing = True
-        self._finish_if_flushed()
+        if self.engine is None:
+            self._finish()
 
     def push(self, msg: Any) -> bool:
         """A message from the wire for the socket; False when the pipe is full."""
@@ -140,23 +146,34 @@ class Session:
         if self.pipe is None:
             theirs = self.make_pipe(peer)
             self.socket.send_command("attach", theirs)
+        # After ATTACH is queued: whoever waits for this event finds the pipe on its next call.
+        self.socket._emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
         engine.restart_output()
 
-    def engine_failed(self, engine: Engine, reason: str) -> None:
+    def engine_failed(self, engine: Engine, reason: str, code: int = 0) -> None:
+        """The connection ended: ``reason`` says why; ``code`` is a ZMTP failure code (or 0)."""
         if engine is not self.engine:
             return
         self.engine = None
         self.last_error = reason
-        if self.closing:
-            self._finish()
-            return
-        if self.connecting:
-            if self.pipe is not None and (self.immediate or self._needs_identity()):
-                self._drop_pipe()
-            self._schedule_reconnect()
+        if engine.conn.state == "TRAFFIC":
+            self.socket._emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
+        elif code:
+            self.socket._emit(Event.HANDSHAKE_FAILED_PROTOCOL, code, self.endpoint)
         else:
+            self.socket._emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
+        if not self.connecting or (self.closing and self.pipe is None):
             self._drop_pipe()
             self._finish()
+            return
+        # A closed socket's messages still wait in the pipe: keep reconnecting until they are
+        # delivered or LINGER runs out.  Otherwise IMMEDIATE (and ROUTER) queue only over a
+        # live connection.
+        if not self.closing and self.pipe is not None and (
+            self.immediate or self._needs_identity()
+        ):
+            self._drop_pipe()
+        self._schedule_reconnect()
 
     def output_flushed(self, engine: Engine) -> None:
         if self.closing and self.pipe is None:
@@ -165,13 +182,16 @@ class Session:
     # -- reconnecting -------------------------------------------------------------------------
 
     def connect_failed(self) -> None:
-        if not self.closing:
-            self._schedule_reconnect()
+        if self.done:
+            return
+        if self.closing and self.pipe is None:
+            self._finish()  # nothing left to deliver
         else:
-            self._finish()
+            self._schedule_reconnect()
 
     def _schedule_reconnect(self) -> None:
         delay = self._backoff
+        self.socket._emit(Event.CONNECT_RETRIED, int(delay * 1000), self.endpoint)
         ivl_max = self.socket._options[_O.RECONNECT_IVL_MAX] / 1000
         if ivl_max > self.reconnect_ivl:
             self._backoff = min(self._backoff * 2, ivl_max)
@@ -181,7 +201,7 @@ class Session:
         self.io.call_later(delay * (1 + random.random() * 0.1), self._reconnect)
 
     def _reconnect(self) -> None:
-        if not self.closing and not self.done:
+        if not self.done:  # a closing session still delivers what it holds, within LINGER
             self.connector.start()
 
     def _needs_identity(self) -> bool:
