@@ -198,28 +198,31 @@ class Engine:
         if data:
             self._out.append(data)
 
-    def restart_output(self) -> None:
-        """Write every message waiting in the pipe, batch by batch, until the kernel pushes back."""
-        if not self.alive or self.conn.state != "TRAFFIC":
+    def restart_output(self, _: Any = None) -> None:
+        """Write one batch of what waits in the pipe.  A full batch means more may wait: the
+        rest is queued behind the I/O thread's other work, so connections sharing the thread
+        (a PUB's subscribers) take turns instead of one draining its pipe first."""
+        if not self.alive or self.conn.state != "TRAFFIC" or self._out:
             return
         session = self.session
         encode = self.conn.encode
-        while not self._out:
-            batch: list = []
-            size = count = 0
-            while count < BATCH_MESSAGES and size < BATCH_BYTES:
-                msg = session.pull()
-                if msg is None:
-                    break
-                encode(batch, msg)
-                count += 1
-                size += len(msg) if msg.__class__ is not list else sum(map(len, msg))
-            if not batch:
-                if not self._out:
-                    session.output_flushed(self)
-                return
-            self._out.extend(_coalesce(batch))
-            self._flush()
+        batch: list = []
+        size = count = 0
+        while count < BATCH_MESSAGES and size < BATCH_BYTES:
+            msg = session.pull()
+            if msg is None:
+                break  # the pipe is empty: its next message wakes us
+            encode(batch, msg)
+            count += 1
+            size += len(msg) if msg.__class__ is not list else sum(map(len, msg))
+        else:
+            self.io.call_soon(self.restart_output)
+        if not batch:
+            if not self._out:
+                session.output_flushed(self)
+            return
+        self._out.extend(_coalesce(batch))
+        self._flush()
 
     def _flush(self) -> None:
         out = self._out
