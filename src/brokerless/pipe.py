@@ -183,6 +183,24 @@ class Pipe:
             self._notify_peer(ACTIVATE_WRITE)
         return msg
 
+    def read_queued(self, limit: int) -> list:
+        """Up to ``limit`` messages queued now, without ever marking the reader asleep (so the
+        writer keeps not signalling: the caller arranges the next read).  The delimiter stays
+        for the regular reader."""
+        lane = self._in
+        q = lane.q
+        out: list = []
+        for _ in range(min(limit, len(q))):
+            msg = q.popleft()
+            if msg is DELIMITER:
+                q.appendleft(msg)
+                break
+            out.append(msg)
+        if lane.writer_blocked and len(q) <= lane.lwm:
+            lane.writer_blocked = False
+            self._notify_peer(ACTIVATE_WRITE)
+        return out
+
     def check_read(self) -> bool:
         """Whether a message is ready; marks the reader asleep when there is none."""
         lane = self._in

@@ -227,7 +227,14 @@ class XSub(Pattern):
         msg = self.prefetched
         if msg is not None:
             self.prefetched = None
+            if self.options[_O.CONFLATE]:  # a message that arrived since supersedes it
+                newer = self._next()
+                if newer is not None:
+                    return newer
             return msg
+        return self._next()
+
+    def _next(self) -> Any:
         fq = self.fq
         if not self.filters:
             return fq.recv()

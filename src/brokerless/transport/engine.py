@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import selectors
 import socket as pysocket
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,9 @@ class Engine:
         self._last_rx = time.monotonic()
         self._handshake_ivl = options[_O.HANDSHAKE_IVL] / 1000
         self.fileno = sock.fileno()
+        # Guards the output side (_out, sendmsg): the I/O thread and, for direct writes, the
+        # socket's thread.  Re-entrant because I/O-thread paths nest (flush -> restart_output).
+        self.out_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"<Engine {self.session.endpoint} {self.conn.state}>"
@@ -84,17 +88,19 @@ class Engine:
 
     def start(self) -> None:
         self._update_interest()
-        self._queue(self.conn.data_to_send())
-        self._flush()
+        with self.out_lock:
+            self._queue(self.conn.data_to_send())
+            self._flush()
         if self._handshake_ivl > 0:
             self._timers["handshake"] = self.io.call_later(
                 self._handshake_ivl, self._handshake_expired
             )
 
     def close(self) -> None:
-        if not self.alive:
-            return
-        self.alive = False
+        with self.out_lock:  # never while the socket's thread is writing directly
+            if not self.alive:
+                return
+            self.alive = False
         for timer in self._timers.values():
             timer.cancel()
         self.io.unregister(self.sock)
@@ -131,9 +137,10 @@ class Engine:
         if mask & READ:
             self._in_event()
         if mask & WRITE and self.alive:
-            self._flush()
-            if not self._out and self.alive:
-                self.restart_output()
+            with self.out_lock:
+                self._flush()
+                if not self._out and self.alive:
+                    self.restart_output()
 
     # -- input --------------------------------------------------------------------------------
 
@@ -153,14 +160,16 @@ class Engine:
             items = self.conn.receive_data(self._rview[:n])
         except ProtocolError as exc:
             self._deliver(exc.messages)  # whole messages that came before the fault
-            self._queue(self.conn.data_to_send())  # an ERROR command, if the codec queued one
-            self._flush()
+            with self.out_lock:
+                self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
+                self._flush()
             self.fail(f"protocol error: {exc}", failure_code(exc))
             return
         reply = self.conn.data_to_send()
         if reply:
-            self._queue(reply)
-            self._flush()
+            with self.out_lock:
+                self._queue(reply)
+                self._flush()
         if items:
             self._deliver(items)
 
@@ -198,10 +207,49 @@ class Engine:
         if data:
             self._out.append(data)
 
+    def try_direct_output(self) -> bool:
+        """The socket's thread, having just queued into an idle connection, writes it to the
+        OS socket itself: no hand-over to the I/O thread, no wait for the GIL.  Only what is
+        queued now is taken, and the reader is not marked asleep, so a burst that follows is
+        not signalled message by message: the I/O thread is asked once to take it in one
+        batch (and to finish any write the kernel did not take).  Returns False when the I/O
+        thread must do it all (busy connection, handshake not done)."""
+        lock = self.out_lock
+        if not lock.acquire(False):
+            return False
+        try:
+            if not self.alive or self.conn.state != "TRAFFIC" or self._out:
+                return False
+            msgs = self.session.pull_queued(BATCH_MESSAGES)
+            batch: list = []
+            encode = self.conn.encode
+            for msg in msgs:
+                encode(batch, msg)
+            self._out.extend(_coalesce(batch))
+            try:
+                self._send_out()
+            except OSError:
+                pass  # the I/O thread meets the same error on its turn and closes
+        finally:
+            lock.release()
+        self.io.call_soon(self._after_direct)
+        return True
+
+    def _after_direct(self, _: Any) -> None:
+        with self.out_lock:
+            if self._out:
+                self._flush()
+            else:
+                self.restart_output()
+
     def restart_output(self, _: Any = None) -> None:
         """Write one batch of what waits in the pipe.  A full batch means more may wait: the
         rest is queued behind the I/O thread's other work, so connections sharing the thread
         (a PUB's subscribers) take turns instead of one draining its pipe first."""
+        with self.out_lock:
+            self._restart_output()
+
+    def _restart_output(self) -> None:
         if not self.alive or self.conn.state != "TRAFFIC" or self._out:
             return
         session = self.session
@@ -225,15 +273,28 @@ class Engine:
         self._flush()
 
     def _flush(self) -> None:
+        """Write what the kernel takes; wait for EVENT_WRITE for the rest (I/O thread only)."""
+        try:
+            self._send_out()
+        except OSError as exc:
+            self.fail(f"connection error: {exc.strerror or exc}")
+            return
+        writing = bool(self._out)
+        if writing != self._writing and self.alive:
+            self._writing = writing
+            self._update_interest()
+        if not writing:
+            self.session.output_flushed(self)
+
+    def _send_out(self) -> None:
+        """``sendmsg`` the queued buffers until done or the kernel pushes back (any thread,
+        with ``out_lock`` held); OSError for a broken connection."""
         out = self._out
         sock = self.sock
         while out:
             try:
                 n = sock.sendmsg(list(_head(out)))
             except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                self.fail(f"connection error: {exc.strerror or exc}")
                 return
             while n:
                 first = out[0]
@@ -244,12 +305,6 @@ class Engine:
                 else:
                     out[0] = memoryview(first)[n:]
                     n = 0
-        writing = bool(out)
-        if writing != self._writing and self.alive:
-            self._writing = writing
-            self._update_interest()
-        if not out:
-            self.session.output_flushed(self)
 
     # -- handshake and heartbeats -------------------------------------------------------------
 
@@ -273,8 +328,9 @@ class Engine:
             self.fail("heartbeat timed out: no traffic from the peer")
             return
         self.conn.send_ping(self._heartbeat_ttl // 100)
-        self._queue(self.conn.data_to_send())
-        self._flush()
+        with self.out_lock:
+            self._queue(self.conn.data_to_send())
+            self._flush()
         self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
 
     def _peer_ttl(self, ttl_deciseconds: int) -> None:

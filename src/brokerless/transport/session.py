@@ -82,7 +82,12 @@ class Session:
         return theirs
 
     def send_command(self, command: str, arg: Any) -> None:
-        """Pipe owner interface: pipe events arrive from the socket's thread."""
+        """Pipe owner interface: pipe events arrive from the socket's thread.  New messages for
+        an idle connection are written by that thread itself (``Engine.try_direct_output``)."""
+        if command == _pipe.ACTIVATE_READ and arg is self.pipe:
+            engine = self.engine
+            if engine is not None and not self.io.is_current and engine.try_direct_output():
+                return
         self.io.call_soon(self._on_command, (command, arg))
 
     def _on_command(self, item: tuple[str, Pipe]) -> None:
@@ -129,6 +134,11 @@ class Session:
         """The next message the socket sent, or None."""
         pipe = self.pipe
         return None if pipe is None else pipe.read()
+
+    def pull_queued(self, limit: int) -> list:
+        """What the socket has queued now (for a direct write by the socket's thread)."""
+        pipe = self.pipe
+        return [] if pipe is None else pipe.read_queued(limit)
 
     # -- engine events ------------------------------------------------------------------------
 
