@@ -55,6 +55,10 @@ def parse_tcp(address: str, *, bind: bool, ipv6: bool) -> list[NetAddress]:
             if ipv6
             else [NetAddress(pysocket.AF_INET, ("0.0.0.0", port), "tcp")]
         )
+    if bind:
+        interface = _interface_address(host)
+        if interface is not None:  # tcp://eth0:5555 binds that interface's address
+            return [NetAddress(pysocket.AF_INET, (interface, port), "tcp")]
     family = pysocket.AF_UNSPEC if ipv6 else pysocket.AF_INET
     try:
         infos = pysocket.getaddrinfo(host, port, family, pysocket.SOCK_STREAM)
@@ -64,6 +68,27 @@ def parse_tcp(address: str, *, bind: bool, ipv6: bool) -> list[NetAddress]:
             f"Cannot resolve tcp host {host!r} in {address!r}",
         ) from None
     return [NetAddress(info[0], info[4], "tcp") for info in infos]
+
+
+_SIOCGIFADDR = 0x8915
+
+
+def _interface_address(name: str) -> str | None:
+    """The IPv4 address of network interface ``name`` (Linux), or None if it is not one."""
+    try:
+        pysocket.if_nametoindex(name)
+    except OSError:
+        return None
+    try:
+        import fcntl
+        import struct
+
+        with pysocket.socket(pysocket.AF_INET, pysocket.SOCK_DGRAM) as probe:
+            request = struct.pack("256s", name.encode()[:15])
+            reply = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)
+    except (ImportError, OSError):
+        return None  # no IPv4 address on it (or not Linux): fall back to name resolution
+    return pysocket.inet_ntoa(reply[20:24])
 
 
 def parse_ipc(address: str) -> NetAddress:

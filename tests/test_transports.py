@@ -1,0 +1,127 @@
+"""tcp:// and ipc:// specifics: addresses, ports, socket files, heartbeats."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+import brokerless as zmq
+from tests.helpers import bind, connect, recv_within
+
+
+def _exchange(make, bind_addr: str, **options) -> str:
+    """Bind a PULL at ``bind_addr``, connect a PUSH to what it reports, pass one message."""
+    pull = make(zmq.PULL, **options)
+    addr = bind(pull, bind_addr)
+    push = make(zmq.PUSH, **options)
+    connect(push, addr)
+    push.send(b"over " + addr.encode())
+    assert recv_within(pull) == b"over " + addr.encode()
+    return addr
+
+
+def test_tcp_port_zero_and_star_report_the_real_port(make):
+    addr = _exchange(make, "tcp://127.0.0.1:0")
+    assert addr.startswith("tcp://127.0.0.1:") and not addr.endswith(":0")
+    assert _exchange(make, "tcp://*:*").startswith("tcp://0.0.0.0:")
+
+
+def test_tcp_interface_name_binds_its_address(make):
+    assert _exchange(make, "tcp://lo:*").startswith("tcp://127.0.0.1:")
+
+
+def test_tcp_ipv6(make):
+    addr = _exchange(make, "tcp://[::1]:*", IPV6=1)
+    assert addr.startswith("tcp://[::1]:")
+
+
+def test_bind_to_random_port(make):
+    pull = make(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1", min_port=20000, max_port=60000)
+    assert 20000 <= port < 60000
+    assert pull.last_endpoint.decode() == f"tcp://127.0.0.1:{port}"
+
+
+def test_tcp_bind_to_a_port_in_use_raises_eaddrinuse(make):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(zmq.ZMQError) as info:
+            make(zmq.PULL).bind(f"tcp://127.0.0.1:{port}")
+    assert info.value.errno == zmq.EADDRINUSE
+
+
+@pytest.mark.beyond_libzmq
+@pytest.mark.parametrize("how", ["unbind", "close"])
+def test_ipc_socket_file_is_removed(make, tmp_path, how):
+    """The socket file goes with the endpoint (libzmq removes it asynchronously; brokerless
+    before ``unbind``/``close`` returns)."""
+    path = tmp_path / "endpoint"
+    pull = make(zmq.PULL)
+    pull.bind(f"ipc://{path}")
+    assert path.exists()
+    if how == "unbind":
+        pull.unbind(f"ipc://{path}")
+    else:
+        pull.close()
+    assert not path.exists()
+
+
+def test_ipc_stale_socket_file_is_replaced(make, tmp_path):
+    """A file left by a crashed process does not block a new bind."""
+    path = str(tmp_path / "stale")
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(path)
+    stale.close()  # the file stays, nobody listens
+    assert os.path.exists(path)
+    _exchange(make, f"ipc://{path}")
+
+
+_PUSH_GREETING_AND_READY = (
+    b"\xff" + (1).to_bytes(8, "big") + b"\x7f"  # signature
+    + b"\x03\x01" + b"NULL".ljust(20, b"\x00") + b"\x00" + bytes(31)  # 3.1, NULL, client
+    + b"\x04\x1a\x05READY\x0bSocket-Type\x00\x00\x00\x04PUSH"  # READY command frame
+)  # fmt: skip
+
+
+def _monitor_events(sock):
+    return sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+
+def _next_event(monitor, timeout_ms: int = 3000) -> int:
+    assert monitor.poll(timeout_ms), "no monitor event"
+    header, _endpoint = monitor.recv_multipart()
+    return int.from_bytes(header[:2], "little")
+
+
+def test_heartbeat_drops_a_peer_that_stops_answering(make):
+    """A peer that completed the handshake, then went silent (no PONG), is dropped."""
+    pull = make(zmq.PULL, HEARTBEAT_IVL=100, HEARTBEAT_TIMEOUT=300)
+    monitor = _monitor_events(pull)
+    addr = bind(pull, "tcp://127.0.0.1:*")
+    host, port = addr[len("tcp://") :].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        raw.sendall(_PUSH_GREETING_AND_READY)  # RFC 37, written out by hand
+        assert _next_event(monitor) == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        # from here on the peer reads nothing and answers no PING
+        assert _next_event(monitor) == zmq.EVENT_DISCONNECTED
+    pull.disable_monitor()
+    monitor.close()
+
+
+def test_heartbeat_keeps_an_idle_live_peer(make):
+    pull = make(zmq.PULL, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=150)
+    monitor = _monitor_events(pull)
+    addr = bind(pull, "tcp://127.0.0.1:*")
+    push = make(zmq.PUSH, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=150)
+    connect(push, addr)
+    assert _next_event(monitor) == zmq.EVENT_HANDSHAKE_SUCCEEDED
+    # several heartbeat timeouts of idleness: no disconnection may be reported
+    assert not monitor.poll(600)
+    push.send(b"still here")
+    assert recv_within(pull) == b"still here"
+    pull.disable_monitor()
+    monitor.close()
