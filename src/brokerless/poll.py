@@ -9,10 +9,10 @@ descriptors and the user's descriptors, then it looks again.  Ctrl-C interrupts 
 from __future__ import annotations
 
 import select
-import time
 from typing import Any
 
 from .constants import PollEvent
+from .deadline import Deadline
 from .socket import Socket
 
 POLLIN = int(PollEvent.POLLIN)
@@ -94,7 +94,7 @@ class Poller:
 
     def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         """Wait up to ``timeout`` ms (None or negative: forever) and return (socket, events)."""
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000
+        deadline = Deadline(timeout)
         has_fds = False
         mailboxes = {}
         for obj, _ in self.sockets:
@@ -107,13 +107,9 @@ class Poller:
             ready = self._ready(has_fds)
             if ready:
                 return ready
-            if deadline is None:
-                wait_ms = -1
-            else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return []
-                wait_ms = max(1, int(remaining * 1000 + 0.999))
+            wait_ms = deadline.wait_ms()
+            if wait_ms is None:
+                return []
             for fd, _ in (self._os_poll or self._build()).poll(wait_ms):
                 if fd in mailboxes:
                     mailboxes[fd].clear_fd()

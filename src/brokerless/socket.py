@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import pickle
 import random
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import pipe as _pipe
 from .constants import OPTIONS, STRING_OPTIONS, Event, Flag, PollEvent, SocketOption, SocketType
+from .deadline import Deadline
 from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
 from .error import Again, ZMQBindError, ZMQError, error
 from .frame import Frame, MessageTracker
@@ -504,39 +504,30 @@ class Socket:
         """Retry ``attempt`` as commands arrive until it succeeds (truthy) or time runs out."""
         if flags & NOBLOCK:
             raise Again(EAGAIN, "Resource temporarily unavailable")
-        timeout = self._options[timeout_option]
-        deadline = None if timeout < 0 else time.monotonic() + timeout / 1000
+        deadline = Deadline(self._options[timeout_option])
         mailbox = self._mailbox
         while True:
             self._process_commands()
             result = attempt()
             if result:
                 return result
-            if deadline is None:
-                wait_ms = -1
-            else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise Again(EAGAIN, "Resource temporarily unavailable")
-                wait_ms = max(1, int(remaining * 1000 + 0.999))
+            wait_ms = deadline.wait_ms()
+            if wait_ms is None:
+                raise Again(EAGAIN, "Resource temporarily unavailable")
             mailbox.wait(wait_ms)
 
     def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:
         """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events."""
         if self._fault is not None:
             raise self._fault()
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000
+        deadline = Deadline(timeout)
         while True:
             events = self._events() & flags
             if events:
                 return events
-            if deadline is None:
-                wait_ms = -1
-            else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return 0
-                wait_ms = max(1, int(remaining * 1000 + 0.999))
+            wait_ms = deadline.wait_ms()
+            if wait_ms is None:
+                return 0
             self._mailbox.wait(wait_ms)
 
     def _events(self) -> int:
