@@ -236,10 +236,13 @@ class Engine:
         return True
 
     def _after_direct(self, _: Any) -> None:
+        """The I/O thread's turn after a direct write: finish what the kernel did not take,
+        then take what was queued behind it (the reader was left awake, so nothing else will
+        announce those messages)."""
         with self.out_lock:
             if self._out:
                 self._flush()
-            else:
+            if not self._out:
                 self.restart_output()
 
     def restart_output(self, _: Any = None) -> None:
