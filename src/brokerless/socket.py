@@ -783,8 +783,10 @@ def _option_property(opt: SocketOption) -> property:
 
 
 for _opt in OPTIONS:
-    if not hasattr(Socket, _opt.name.lower()):  # subscribe/unsubscribe are methods
-        setattr(Socket, _opt.name.lower(), _option_property(_opt))
+    _prop = _option_property(_opt)
+    for _name in (_opt.name.lower(), _opt.name):  # pyzmq takes sock.sndhwm and sock.SNDHWM
+        if not hasattr(Socket, _name):  # subscribe/unsubscribe are methods
+            setattr(Socket, _name, _prop)
 Socket.identity = Socket.routing_id  # type: ignore[attr-defined]
 Socket.FD = Socket.fd  # type: ignore[attr-defined]
-del _opt
+del _opt, _prop, _name

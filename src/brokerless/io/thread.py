@@ -17,6 +17,7 @@ import itertools
 import selectors
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -107,7 +108,16 @@ class IOThread:
         self._running = False
 
     def _dispatch(self, fn: Callable[[Any], None], arg: Any) -> None:
-        fn(arg)
+        self._guarded(fn, arg)
+
+    @staticmethod
+    def _guarded(fn: Callable[..., None], *args: Any) -> None:
+        """Run one handler.  An exception there is a bug: it is reported loudly (traceback on
+        stderr), but it must not take every other connection of the thread down with it."""
+        try:
+            fn(*args)
+        except Exception:  # reported on stderr, not swallowed
+            traceback.print_exc()
 
     def _run(self) -> None:
         select = self._selector.select
@@ -124,7 +134,7 @@ class IOThread:
                     if key.fd == mailbox_fd:
                         mailbox.clear_fd()
                     else:
-                        key.data(mask)
+                        self._guarded(key.data, mask)
                 mailbox.process(self._dispatch)
                 self._run_timers()
         finally:
@@ -137,4 +147,4 @@ class IOThread:
         while timers and timers[0][0] <= now:
             _, _, timer = heapq.heappop(timers)
             if not timer.cancelled:
-                timer.callback()
+                self._guarded(timer.callback)

@@ -1,0 +1,441 @@
+"""Connections that come, go and come back: connect before bind, a peer process killed and
+restarted, the reconnect back-off, and disconnect()/unbind() on live links.
+
+No sleeping: waits are bounded polls, a child's output is read with ``select`` and a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import select
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq as libzmq
+from zmq.utils.monitor import recv_monitor_message
+
+import brokerless as zmq
+
+DEADLINE = 5.0  # seconds any wait may take before the test fails
+
+_names = itertools.count()
+
+
+# -- fixtures and helpers ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def lctx():
+    context = libzmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def lmake(lctx):
+    def factory(kind, **options):
+        sock = lctx.socket(kind)
+        sock.setsockopt(libzmq.LINGER, 0)
+        sock.setsockopt(libzmq.RCVTIMEO, 2000)
+        sock.setsockopt(libzmq.SNDTIMEO, 2000)
+        for name, value in options.items():
+            sock.setsockopt(getattr(libzmq, name), value)
+        return sock
+
+    return factory
+
+
+@pytest.fixture
+def address(tmp_path):
+    """``address(transport)``: an endpoint nobody is bound to (a free port, a fresh path)."""
+
+    def make(transport: str) -> str:
+        if transport == "ipc":
+            return f"ipc://{tmp_path}/r{next(_names)}"
+        return f"tcp://127.0.0.1:{free_port()}"
+
+    return make
+
+
+def free_port() -> int:
+    """A tcp port nobody listens on, outside the kernel's ephemeral range: a connection attempt
+    to a port in that range may be given the very same port as its source and connect to
+    itself (a TCP self-connect), which would then hold the port the test wants to bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    candidates = [p for p in range(10000, 65536) if not low <= p <= high]
+    for port in random.sample(candidates, 100):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free tcp port found")
+
+
+def recv_all(sock, n: int) -> list[bytes]:
+    """``n`` messages, each within the socket's RCVTIMEO (or the test fails)."""
+    return [sock.recv() for _ in range(n)]
+
+
+def assert_silent(sock, ms: int) -> None:
+    """Nothing arrives on ``sock`` for ``ms`` milliseconds."""
+    if sock.poll(ms, libzmq.POLLIN):
+        raise AssertionError(f"unexpected message {sock.recv_multipart()!r}")
+
+
+def wait_closed(raw: socket.socket, timeout: float = DEADLINE, *, poke=None) -> None:
+    """The peer closes ``raw`` (EOF or reset) within ``timeout``; data before that is dropped.
+
+    ``poke`` is called while waiting: libzmq finishes closing a socket's connection only when
+    the application next uses that socket (it processes its commands then).
+    """
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if poke is not None:
+            poke()
+        readable, _, _ = select.select([raw], [], [], min(left, 0.01))
+        if readable:
+            try:
+                if not raw.recv(65536):
+                    return
+            except (ConnectionResetError, BrokenPipeError):
+                return
+    raise AssertionError(f"the connection was not closed within {timeout}s")
+
+
+# ZMTP 3.1 bytes by hand (RFC 23/37), for raw peers.
+GREETING = b"\xff" + bytes(7) + b"\x01\x7f\x03\x01" + b"NULL".ljust(20, b"\x00") + bytes(32)
+
+
+def _ready(socket_type: bytes) -> bytes:
+    body = b"\x05READY\x0bSocket-Type" + len(socket_type).to_bytes(4, "big") + socket_type
+    return bytes((0x04, len(body))) + body
+
+
+def _read_exact(raw: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = raw.recv(n - len(data))  # bounded by the socket's timeout
+        if not chunk:
+            raise AssertionError("connection closed during the handshake")
+        data += chunk
+    return data
+
+
+def raw_handshake(raw: socket.socket, socket_type: bytes) -> None:
+    """Greeting and READY both ways; the peer's READY is read and checked."""
+    raw.sendall(GREETING)
+    assert _read_exact(raw, 64)[:11] == GREETING[:11]
+    raw.sendall(_ready(socket_type))
+    flags, size = _read_exact(raw, 2)
+    assert flags == 0x04
+    assert _read_exact(raw, size).startswith(b"\x05READY")
+
+
+def raw_connect(address: str) -> socket.socket:
+    if address.startswith("ipc://"):
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(DEADLINE)
+        raw.connect(address[len("ipc://") :])
+        return raw
+    host, port = address[len("tcp://") :].rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=DEADLINE)
+
+
+# -- (a) connect before bind ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+@pytest.mark.parametrize("puller", ["brokerless", "libzmq"])
+def test_messages_sent_before_the_peer_binds_arrive(make, lmake, address, transport, puller):
+    where = address(transport)
+    push = make(zmq.PUSH, RECONNECT_IVL=50)
+    push.connect(where)
+    sent = [b"queued-%d" % i for i in range(20)]
+    for msg in sent:
+        push.send(msg)  # nobody listens: the message queues (SNDTIMEO would fail a block)
+    push.poll(300, zmq.POLLIN)  # a PUSH never has input: a bounded wait while attempts fail
+    pull = (make if puller == "brokerless" else lmake)(zmq.PULL)
+    pull.bind(where)
+    assert recv_all(pull, len(sent)) == sent
+    push.send(b"live")
+    assert pull.recv() == b"live"
+
+
+# -- (b) the peer process is killed and restarted ------------------------------------------------
+
+CHILD = r"""
+import sys
+impl, address = sys.argv[1], sys.argv[2]
+if impl == "libzmq":
+    import zmq
+else:
+    import brokerless as zmq
+ctx = zmq.Context()
+pull = ctx.socket(zmq.PULL)
+pull.setsockopt(zmq.LINGER, 0)
+pull.setsockopt(zmq.RCVTIMEO, 30000)  # an orphaned child ends by itself
+pull.bind(address)
+print("ready", flush=True)
+while True:
+    try:
+        msg = pull.recv()
+    except zmq.Again:
+        break
+    print(msg.decode(), flush=True)
+"""
+
+
+class Child:
+    """A child process running a PULL bound on ``address``; its stdout read line by line."""
+
+    def __init__(self, impl: str, address: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, impl, address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self.fd = self.proc.stdout.fileno()
+        self.buffer = b""
+        self.output: list[str] = []  # every line, for failure messages
+
+    def readline(self, timeout: float) -> str | None:
+        """The next line, or None if none is complete within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise AssertionError(f"child exited; it said {self.output} {self.buffer!r}")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        text = line.decode()
+        self.output.append(text)
+        return text
+
+    def expect(self, text: str, timeout: float = DEADLINE) -> None:
+        line = self.readline(timeout)
+        assert line == text, f"expected {text!r} from the child, got {line!r} ({self.output})"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # SIGKILL: no goodbye on the wire
+        self.proc.wait(timeout=DEADLINE)
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def children():
+    made: list[Child] = []
+
+    def spawn(impl: str, address: str) -> Child:
+        child = Child(impl, address)
+        made.append(child)
+        child.expect("ready", timeout=20)  # interpreter start-up and import
+        return child
+
+    yield spawn
+    for child in made:
+        child.kill()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+@pytest.mark.parametrize("impl", ["brokerless", "libzmq"])
+def test_a_killed_and_restarted_peer_process_gets_new_messages(
+    make, children, address, impl, transport
+):
+    """Over ipc the killed process leaves its socket file behind: the new one binds anyway."""
+    where = address(transport)
+    first = children(impl, where)
+    push = make(zmq.PUSH, RECONNECT_IVL=50)
+    push.connect(where)
+    for i in range(10):
+        push.send(b"a%d" % i)
+    for i in range(10):
+        first.expect(f"a{i}")
+
+    first.kill()
+    second = children(impl, where)
+
+    # Messages sent before the PUSH noticed the death may be lost with the old connection; the
+    # new process starts receiving without anyone doing anything...
+    sent = 0
+    deadline = time.monotonic() + 10
+    while (line := second.readline(0.02)) is None:
+        assert time.monotonic() < deadline, "the restarted peer never received anything"
+        push.send(b"b%d" % sent)
+        sent += 1
+    assert line.startswith("b"), line
+    # ...and from its first message on, it gets everything, in order.
+    for i in range(20):
+        push.send(b"c%d" % i)
+    expected = [f"b{n}" for n in range(int(line[1:]) + 1, sent)] + [f"c{i}" for i in range(20)]
+    assert [second.readline(DEADLINE) for _ in expected] == expected
+
+
+# -- (c) the back-off ----------------------------------------------------------------------------
+
+
+def test_reconnect_ivl_max_caps_the_back_off(make):
+    """RECONNECT_IVL 20 ms doubling up to RECONNECT_IVL_MAX 200 ms: after 1.5 s of refused
+    attempts, a peer that appears is reached within a few hundred ms (uncapped doubling would
+    wait until about 2.5 s, i.e. more than a second)."""
+    port = free_port()
+    where = f"tcp://127.0.0.1:{port}"
+    push = make(zmq.PUSH, RECONNECT_IVL=20, RECONNECT_IVL_MAX=200)
+    push.connect(where)
+
+    for round_ in range(2):  # the second round: the back-off after a connection was lost
+        push.poll(1500, zmq.POLLIN)  # a PUSH never has input: a bounded 1.5 s wait
+        # Sent only now: sent at once after the last peer went, it could still go out on the
+        # dying connection (and be lost) before the PUSH has noticed.
+        push.send(b"round %d" % round_)
+        pullctx = zmq.Context()
+        try:
+            pull = pullctx.socket(zmq.PULL)
+            pull.setsockopt(zmq.LINGER, 0)
+            pull.bind(where)
+            start = time.monotonic()
+            assert pull.poll(700, zmq.POLLIN), "not reconnected within 700 ms"
+            assert pull.recv() == b"round %d" % round_
+            assert time.monotonic() - start < 0.7
+        finally:
+            pullctx.destroy(linger=0)  # closes the listener before the next round binds
+
+
+# -- (d) unbind and disconnect on live links -----------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_unbind_closes_the_connections_it_accepted(make, address, transport):
+    pull = make(zmq.PULL)
+    where = address(transport)
+    pull.bind(where)
+    where = pull.getsockopt(zmq.LAST_ENDPOINT).decode()
+    raw = raw_connect(where)
+    raw_handshake(raw, b"PUSH")
+    raw.sendall(b"\x00\x06before")
+    assert pull.recv() == b"before"
+
+    pull.unbind(where)
+    wait_closed(raw, poke=lambda: pull.poll(0, zmq.POLLIN))
+    with pytest.raises(OSError):  # refused (tcp) or no such file (ipc)
+        raw_connect(where).close()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+@pytest.mark.parametrize("pusher", ["brokerless", "libzmq"])
+def test_after_unbind_a_peers_messages_stop_arriving(make, lmake, address, transport, pusher):
+    """A PULL bound to two endpoints unbinds one: the peer on it is cut off (what it sends
+    afterwards never arrives), the peer on the other goes on."""
+    pull = make(zmq.PULL)
+    ends = []
+    for _ in range(2):
+        pull.bind(address(transport))
+        ends.append(pull.getsockopt(zmq.LAST_ENDPOINT).decode())
+    cut = (make if pusher == "brokerless" else lmake)(zmq.PUSH, RECONNECT_IVL=50)
+    monitor = cut.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    cut.connect(ends[0])
+    kept = make(zmq.PUSH)
+    kept.connect(ends[1])
+    cut.send(b"cut-before")
+    kept.send(b"kept-before")
+    assert sorted(recv_all(pull, 2)) == [b"cut-before", b"kept-before"]
+
+    pull.unbind(ends[0])
+    deadline = time.monotonic() + DEADLINE
+    while not monitor.poll(10, zmq.POLLIN):  # the PUSH sees its connection close
+        assert time.monotonic() < deadline, "the peer saw no disconnection"
+        assert_silent(pull, 0)  # uses the PULL, as closing may need that (see wait_closed)
+    assert recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED
+    cut.disable_monitor()
+    for i in range(3):
+        cut.send(b"cut-after-%d" % i)
+    kept.send(b"kept-after")
+    assert pull.recv() == b"kept-after"
+    assert_silent(pull, 300)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_after_disconnect_messages_go_to_the_remaining_peer(make, address, transport):
+    pulls = [make(zmq.PULL), make(zmq.PULL)]
+    ends = []
+    for pull in pulls:
+        pull.bind(address(transport))
+        ends.append(pull.getsockopt(zmq.LAST_ENDPOINT).decode())
+    push = make(zmq.PUSH)
+    for end in ends:
+        push.connect(end)
+    for i in range(10):  # round-robin over both
+        push.send(b"both-%d" % i)
+    first, second = recv_all(pulls[0], 5), recv_all(pulls[1], 5)
+    assert sorted(first + second) == sorted(b"both-%d" % i for i in range(10))
+
+    push.disconnect(ends[0])
+    sent = [b"after-%d" % i for i in range(20)]
+    for msg in sent:
+        push.send(msg)
+    assert recv_all(pulls[1], len(sent)) == sent
+    assert_silent(pulls[0], 300)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_after_disconnect_messages_queue_for_a_peer_not_there_yet(make, address, transport):
+    live = make(zmq.PULL)
+    live.bind(address(transport))
+    live_end = live.getsockopt(zmq.LAST_ENDPOINT).decode()
+    later_end = address(transport)
+    push = make(zmq.PUSH, RECONNECT_IVL=50)
+    push.connect(live_end)
+    push.connect(later_end)
+    push.send(b"warm-0")  # round-robin: one to each pipe (the second queues)
+    push.send(b"warm-1")
+    assert live.recv() == b"warm-0"
+
+    push.disconnect(live_end)
+    sent = [b"queued-%d" % i for i in range(20)]
+    for msg in sent:
+        push.send(msg)  # all into the queue of the absent peer (SNDTIMEO would fail a block)
+    later = make(zmq.PULL)
+    later.bind(later_end)
+    assert recv_all(later, 1 + len(sent)) == [b"warm-1", *sent]
+    assert_silent(live, 300)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_disconnect_closes_the_connection(make, tmp_path, transport):
+    """The peer (a raw ZMTP listener here) sees the connection close, and no new one comes."""
+    if transport == "tcp":
+        listener = socket.create_server(("127.0.0.1", 0))
+        where = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    else:
+        path = f"{tmp_path}/raw{next(_names)}"
+        listener = socket.create_server(path, family=socket.AF_UNIX)
+        where = f"ipc://{path}"
+    with listener:
+        listener.settimeout(DEADLINE)
+        push = make(zmq.PUSH, RECONNECT_IVL=50)
+        push.connect(where)
+        raw, _ = listener.accept()
+        with raw:
+            raw.settimeout(DEADLINE)
+            raw_handshake(raw, b"PULL")
+            push.send(b"hello")
+            assert _read_exact(raw, 7) == b"\x00\x05hello"
+
+            push.disconnect(where)
+            wait_closed(raw, poke=lambda: push.poll(0, zmq.POLLIN))
+        readable, _, _ = select.select([listener], [], [], 0.3)
+        assert not readable, "the disconnected socket connected again"
