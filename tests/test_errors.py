@@ -8,7 +8,7 @@ import time
 import pytest
 
 import brokerless as zmq
-from tests.helpers import bind, recv_within
+from tests.helpers import IPC_BEYOND_LIBZMQ, bind, recv_within
 
 # -- the exception classes -------------------------------------------------------------------
 
@@ -138,6 +138,7 @@ def test_malformed_endpoint_raises_einval(make, method, address):
     assert info.value.errno == zmq.EINVAL
 
 
+@pytest.mark.parametrize("transport", IPC_BEYOND_LIBZMQ)
 def test_binding_an_endpoint_twice_raises_eaddrinuse(make, endpoint):
     sock = make(zmq.PULL)
     addr = endpoint()
@@ -147,6 +148,7 @@ def test_binding_an_endpoint_twice_raises_eaddrinuse(make, endpoint):
     assert info.value.errno == zmq.EADDRINUSE
 
 
+@pytest.mark.parametrize("transport", IPC_BEYOND_LIBZMQ)
 def test_binding_an_endpoint_another_socket_holds_raises_eaddrinuse(make, endpoint):
     first, second = make(zmq.PULL), make(zmq.PULL)
     addr = bind(first, endpoint())

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 import brokerless as zmq
-from tests.helpers import SAME_ON_EVERY_TRANSPORT, bind, connect, recv_within
+from tests.helpers import WIRE_BEYOND_LIBZMQ, bind, connect, recv_within
 
 SERVICES = 5
 
@@ -78,7 +78,7 @@ def test_correlate_puts_request_id_before_delimiter(correlated):
     assert rest == [b"", b"ABC", b"DEF"]
 
 
-@pytest.mark.parametrize("transport", SAME_ON_EVERY_TRANSPORT)
+@pytest.mark.parametrize("transport", WIRE_BEYOND_LIBZMQ)
 def test_correlate_drops_replies_with_wrong_request_id(correlated):
     req, router = correlated
     req.send(b"ABC")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import errno
 import pickle
 import threading
 
@@ -552,3 +553,19 @@ def test_unsubscribe_takes_str_and_bytes(make, endpoint):
     for topic in (b"a-1", b"b-1", b"c-1"):
         pub.send(topic)
     assert recv_skipping(sub, b"~2") == b"c-1"
+
+
+def test_bind_and_connect_as_context_managers_undo_on_exit(make, endpoint):
+    pull, push = make(zmq.PULL), make(zmq.PUSH)
+    with pull.bind(endpoint()) as bound:
+        assert bound is pull
+        addr = pull.last_endpoint.decode()
+        with push.connect(addr):
+            push.send(b"inside")
+            assert recv_within(pull) == b"inside"
+        with pytest.raises(zmq.ZMQError) as info:
+            push.disconnect(addr)  # already disconnected by the with block
+        assert info.value.errno == errno.ENOENT
+    with pytest.raises(zmq.ZMQError) as info:
+        pull.unbind(addr)  # already unbound
+    assert info.value.errno == errno.ENOENT

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 import brokerless as zmq
+from tests.helpers import WIRE_BEYOND_LIBZMQ
 
 BOUND_MS = 5000
 
@@ -156,6 +157,7 @@ def test_term_interrupts_a_blocked_select(ctx, endpoint):
     assert_term_returns(terminator, ctx)
 
 
+@pytest.mark.parametrize("transport", WIRE_BEYOND_LIBZMQ)
 def test_term_interrupts_a_send_blocked_at_the_high_water_mark(ctx, endpoint):
     addr = endpoint()
     pull = ctx.socket(zmq.PULL)  # owned by this thread; never reads

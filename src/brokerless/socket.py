@@ -226,14 +226,15 @@ class Socket:
 
     # -- endpoints ------------------------------------------------------------------------------
 
-    def bind(self, addr: str) -> None:
-        """Accept connections on ``addr`` (``inproc://name``)."""
+    def bind(self, addr: str) -> EndpointContext:
+        """Accept connections on ``addr``; ``with sock.bind(addr):`` unbinds on exit."""
         self._check_alive()
         ep = _endpoint.parse(addr)
         uri = self.context._transport(ep.transport).bind(self, ep)
         self._bound.append(uri)
         self._options[_O.LAST_ENDPOINT] = uri.encode()
         self._emit(Event.LISTENING, 0, uri)
+        return EndpointContext(self, self.unbind, uri)
 
     def bind_to_random_port(
         self, addr: str, min_port: int = 49152, max_port: int = 65536, max_tries: int = 100
@@ -249,14 +250,15 @@ class Socket:
                 return port
         raise ZMQBindError(f"Could not bind {addr} to a port in [{min_port}, {max_port})")
 
-    def connect(self, addr: str) -> None:
-        """Connect to ``addr``; the peer need not exist yet."""
+    def connect(self, addr: str) -> EndpointContext:
+        """Connect to ``addr`` (the peer need not exist yet); ``with`` disconnects on exit."""
         self._check_alive()
         ep = _endpoint.parse(addr)
         pipes = self.context._transport(ep.transport).connect(self, ep)
         self._connected.setdefault(ep.uri, []).extend(pipes)
         self._options[_O.LAST_ENDPOINT] = ep.uri.encode()
         self._options[_O.CONNECT_ROUTING_ID] = b""
+        return EndpointContext(self, self.disconnect, ep.uri)
 
     def unbind(self, addr: str) -> None:
         self._check_alive()
@@ -690,6 +692,24 @@ _HANDLERS: dict[str, Callable[[Socket, Any], None]] = {
     ATTACH: Socket.attach_pipe,
     STOP: Socket._on_stop,
 }
+
+
+class EndpointContext:
+    """What ``bind``/``connect`` return: ``with sock.connect(url):`` undoes it on exit."""
+
+    __slots__ = ("_socket", "_undo", "addr")
+
+    def __init__(self, socket: Socket, undo: Callable[[str], None], addr: str) -> None:
+        self._socket = socket
+        self._undo = undo
+        self.addr = addr
+
+    def __enter__(self) -> Socket:
+        return self._socket
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._socket.closed:
+            self._undo(self.addr)
 
 
 def _done_tracker() -> MessageTracker:
