@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -88,3 +89,23 @@ def emit(result: dict[str, Any], as_json: bool, human: str) -> None:
         print(json.dumps(result, sort_keys=True), flush=True)
     else:
         print(human, flush=True)
+
+
+def receive_timed(pull: Any, count: int, frames: int, copy: bool) -> tuple[int, int, list]:
+    """Receive ``count`` messages, timed like perf/local_thr from the first to the last.
+
+    Returns (start ns, stop ns, the last message's frames)."""
+    clock = time.perf_counter_ns
+    if frames == 1:
+        recv = pull.recv
+        last = recv(copy=copy)
+        start = clock()
+        for _ in range(count - 1):
+            last = recv(copy=copy)
+        return start, clock(), [last]
+    recv_multipart = pull.recv_multipart
+    received = recv_multipart(copy=copy)
+    start = clock()
+    for _ in range(count - 1):
+        received = recv_multipart(copy=copy)
+    return start, clock(), received

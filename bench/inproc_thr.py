@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-import time
 import traceback
 from types import ModuleType
 from typing import Any
 
-from _harness import describe, emit, load_impl_or_exit
+from _harness import describe, emit, load_impl_or_exit, receive_timed
 
 REQUIRED = ("Context", "PUSH", "PULL")
 
@@ -79,22 +78,7 @@ def run(
         pull.setsockopt(impl.RCVHWM, hwm)
     pull.connect(endpoint)
 
-    clock = time.perf_counter_ns
-    if frames == 1:
-        recv = pull.recv
-        last = recv(copy=copy)
-        start = clock()
-        for _ in range(count - 1):
-            last = recv(copy=copy)
-        stop = clock()
-        received = [last]
-    else:
-        recv_multipart = pull.recv_multipart
-        received = recv_multipart(copy=copy)
-        start = clock()
-        for _ in range(count - 1):
-            received = recv_multipart(copy=copy)
-        stop = clock()
+    start, stop, received = receive_timed(pull, count, frames, copy)
 
     lengths = [len(memoryview(frame)) for frame in received]
     if lengths != [size] * frames:

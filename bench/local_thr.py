@@ -17,12 +17,11 @@ close its socket, so no tail of the stream can be lost to an early close.
 from __future__ import annotations
 
 import argparse
-import time
 from types import ModuleType
 from typing import Any
 
 import _control
-from _harness import describe, emit, load_impl_or_exit
+from _harness import describe, emit, load_impl_or_exit, receive_timed
 
 REQUIRED = ("Context", "PULL")
 
@@ -46,22 +45,7 @@ def run(
         pull.setsockopt(impl.RCVHWM, hwm)
     pull.bind(endpoint)
 
-    clock = time.perf_counter_ns
-    if frames == 1:
-        recv = pull.recv
-        last = recv(copy=copy)
-        start = clock()
-        for _ in range(count - 1):
-            last = recv(copy=copy)
-        stop = clock()
-        received = [last]
-    else:
-        recv_multipart = pull.recv_multipart
-        received = recv_multipart(copy=copy)
-        start = clock()
-        for _ in range(count - 1):
-            received = recv_multipart(copy=copy)
-        stop = clock()
+    start, stop, received = receive_timed(pull, count, frames, copy)
 
     lengths = [len(memoryview(frame)) for frame in received]
     # Release the sender (it keeps its socket open until now), then shut down.
