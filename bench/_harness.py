@@ -109,3 +109,24 @@ def receive_timed(pull: Any, count: int, frames: int, copy: bool) -> tuple[int, 
     for _ in range(count - 1):
         received = recv_multipart(copy=copy)
     return start, clock(), received
+
+
+def ping_pong(req: Any, size: int, count: int, warmup: int) -> tuple[int, int, list, Any]:
+    """``warmup`` untimed then ``count`` timed round trips of ``size`` bytes on a REQ socket.
+
+    Returns (start ns, stop ns, each round trip in ns, the last reply)."""
+    payload = b"\0" * size
+    send, recv = req.send, req.recv
+    for _ in range(warmup):
+        send(payload)
+        recv()
+    clock = time.perf_counter_ns
+    rtts = [0] * count
+    reply = None
+    start = clock()
+    for i in range(count):
+        t0 = clock()
+        send(payload)
+        reply = recv()
+        rtts[i] = clock() - t0
+    return start, clock(), rtts, reply

@@ -23,12 +23,11 @@ import argparse
 import os
 import statistics
 import threading
-import time
 import traceback
 from types import ModuleType
 from typing import Any
 
-from _harness import describe, emit, load_impl_or_exit
+from _harness import describe, emit, load_impl_or_exit, ping_pong
 
 REQUIRED = ("Context", "REQ", "REP")
 
@@ -62,21 +61,7 @@ def run(impl: ModuleType, size: int, count: int, warmup: int = 1000) -> dict[str
     req = ctx.socket(impl.REQ)
     req.connect(endpoint)
 
-    payload = b"\0" * size
-    send, recv = req.send, req.recv
-    for _ in range(warmup):
-        send(payload)
-        recv()
-
-    clock = time.perf_counter_ns
-    rtts = [0] * count
-    start = clock()
-    for i in range(count):
-        t0 = clock()
-        send(payload)
-        reply = recv()
-        rtts[i] = clock() - t0
-    stop = clock()
+    start, stop, rtts, reply = ping_pong(req, size, count, warmup)
 
     if len(reply) != size:
         raise SystemExit(f"error: the last reply had {len(reply)} bytes, not {size}")

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from types import ModuleType
 from typing import Any
 
 import _control
-from _harness import describe, emit, load_impl_or_exit
+from _harness import describe, emit, load_impl_or_exit, ping_pong
 from inproc_lat import percentile
 from local_lat import add_common_arguments
 
@@ -45,21 +44,7 @@ def run(
     req = ctx.socket(impl.REQ)
     req.connect(endpoint)
 
-    payload = b"\0" * size
-    send, recv = req.send, req.recv
-    for _ in range(warmup):
-        send(payload)
-        recv()
-
-    clock = time.perf_counter_ns
-    rtts = [0] * count
-    start = clock()
-    for i in range(count):
-        t0 = clock()
-        send(payload)
-        reply = recv()
-        rtts[i] = clock() - t0
-    stop = clock()
+    start, stop, rtts, reply = ping_pong(req, size, count, warmup)
 
     channel.send({"done": True})
     channel.close()
