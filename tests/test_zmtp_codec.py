@@ -29,6 +29,7 @@ from brokerless.zmtp import (
     Ready,
     encode_message,
 )
+from brokerless.zmtp.frames import encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -244,6 +245,73 @@ def test_frame_decoder_round_trip_split_anywhere(msgs, data):
     batches = feed_in_chunks(FrameDecoder(), stream, cuts)
     assert [m for batch in batches for m in batch] == msgs
     check_all_or_nothing(msgs, 0, cuts, len(stream), batches)
+
+
+@FAST
+@given(msgs=message_lists, data=st.data())
+def test_frame_decoder_round_trip_from_a_reused_receive_buffer(msgs, data):
+    """As an engine feeds it: views of one reusable bytearray, overwritten after each call."""
+    stream = b"".join(wire(m) for m in msgs)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(stream)), max_size=30))))
+    dec, got = FrameDecoder(), []
+    rbuf = bytearray(len(stream) or 1)
+    for lo, hi in itertools.pairwise([0, *cuts, len(stream)]):
+        if hi > lo:
+            rbuf[: hi - lo] = stream[lo:hi]
+            got += dec.feed(memoryview(rbuf)[: hi - lo])
+            rbuf[:] = bytes(len(rbuf))  # what the decoder kept must not be a view of it
+    assert got == msgs
+    assert all(type(p) is bytes for m in got for p in (m if type(m) is list else [m]))
+
+
+@FAST
+@given(msgs=message_lists, zero_copy_min=st.integers(256, 70_000))
+def test_encode_batch_is_the_wire_form_with_large_bodies_by_reference(msgs, zero_copy_min):
+    bufs = encode_batch(msgs, zero_copy_min)
+    assert b"".join(bufs) == b"".join(wire(m) for m in msgs)
+    large = [p for m in msgs for p in (m if type(m) is list else [m]) if len(p) >= zero_copy_min]
+    by_reference = [b for b in bufs if any(b is p for p in large)]
+    assert len(by_reference) == len(large)
+    # everything else is joined: no two small buffers in a row
+    assert all(
+        any(x is p for p in large) or any(y is p for p in large)
+        for x, y in itertools.pairwise(bufs)
+    )
+
+
+def test_encode_batch_takes_parts_through_as_buffer():
+    class Boxed:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def __len__(self) -> int:
+            return len(self.data)
+
+    msgs = [[Boxed(b"ab"), Boxed(b"c" * 300)], Boxed(b"d")]
+    bufs = encode_batch(msgs, 1 << 20, as_buffer=lambda part: part.data)
+    assert b"".join(bufs) == wire([b"ab", b"c" * 300]) + wire(b"d")
+
+
+def test_connection_encode_batch_sends_subscriptions_as_commands():
+    sub, _ = connected(T.SUB, T.PUB)
+    bufs = sub.encode_batch([b"\x01topic", b"\x00topic"], 1 << 16)
+    one_by_one: list = []
+    sub.encode(one_by_one, b"\x01topic")
+    sub.encode(one_by_one, b"\x00topic")
+    assert b"".join(bufs) == b"".join(one_by_one)
+    assert bufs[0][:1] == bytes((0x04,))  # a COMMAND frame, not a message
+
+
+def test_had_events_says_whether_events_came_with_the_messages():
+    a, b = connected(T.PUSH, T.PULL)
+    a.send_message(b"one")
+    assert b.receive_data(a.data_to_send()) == [b"one"]
+    assert b.had_events is False
+    a.send_message(b"two")
+    a.send_ping(10)
+    items = b.receive_data(a.data_to_send())
+    assert items[0] == b"two" and isinstance(items[1], Ping)
+    assert b.had_events is True
 
 
 def check_all_or_nothing(msgs, start, cuts, total, batches):

@@ -183,6 +183,29 @@ class Pipe:
             self._notify_peer(ACTIVATE_WRITE)
         return msg
 
+    def read_many(self, limit: int) -> list:
+        """Up to ``limit`` whole messages; like :meth:`read`, an empty result (or one that
+        emptied the pipe) marks the reader asleep, and the end of the stream is reported."""
+        lane = self._in
+        q = lane.q
+        popleft = q.popleft
+        out: list = []
+        while True:
+            out += [popleft() for _ in range(min(limit - len(out), len(q)))]
+            if len(out) == limit:
+                break
+            lane.reader_asleep = True
+            if not q:
+                break
+            lane.reader_asleep = False
+        if DELIMITER in out:  # always the last item: nothing is written after it
+            del out[out.index(DELIMITER) :]
+            self._peer_finished()
+        elif lane.writer_blocked and len(q) <= lane.lwm:
+            lane.writer_blocked = False
+            self._notify_peer(ACTIVATE_WRITE)
+        return out
+
     def read_queued(self, limit: int) -> list:
         """Up to ``limit`` messages queued now, without ever marking the reader asleep (so the
         writer keeps not signalling: the caller arranges the next read).  The delimiter stays
@@ -257,6 +280,24 @@ class Pipe:
             lane.reader_asleep = False
             self._notify_peer(ACTIVATE_READ)
         return True
+
+    def write_many(self, msgs: list) -> int:
+        """Queue whole messages in order, as many as the HWM allows; returns how many."""
+        lane = self._out
+        n = 0
+        if not (self.terminating or lane.conflate):
+            n = min(len(msgs), lane.hwm - len(lane.q)) if lane.hwm else len(msgs)
+            if n > 0:
+                lane.q.extend(msgs if n == len(msgs) else msgs[:n])
+                if lane.reader_asleep:
+                    lane.reader_asleep = False
+                    self._notify_peer(ACTIVATE_READ)
+            else:
+                n = 0
+        for i in range(n, len(msgs)):  # at the HWM: the single-message path marks us blocked
+            if not self.write(msgs[i]):
+                return i
+        return len(msgs)
 
     def force_write(self, msg: Any) -> None:
         """Queue a control message past the HWM (subscriptions, greetings, probes)."""

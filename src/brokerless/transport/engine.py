@@ -65,7 +65,8 @@ class Engine:
         self._rbuf = bytearray(RECV_BUFFER)
         self._rview = memoryview(self._rbuf)
         self._out: deque = deque()  # buffers accepted for writing, not yet taken by the kernel
-        self._pending_in: deque = deque()  # decoded messages the pipe had no room for
+        self._pending_in: list = []  # decoded messages the pipe had no room for
+        self._batch_limit = BATCH_MESSAGES  # messages per output batch (see _batch_limit)
         self._reading = True
         self._writing = False  # registered for EVENT_WRITE
         self._events = 0
@@ -174,14 +175,17 @@ class Engine:
             self._deliver(items)
 
     def _deliver(self, items: list) -> None:
+        if not self.conn.had_events:  # messages only: hand them over in one go
+            taken = self.session.push_many(items)
+            if taken < len(items):
+                self._stop_reading(items[taken:])
+            return
         session = self.session
         for i, item in enumerate(items):
             cls = item.__class__
             if cls is bytes or cls is list:
-                if not session.push(item):
-                    self._pending_in.extend(items[i:])
-                    self._reading = False
-                    self._update_interest()
+                if not session.push_many([item]):
+                    self._stop_reading(items[i:])
                     return
             elif cls is Ready:
                 self._handshake_done(item)
@@ -190,13 +194,20 @@ class Engine:
             elif cls is Ping:
                 self._peer_ttl(item.ttl)
 
+    def _stop_reading(self, waiting: list) -> None:
+        """The pipe is full: keep what it could not take, read no more until it drains."""
+        self._pending_in.extend(waiting)
+        self._reading = False
+        self._update_interest()
+
     def restart_input(self) -> None:
         """The pipe has room again: deliver what waited, then read on."""
         pending = self._pending_in
-        while pending:
-            if not self.session.push(pending[0]):
+        if pending:
+            taken = self.session.push_many(pending)
+            del pending[:taken]
+            if pending:
                 return
-            pending.popleft()
         if not self._reading and self.alive:
             self._reading = True
             self._update_interest()
@@ -221,11 +232,7 @@ class Engine:
             if not self.alive or self.conn.state != "TRAFFIC" or self._out:
                 return False
             msgs = self.session.pull_queued(BATCH_MESSAGES)
-            batch: list = []
-            encode = self.conn.encode
-            for msg in msgs:
-                encode(batch, msg)
-            self._out.extend(_coalesce(batch))
+            self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
             try:
                 self._send_out()
             except OSError:
@@ -256,23 +263,14 @@ class Engine:
         if not self.alive or self.conn.state != "TRAFFIC" or self._out:
             return
         session = self.session
-        encode = self.conn.encode
-        batch: list = []
-        size = count = 0
-        while count < BATCH_MESSAGES and size < BATCH_BYTES:
-            msg = session.pull()
-            if msg is None:
-                break  # the pipe is empty: its next message wakes us
-            encode(batch, msg)
-            count += 1
-            size += len(msg) if msg.__class__ is not list else sum(map(len, msg))
-        else:
-            self.io.call_soon(self.restart_output)
-        if not batch:
-            if not self._out:
-                session.output_flushed(self)
+        msgs = session.pull_many(self._batch_limit)
+        if len(msgs) == self._batch_limit:
+            self.io.call_soon(self.restart_output)  # more may wait: after the others' turns
+        elif not msgs:
+            session.output_flushed(self)  # the pipe is empty: its next message wakes us
             return
-        self._out.extend(_coalesce(batch))
+        self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
+        self._batch_limit = _batch_limit(msgs[-1])
         self._flush()
 
     def _flush(self) -> None:
@@ -368,23 +366,11 @@ def failure_code(exc: ProtocolError) -> int:
     return PROTOCOL_ERROR_ZMTP_UNSPECIFIED
 
 
-def _coalesce(batch: list) -> list:
-    """Join runs of small buffers into one (one copy, few iovecs); big bodies stay by reference."""
-    out: list = []
-    run: list = []
-    for buf in batch:
-        if len(buf) >= ZERO_COPY_MIN:
-            if run:
-                out.append(b"".join(run))
-                run = []
-            out.append(
-                buf if buf.__class__ is bytes or isinstance(buf, memoryview) else _buffer(buf)
-            )
-        else:
-            run.append(buf if buf.__class__ is bytes else _buffer(buf))
-    if run:
-        out.append(b"".join(run))
-    return out
+def _batch_limit(msg: Any) -> int:
+    """How many messages like ``msg`` make one batch (about BATCH_BYTES, at most
+    BATCH_MESSAGES): the next batch is sized by the last message of this one."""
+    size = len(msg) if msg.__class__ is not list else sum(map(len, msg))
+    return max(1, min(BATCH_MESSAGES, BATCH_BYTES // (size + 1)))
 
 
 def _buffer(part: Any) -> Any:

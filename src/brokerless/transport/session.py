@@ -130,10 +130,17 @@ class Session:
             return True  # the socket is gone: drop
         return pipe.write(msg)
 
-    def pull(self) -> Any:
-        """The next message the socket sent, or None."""
+    def push_many(self, msgs: list) -> int:
+        """Messages from the wire for the socket; returns how many the pipe took."""
         pipe = self.pipe
-        return None if pipe is None else pipe.read()
+        if pipe is None:
+            return len(msgs)  # the socket is gone: drop
+        return pipe.write_many(msgs)
+
+    def pull_many(self, limit: int) -> list:
+        """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
+        pipe = self.pipe
+        return [] if pipe is None else pipe.read_many(limit)
 
     def pull_queued(self, limit: int) -> list:
         """What the socket has queued now (for a direct write by the socket's thread)."""

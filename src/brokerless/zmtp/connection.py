@@ -37,7 +37,7 @@ from .commands import (
     ping_data,
 )
 from .errors import HandshakeError, PeerError, ProtocolError
-from .frames import FrameDecoder, encode_command, encode_message
+from .frames import FrameDecoder, encode_batch, encode_command, encode_message
 from .greeting import GREETING_SIZE, build_greeting, check_signature, parse_greeting
 from .mechanisms import Mechanism, NullMechanism
 
@@ -113,6 +113,8 @@ class Connection:
         self._out: list[bytes] = [build_greeting(self.mechanism.name, as_server)]
         self._subscriptions_as_commands = False
         self._accepts_subscriptions = False
+        #: Whether the last ``receive_data`` may have returned events (False: only messages).
+        self.had_events = True
 
     # -- output --------------------------------------------------------------------------------
 
@@ -143,6 +145,13 @@ class Connection:
         else:
             encode_message(out, msg)
 
+    def encode_batch(self, msgs: list, zero_copy_min: int, as_buffer: Any = None) -> list:
+        """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
+        if self.state is not TRAFFIC:
+            raise RuntimeError(f"cannot send messages in state {self.state}")
+        encode = self.encode if self._subscriptions_as_commands else None
+        return encode_batch(msgs, zero_copy_min, as_buffer, encode)
+
     def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
         """Queue a PING (TTL capped at 6553.5 s, context at 16 octets, as the RFC allows)."""
         self._out.append(encode_command(command_body(PING, ping_data(ttl_deciseconds, context))))
@@ -163,6 +172,7 @@ class Connection:
                     exc.messages = self._traffic(exc.messages)
                     raise
                 return self._traffic(items)
+            self.had_events = True
             if self.state is ERROR_STATE:
                 raise ProtocolError("connection already failed")
             if self.state is GREETING:
@@ -208,6 +218,8 @@ class Connection:
                 except ProtocolError as exc:
                     exc.messages = [ready, *exc.messages]
                     raise
+                finally:
+                    self.had_events = True  # READY is an event
         return []
 
     def _complete(self, metadata: dict[str, bytes]) -> Ready:
@@ -229,8 +241,10 @@ class Connection:
 
     def _traffic(self, items: list) -> list:
         """Handle the commands among decoded items; messages pass through untouched."""
-        if not any(item.__class__ is Command for item in items):
+        if not self.decoder.commands:
+            self.had_events = False
             return items
+        self.had_events = True
         out: list = []
         try:
             for item in items:

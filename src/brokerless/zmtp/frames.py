@@ -9,8 +9,12 @@ unfinished multipart message wait inside the decoder, so a message is delivered 
 It never trusts the peer: reserved flag bits, a MORE flag on a command, or a frame larger than
 ``max_msg_size`` raise :class:`ProtocolError` before anything is buffered for it.
 
-The encoder appends headers and bodies to a list of buffers that the transport writes with one
-``sendmsg``/``join`` for a whole batch; bodies are never copied.
+The encoder turns a batch of messages into few buffers for one ``sendmsg``: runs of small frames
+are joined into one buffer (one copy, few iovecs), large bodies are passed by reference.
+
+Both directions have a fast path for the common frame -- a short, final data frame -- and fall
+back to the general code for everything else; CPython pays per bytecode, so the fast paths are
+written to run as few as possible per message.
 """
 
 from __future__ import annotations
@@ -43,6 +47,46 @@ def encode_command(body: bytes) -> bytes:
     return frame_header(len(body), command=True) + body
 
 
+def encode_batch(
+    msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: Any = None
+) -> list:
+    """The wire form of the messages ``msgs`` as a list of buffers.
+
+    Bodies of ``zero_copy_min`` (at least 256) octets or more stay as they are (written by
+    reference); runs of everything else are joined.  ``as_buffer`` turns a part that is not
+    itself a buffer (e.g. a ``Frame`` on Python < 3.12) into one.  ``encode(out, msg)``, when
+    given, encodes every message instead of :func:`encode_message` (for connections that turn
+    some messages into commands).
+    """
+    out: list = []
+    run: list = []
+    append = run.append
+    short = _LAST
+    fast = encode is None
+    if encode is None:
+        encode = encode_message
+    for msg in msgs:
+        if fast and msg.__class__ is bytes and len(msg) < 256:
+            append(short[len(msg)])
+            append(msg)
+            continue
+        frames: list = []
+        encode(frames, msg)
+        for buf in frames:
+            if buf.__class__ is not bytes and as_buffer is not None:
+                buf = as_buffer(buf)
+            if len(buf) >= zero_copy_min:
+                if run:
+                    out.append(b"".join(run))
+                    run.clear()
+                out.append(buf)
+            else:
+                append(buf)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
 def encode_message(out: list, msg: Any) -> None:
     """Append the frames of ``msg`` (a part, or a list of parts) to the buffer list ``out``."""
     if msg.__class__ is list:
@@ -63,12 +107,13 @@ def encode_message(out: list, msg: Any) -> None:
 class FrameDecoder:
     """Byte stream in, whole messages and commands out."""
 
-    __slots__ = ("_buf", "_parts", "max_msg_size")
+    __slots__ = ("_buf", "_parts", "commands", "max_msg_size")
 
     def __init__(self, max_msg_size: int = -1) -> None:
         self._buf = bytearray()
         self._parts: list | None = None
         self.max_msg_size = max_msg_size
+        self.commands = False  # whether the last ``feed`` returned a command
 
     @property
     def buffered(self) -> int:
@@ -76,14 +121,22 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list:
-        """Decode ``data``; returns the messages and commands it completes, in order."""
+        """Decode ``data``; returns the messages and commands it completes, in order.
+
+        ``commands`` is set to whether the result holds any command.
+        """
         buf = self._buf
         if buf:
             buf += data
             view = buf
         else:
             view = data
+        if view.__class__ is not bytes and len(view) > 1 and not view[0] & LONG:
+            # Short frames ahead: slicing ``bytes`` makes each body in one step.  (A read that
+            # starts with a long frame stays a view, so a large body is copied only once.)
+            view = bytes(view)
         out: list = []
+        self.commands = False
         try:
             pos = self._decode(view, out)
         except ProtocolError as exc:
@@ -91,7 +144,7 @@ class FrameDecoder:
             raise
         end = len(view)
         if pos < end:
-            if view is buf:
+            if buf:  # ``view`` holds what ``buf`` holds
                 del buf[:pos]
             else:
                 buf += view[pos:]
@@ -103,9 +156,30 @@ class FrameDecoder:
         """Decode every whole frame of ``view`` into ``out``; returns the octets consumed."""
         parts = self._parts
         limit = self.max_msg_size
+        copy = view.__class__ is not bytes  # a slice of bytes is already bytes
+        # The fast path takes frames whose flags octet is 0 (short, final, data); with a
+        # MAXMSGSIZE below 255 short frames need the size check, so it takes none.  Its tail
+        # repeats the general path's on purpose: a shared helper would cost a call a message.
+        fast = 0 if limit < 0 or limit >= 255 else -1
+        append = out.append
         pos, end = 0, len(view)
         while end - pos >= 2:
             flags = view[pos]
+            if flags == fast:
+                stop = pos + 2 + view[pos + 1]
+                if stop > end:
+                    break
+                body = view[pos + 2 : stop]
+                if copy:
+                    body = bytes(body)
+                pos = stop
+                if parts is None:
+                    append(body)
+                else:
+                    parts.append(body)
+                    append(parts)
+                    parts = None
+                continue
             if flags & LONG:
                 if end - pos < 9:
                     break
@@ -126,17 +200,18 @@ class FrameDecoder:
             if flags & COMMAND:
                 if flags & MORE:
                     raise ProtocolError("command frame with the MORE flag set")
-                out.append(parse_command(body))
+                self.commands = True
+                append(parse_command(body))
             elif flags & MORE:
                 if parts is None:
                     parts = [body]
                 else:
                     parts.append(body)
             elif parts is None:
-                out.append(body)
+                append(body)
             else:
                 parts.append(body)
-                out.append(parts)
+                append(parts)
                 parts = None
         self._parts = parts
         return pos
@@ -148,6 +223,7 @@ __all__ = [
     "MORE",
     "Command",
     "FrameDecoder",
+    "encode_batch",
     "encode_command",
     "encode_message",
     "frame_header",
