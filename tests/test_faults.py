@@ -475,3 +475,23 @@ def test_a_subscriber_that_never_reads_holds_nobody_back(make, lctx, raw_clients
         stream.step()
     stream.finish()
     assert select.select([raw], [], [], DEADLINE)[0], "the PUB never sent to the raw SUB"
+
+
+def test_a_ping_among_messages_the_pipe_cannot_take_yet_is_answered_not_received(
+    make, raw_clients
+):
+    """One read brings far more than RCVHWM allows, with a PING in the middle: the messages
+    come out whole and in order as the socket reads, and the PING is answered with a PONG,
+    never handed to the application as a message."""
+    pull = make(zmq.PULL, RCVHWM=10, RCVTIMEO=int(DEADLINE * 1000))
+    pull.bind("tcp://127.0.0.1:*")
+    raw = raw_clients(_port(pull))
+    handshake(raw, b"PUSH")
+    before = [b"a%d" % i for i in range(2000)]
+    after = [b"b%d" % i for i in range(20)]
+    ping = frame(b"\x04PING" + (0).to_bytes(2, "big") + b"ctx", command=True)
+    raw.sendall(b"".join(map(frame, before)) + ping + b"".join(map(frame, after)))
+    assert [pull.recv() for _ in range(len(before) + len(after))] == before + after
+    flags, size = read_exact(raw, 2)
+    assert flags == 0x04
+    assert read_exact(raw, size) == b"\x04PONGctx"

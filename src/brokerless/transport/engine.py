@@ -65,7 +65,8 @@ class Engine:
         self._rbuf = bytearray(RECV_BUFFER)
         self._rview = memoryview(self._rbuf)
         self._out: deque = deque()  # buffers accepted for writing, not yet taken by the kernel
-        self._pending_in: list = []  # decoded messages the pipe had no room for
+        self._pending_in: list = []  # decoded items the pipe had no room for
+        self._pending_events = False  # whether _pending_in may hold events, not just messages
         self._batch_limit = BATCH_MESSAGES  # messages per output batch (see _batch_limit)
         self._reading = True
         self._writing = False  # registered for EVENT_WRITE
@@ -160,53 +161,69 @@ class Engine:
         try:
             items = self.conn.receive_data(self._rview[:n])
         except ProtocolError as exc:
-            self._deliver(exc.messages)  # whole messages that came before the fault
-            with self.out_lock:
-                self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
-                self._flush()
-            self.fail(f"protocol error: {exc}", failure_code(exc))
+            self._protocol_failed(exc)
             return
+        self._send_reply()
+        if items:
+            self._deliver(items, self.conn.had_events)
+
+    def _protocol_failed(self, exc: ProtocolError) -> None:
+        self._deliver(exc.messages, True)  # whole messages that came before the fault
+        with self.out_lock:
+            self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
+            self._flush()
+        self.fail(f"protocol error: {exc}", failure_code(exc))
+
+    def _send_reply(self) -> None:
         reply = self.conn.data_to_send()
         if reply:
             with self.out_lock:
                 self._queue(reply)
                 self._flush()
-        if items:
-            self._deliver(items)
 
-    def _deliver(self, items: list) -> None:
-        if not self.conn.had_events:  # messages only: hand them over in one go
-            taken = self.session.push_many(items)
-            if taken < len(items):
-                self._stop_reading(items[taken:])
+    def _deliver(self, items: list, events: bool) -> None:
+        """Hand decoded items to the session in order: runs of messages into the pipe in one
+        call each, events handled between them.  What the pipe cannot take waits."""
+        if not events:
+            self._push_run(items, 0, len(items), False)
             return
-        session = self.session
+        start = 0
         for i, item in enumerate(items):
             cls = item.__class__
             if cls is bytes or cls is list:
-                if not session.push_many([item]):
-                    self._stop_reading(items[i:])
-                    return
-            elif cls is Ready:
+                continue
+            if not self._push_run(items, start, i, True):
+                return
+            start = i + 1
+            if cls is Ready:
                 self._handshake_done(item)
                 if not self.alive:
                     return
             elif cls is Ping:
                 self._peer_ttl(item.ttl)
+        self._push_run(items, start, len(items), True)
 
-    def _stop_reading(self, waiting: list) -> None:
-        """The pipe is full: keep what it could not take, read no more until it drains."""
-        self._pending_in.extend(waiting)
+    def _push_run(self, items: list, lo: int, hi: int, events: bool) -> bool:
+        """Messages ``items[lo:hi]`` into the pipe; False when it is full (the rest of
+        ``items`` then waits, and reading stops until the pipe drains)."""
+        if lo == hi:
+            return True
+        run = items if lo == 0 and hi == len(items) else items[lo:hi]
+        taken = self.session.push_many(run)
+        if taken == len(run):
+            return True
+        self._pending_in = items[lo + taken :]
+        self._pending_events = events
         self._reading = False
         self._update_interest()
+        return False
 
     def restart_input(self) -> None:
         """The pipe has room again: deliver what waited, then read on."""
-        pending = self._pending_in
+        pending, self._pending_in = self._pending_in, []
         if pending:
-            taken = self.session.push_many(pending)
-            del pending[:taken]
-            if pending:
+            self._deliver(pending, self._pending_events)
+            if self._pending_in:
                 return
         if not self._reading and self.alive:
             self._reading = True
