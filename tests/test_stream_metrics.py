@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from brokerless.stream import Topology, all_, complete_topology
+from brokerless.stream import Config, Topology, all_, complete_topology
 from brokerless.stream.examples import SENTENCES, word_count
 
 from .stream_topologies import Busy, ValueSpout
@@ -26,7 +26,7 @@ def test_word_count_metrics_add_up():
     assert spout.pending == 0 and 1 <= spout.pending_max <= n_sentences
     for bolt in (split, count):
         assert bolt.latency_ms_mean > 0 and bolt.latency_ms_p99 > 0
-        assert 1 <= bolt.queue_depth_max <= bolt.queue_capacity == 1024
+        assert 1 <= bolt.queue_depth_max <= bolt.queue_capacity == Config().executor_queue_size
         assert bolt.queue_depth == 0 and bolt.errors == 0
     assert spout.latency_ms_mean > 0  # complete latency
     assert [w.worker for w in stats.workers] == [0]

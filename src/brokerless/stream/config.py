@@ -26,7 +26,7 @@ class Config:
     message_timeout_secs: float = 30.0
     #: Bound of each executor's receive queue, in tuples (spread over the workers that send
     #: to it; see ``worker.py``).
-    executor_queue_size: int = 1024
+    executor_queue_size: int = 4096
     #: Tuples an executor takes from its queue at once.
     executor_batch_size: int = 64
     #: Serialize tuples even when they stay in their worker (catches unserializable values

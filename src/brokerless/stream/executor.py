@@ -7,13 +7,13 @@ An executor is one thread running one or more tasks of one component, fed by one
 message, credit origin)``.
 
 * A **bolt executor** takes a batch, runs ``process`` for each tuple, acks it when
-  ``process`` returns (``auto_ack``), fails it and records the error when it raises, and
-  hands flow-control credits back to the worker a remote tuple came from.
+  ``process`` returns (``auto_ack``), fails it and records the error when it raises, hands
+  flow-control credits back to the worker a remote tuple came from, and flushes its outbox.
 * A **spout executor** alternates between the acks and fails the ackers send it (calling the
-  spout's ``ack``/``fail``), the timeouts of its tuples in flight, and ``next_tuple`` on each
-  task that has fewer than ``max_spout_pending`` tuples in flight and is not exhausted.  When
-  no task emitted anything it waits on its queue (an ack wakes it at once), backing off from
-  1 ms to 100 ms.
+  spout's ``ack``/``fail``), the timeouts of its tuples in flight, and rounds of
+  ``next_tuple`` (up to a batch per task while it keeps emitting) on each task that has fewer
+  than ``max_spout_pending`` tuples in flight and is not exhausted.  When no task emitted
+  anything it waits on its queue (an ack wakes it at once), backing off from 1 ms to 100 ms.
 * An **acker executor** applies ACK_INIT/ACK/FAIL messages to its ledgers (see ``acker.py``)
   and tells spout tasks which trees are decided.
 
@@ -21,12 +21,14 @@ Emitting (``_Output.send``) runs in the emitter's thread: the routes (a chooser 
 subscribing component, see ``routing.py``) give the target tasks; the values are serialized
 once, and only if some target is in another worker (or ``always_try_serialize``), before
 anything is sent, so a value that cannot be serialized fails that emit alone.  Each target gets
-its own anchors (fresh edge ids).  A target in this worker gets a :class:`Tuple` object put
-straight on its executor's queue -- ``put`` waits while it is full, which is the back pressure
--- and a target elsewhere gets an encoded payload through the worker's transfer queue.
+its own anchors (fresh edge ids).  A target in this worker gets a :class:`Tuple` object, a
+target elsewhere an encoded payload for the worker's transfer queue; both go into the
+executor's *outbox* (``worker.Outbox``), which the executor flushes after each batch it
+handles -- one hand-over per destination instead of one per tuple.  The flush waits for room
+in a full local queue, or for credits towards another worker: that wait is the back pressure.
 
-Counters that the completion detector reads (``handled``) are bumped only after an item's
-handling is over, so a busy executor never looks idle.
+Counters that the completion detector reads (``handled``) are bumped only after a batch's
+handling is over and its outbox flushed, so a busy executor never looks idle.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ log = logging.getLogger("brokerless.stream")
 _new_id = random.getrandbits  # root and edge ids: _new_id(64)
 _MIN_WAIT = 0.001
 _MAX_WAIT = 0.1
+_FLUSH_AT = 4096  # an executor hands over what it emitted at least this often
 
 
 class _Output:
@@ -75,6 +78,7 @@ class _Output:
         }
         self.serializer = worker.plan.config.serializer
         self.capture = worker.capture
+        self.outbox = executor.outbox
 
     def _route(self, stream: str, values: Sequence[Any]) -> StreamRoute:
         route = self.routes.get(stream)
@@ -124,27 +128,27 @@ class _Output:
             groups = [([direct_task], blocking)]
         local = self.local_queues
         blob = None
-        if self.always_serialize or (
-            not self.all_local[stream]
-            and any(t not in local for tasks, _ in groups for t in tasks)
-        ):
-            blob = dumps_values(self.serializer, values, route.fields.names, self.component,
-                                stream)
+        if self.always_serialize or not self.all_local[stream]:
+            remote = self.always_serialize
+            for tasks, _ in groups:
+                for task in tasks:
+                    if task not in local:
+                        remote = True
+            if remote:
+                blob = dumps_values(self.serializer, values, route.fields.names,
+                                    self.component, stream)
+        outbox = self.outbox
         sent = []
         for tasks, blocking in groups:
             for task in tasks:
                 anchors = make_anchors() if make_anchors is not None else None
                 queue = local.get(task)
                 if queue is not None:
-                    item = (task, Tuple(values, self.component, stream, self.task, route.fields,
-                                        anchors), None)
-                    if blocking:
-                        queue.put(item)
-                    else:
-                        queue.push(item)
+                    outbox.local(queue, (task, Tuple(values, self.component, stream, self.task,
+                                                     route.fields, anchors), None), blocking)
                 else:
-                    payload = encode([TUPLE, self.task, stream, anchors, blob])
-                    self.worker.send_tuple(task, payload, blocking)
+                    outbox.remote(task, encode([TUPLE, self.task, stream, anchors, blob]),
+                                  blocking)
                 sent.append(task)
         metrics = self.metrics
         metrics.emitted += 1
@@ -182,7 +186,7 @@ class _SpoutCollector:
             return output.send(stream, values, direct_task, None)
         executor = self.executor
         task = self.state.task
-        root = _new_id(64)
+        root = executor.new_root()
         checksum = 0
 
         def anchors() -> dict[int, int]:
@@ -194,9 +198,9 @@ class _SpoutCollector:
         sent = output.send(stream, values, direct_task, anchors if executor.acking else None)
         executor.pending_trees.add(root, task, msg_id, time.monotonic())
         if sent and executor.acking:
-            executor.worker.send_control(executor.acker_for(root), [ACK_INIT, root, checksum, task])
+            executor.outbox.control(executor.acker_for(root), [ACK_INIT, root, checksum, task])
         else:  # nothing to track: acked at once (after next_tuple returns)
-            executor.queue.push((task, [ACKED, root], None))
+            executor.outbox.control(task, [ACKED, root])
         return sent
 
     def report_error(self, error: BaseException) -> None:
@@ -261,7 +265,7 @@ class _BoltCollector:
         executor = self.executor
         roots = tup._anchors
         if roots:
-            send, ack_val = executor.worker.send_control, tup._ack_val
+            send, ack_val = executor.outbox.control, tup._ack_val
             for root, edge in roots.items():
                 send(executor.acker_for(root), [ACK, root, edge ^ ack_val])
         executor.metrics.acked += 1
@@ -274,7 +278,7 @@ class _BoltCollector:
         roots = tup._anchors
         if roots:
             for root in roots:
-                executor.worker.send_control(executor.acker_for(root), [FAIL, root])
+                executor.outbox.control(executor.acker_for(root), [FAIL, root])
         executor.metrics.failed += 1
 
     def report_error(self, error: BaseException) -> None:
@@ -303,6 +307,7 @@ class Executor:
         self.acking = bool(acker_tasks)
         self._acker_tasks = acker_tasks
         self.states: dict[int, _TaskState] = {}
+        self.outbox = worker.outbox()
         self.thread = threading.Thread(
             target=self._run, name=f"{worker.plan.name}:{self.component}:{self.id}", daemon=True
         )
@@ -412,9 +417,21 @@ class SpoutExecutor(Executor):
             if not state.broken:
                 self._call(state, "open", config, state.context)
         self._active = [s for s in self.states.values() if not s.broken]
+        self._local_ackers = [i for i, t in enumerate(self._acker_tasks)
+                              if t in self.worker.tasks]
 
     def pending(self) -> tuple[int, int]:
         return len(self.pending_trees), self.pending_trees.max_per_task
+
+    def new_root(self) -> int:
+        """A random root id whose acker task (``root % ackers``) is in this worker when one
+        is: the spout's ACK_INIT and the acker's ACKED then never cross workers."""
+        root = _new_id(63)
+        local = self._local_ackers
+        if local:
+            n = len(self._acker_tasks)
+            root += local[root % len(local)] - root % n
+        return root
 
     def loop(self) -> None:
         take = self.queue.take
@@ -440,21 +457,27 @@ class SpoutExecutor(Executor):
                 wait = min(wait * 2, _MAX_WAIT)
 
     def _next_tuples(self) -> bool:
-        """Call next_tuple on each task that may emit; True if any emitted."""
+        """Let each task that may emit call next_tuple, up to a batch while it emits; hand
+        over what they emitted; True if anything was."""
         metrics = self.metrics
         per_task = self.pending_trees.per_task
+        batch = self.config.executor_batch_size
         emitted = False
         exhausted = True
         for state in self._active:
             if self._call(state, "exhausted"):
                 continue
             exhausted = False
-            if per_task.get(state.task, 0) >= self.max_pending:
-                continue
-            before = metrics.emitted
-            self._call(state, "next_tuple")
-            if metrics.emitted != before:
+            task = state.task
+            for _ in range(batch):
+                if per_task.get(task, 0) >= self.max_pending:
+                    break
+                before = metrics.emitted
+                self._call(state, "next_tuple")
+                if metrics.emitted == before:
+                    break
                 emitted = True
+        self.outbox.flush()
         self.done = exhausted and not len(self.pending_trees)
         return emitted
 
@@ -471,7 +494,8 @@ class SpoutExecutor(Executor):
                 else:
                     self.metrics.failed += 1
                     self._call(state, "fail", msg_id)
-            self.handled += 1
+        self.outbox.flush()
+        self.handled += len(items)
 
     def _expire(self) -> None:
         for task, msg_id, _ in self.pending_trees.expired(time.monotonic()):
@@ -506,15 +530,20 @@ class BoltExecutor(Executor):
         states = self.states
         execute = self._execute
         returns = self._returns
+        outbox = self.outbox
         while True:
-            for task, tup, origin in take(batch):
+            items = take(batch)
+            for task, tup, origin in items:
                 execute(states[task], tup)
-                self.handled += 1
                 if origin is not None:
                     returns[origin] += 1
                     if returns[origin] >= self._return_at:
-                        self.worker.return_credits(origin, self.id, returns[origin])
+                        outbox.credit(origin, self.id, returns[origin])
                         returns[origin] = 0
+                if outbox.size >= _FLUSH_AT:
+                    outbox.flush()
+            outbox.flush()
+            self.handled += len(items)
 
     def _execute(self, state: _TaskState, tup: Tuple) -> None:
         collector = state.collector
@@ -559,11 +588,12 @@ class AckerExecutor(Executor):
         take = self.queue.take
         batch = self.config.executor_batch_size
         ledgers = self.ledgers
-        send = self.worker.send_control
+        outbox = self.outbox
         metrics = self.metrics
         while True:
             next_rotation = min(ledger.next_rotation for ledger in ledgers.values())
-            for task, message, _ in take(batch, max(0.0, next_rotation - time.monotonic())):
+            items = take(batch, max(0.0, next_rotation - time.monotonic()))
+            for task, message, _ in items:
                 decided = ledgers[task].update(message)
                 if decided is not None:
                     kind, root, spout_task = decided
@@ -571,9 +601,10 @@ class AckerExecutor(Executor):
                         metrics.acked += 1
                     else:
                         metrics.failed += 1
-                    send(spout_task, [kind, root])
-                metrics.processed += 1
-                self.handled += 1
+                    outbox.control(spout_task, [kind, root])
+            outbox.flush()
+            metrics.processed += len(items)
+            self.handled += len(items)
             now = time.monotonic()
             for ledger in ledgers.values():
                 ledger.rotate(now)

@@ -20,6 +20,8 @@ from typing import Any
 
 import msgpack
 
+from .serializer import packer
+
 TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT = range(7)
 WORKER_TASK = 0  # the task id that addresses the worker itself
 
@@ -33,7 +35,7 @@ def frame_task(frame: bytes) -> int:
 
 
 def encode(message: list[Any]) -> bytes:
-    return msgpack.packb(message, use_bin_type=True)
+    return packer()(message)
 
 
 def decode(payload: bytes) -> list[Any]:

@@ -5,26 +5,28 @@ Theory of operation
 Every executor has one :class:`BoundedQueue`; so does each worker's sender thread (the
 transfer queue).  A queue has two parts under one lock:
 
-* the *bounded* part takes local data tuples with ``put``, which waits while ``capacity``
-  tuples are queued: that wait is back pressure, it slows the emitter down to the consumer's
-  pace, and through it the spouts;
-* the *unbounded* part takes, with ``push``, what must never wait: control messages (acker
-  traffic, acks to spouts), tuples arriving from other workers (they were admitted by
-  flow-control credits before they were sent, see ``worker.py``), and tuples on an edge inside
-  a cycle of bolts (where waiting could deadlock).  What it holds is bounded by the data in
-  flight, not by a capacity.
+* the *bounded* part takes local data tuples with ``put``/``put_many``, which wait while
+  ``capacity`` tuples are queued: that wait is back pressure, it slows the emitter down to
+  the consumer's pace, and through it the spouts;
+* the *unbounded* part takes, with ``push``/``push_many``, what must never wait: control
+  messages (acker traffic, acks to spouts), tuples arriving from other workers (they were
+  admitted by flow-control credits before they were sent, see ``worker.py``), and tuples on
+  an edge inside a cycle of bolts (where waiting could deadlock).  What it holds is bounded
+  by the data in flight, not by a capacity.
 
-The consumer takes many items per lock hand-over (``take``), and each side signals the other
-only when it may be asleep: a put wakes the consumer only if it waits on an empty queue; a take
-wakes producers only if some wait for room.  ``close`` wakes everyone: a blocked ``put`` or
-``take`` then raises :class:`Shutdown`, a BaseException so that a component's ``except
-Exception`` cannot swallow the end of its topology.
+Producers hand over many items at once (an executor flushes what it emitted while handling a
+batch, see ``executor.py``), the consumer takes many per lock hand-over (``take``), and each
+side signals the other only when it may be asleep: a put wakes the consumer only if it waits
+on an empty queue; a take wakes producers only if some wait for room.  ``close`` wakes
+everyone: a blocked ``put`` or ``take`` then raises :class:`Shutdown`, a BaseException so
+that a component's ``except Exception`` cannot swallow the end of its topology.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -59,31 +61,46 @@ class BoundedQueue:
 
     def put(self, item: Any) -> None:
         """Queue ``item`` in the bounded part, waiting while it is full."""
+        self.put_many((item,))
+
+    def put_many(self, items: Sequence[Any]) -> None:
+        """Queue ``items`` in order in the bounded part, waiting for room as needed."""
+        if not items:
+            return
         with self._lock:
-            if self._closed:
-                raise Shutdown
-            if len(self._bounded) >= self._capacity:
-                self._writers_waiting += 1
-                try:
-                    while len(self._bounded) >= self._capacity and not self._closed:
-                        self._room.wait()
-                finally:
-                    self._writers_waiting -= 1
+            bounded = self._bounded
+            done, n = 0, len(items)
+            while True:
                 if self._closed:
                     raise Shutdown
-            self._bounded.append(item)
-            self._queued()
+                room = self._capacity - len(bounded)
+                if room > 0:
+                    take = min(room, n - done)
+                    bounded.extend(items[done:done + take] if take != n else items)
+                    done += take
+                    self._queued(take)
+                    if done == n:
+                        return
+                self._writers_waiting += 1
+                try:
+                    self._room.wait()
+                finally:
+                    self._writers_waiting -= 1
 
     def push(self, item: Any) -> None:
         """Queue ``item`` without waiting (control traffic, credited or cyclic tuples)."""
+        self.push_many((item,))
+
+    def push_many(self, items: Sequence[Any]) -> None:
+        """Queue ``items`` in order without waiting."""
         with self._lock:
             if self._closed:
                 raise Shutdown
-            self._unbounded.append(item)
-            self._queued()
+            self._unbounded.extend(items)
+            self._queued(len(items))
 
-    def _queued(self) -> None:
-        self.puts += 1
+    def _queued(self, count: int) -> None:
+        self.puts += count
         depth = len(self._bounded) + len(self._unbounded)
         if depth > self.max_depth:
             self.max_depth = depth

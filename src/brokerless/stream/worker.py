@@ -4,10 +4,11 @@ port.
 Theory of operation
 -------------------
 Tasks are placed on workers by the deterministic assignment (``assignment.py``); every worker
-keeps the whole task -> worker map.  An emit (``executor.py``) hands each target task its copy:
+keeps the whole task -> worker map.  An emit (``executor.py``) gives each target task its copy,
+through the emitting executor's :class:`Outbox`, flushed once per batch:
 
 * a task **in this worker** gets the tuple object itself on its executor's queue -- no
-  serialization -- with a blocking ``put``;
+  serialization -- waiting for room when the queue is full;
 * a task **in another worker** gets ``(worker, task id, payload)`` on this worker's single
   transfer queue.  The single sender thread drains it, groups what it took by destination and
   sends each group as one batch ``[task, payload, task, payload, ...]`` through the messaging
@@ -17,14 +18,15 @@ keeps the whole task -> worker map.  An emit (``executor.py``) hands each target
 Back pressure without deadlock
 ------------------------------
 Every bolt executor's queue holds at most ``executor_queue_size`` tuples.  A local emitter
-waits for room in the queue itself.  A remote emitter cannot see that queue, and the receiver
+waits for room in the queue itself (an emitter also holds what it emitted during its current
+batch, until it flushes).  A remote emitter cannot see that queue, and the receiver
 thread must never wait for one executor -- it carries everyone's traffic, including the acks
 that let other executors make progress, so one full queue would stall unrelated flows and can
 close a cycle of waits between workers.  So remote tuples use *credits* (as in Flink's
 credit-based flow control): each bolt executor's bound is split into a window per other
 worker (``queue size // workers``) and a local share (the rest).  A worker may have at most
-one window of tuples in flight to each remote executor: the emitter waits for a credit
-*before* queueing the tuple for the sender, the receiver pushes it without waiting (its room
+one window of tuples in flight to each remote executor: the emitter's flush waits for
+credits *before* queueing tuples for the sender, the receiver pushes it without waiting (its room
 is reserved), and the executor returns credits to the sender's worker in batches of half a
 window as it consumes them.  Credits, acks and other control messages never wait anywhere.
 
@@ -88,7 +90,8 @@ class Credits:
         self._waiting = 0
         self._closed = False
 
-    def acquire(self, executor: int) -> None:
+    def take(self, executor: int, wanted: int) -> int:
+        """Take up to ``wanted`` credits for ``executor``, waiting until there is one."""
         with self._changed:
             if self._available[executor] == 0:
                 self._waiting += 1
@@ -99,7 +102,9 @@ class Credits:
                     self._waiting -= 1
             if self._closed:
                 raise Shutdown
-            self._available[executor] -= 1
+            granted = min(wanted, self._available[executor])
+            self._available[executor] -= granted
+            return granted
 
     def release(self, executor: int, count: int) -> None:
         with self._changed:
@@ -111,6 +116,93 @@ class Credits:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+
+
+class Outbox:
+    """What one executor emitted since it last flushed, grouped by destination.
+
+    An executor flushes after each batch it handles, so a destination gets everything for it
+    in one hand-over (one lock, at most one wake-up) instead of one per tuple.  Control
+    messages and tuples that must not wait go first, then local tuples (waiting for room),
+    then tuples for other workers (waiting for credits).
+    """
+
+    __slots__ = ("_blocking", "_credited", "_pushed", "_transfer", "_worker", "size")
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._pushed: dict[BoundedQueue, list[Any]] = {}
+        self._blocking: dict[BoundedQueue, list[Any]] = {}
+        self._transfer: list[Any] = []  # for other workers, no credit needed
+        self._credited: dict[int, list[Any]] = {}  # executor id -> for other workers
+        self.size = 0
+
+    def local(self, queue: BoundedQueue, item: Any, blocking: bool) -> None:
+        """A tuple for a task in this worker."""
+        by_queue = self._blocking if blocking else self._pushed
+        items = by_queue.get(queue)
+        if items is None:
+            by_queue[queue] = [item]
+        else:
+            items.append(item)
+        self.size += 1
+
+    def remote(self, task: int, payload: bytes, blocking: bool) -> None:
+        """A tuple for a task in another worker (``blocking``: it needs a credit)."""
+        worker = self._worker
+        item = (worker.task_worker[task], worker.frames[task], payload)
+        if blocking:
+            executor = worker.task_executor[task]
+            items = self._credited.get(executor)
+            if items is None:
+                self._credited[executor] = [item]
+            else:
+                items.append(item)
+        else:
+            self._transfer.append(item)
+        self.size += 1
+
+    def control(self, task: int, message: list[Any]) -> None:
+        """A control message (acker traffic) for ``task``; never waits."""
+        worker = self._worker
+        queue = worker.local_queues.get(task)
+        if queue is not None:
+            self.local(queue, (task, message, None), blocking=False)
+        else:
+            self._transfer.append((worker.task_worker[task], worker.frames[task],
+                                   encode(message)))
+            self.size += 1
+
+    def credit(self, worker: int, executor: int, count: int) -> None:
+        """Give ``worker`` back ``count`` credits for ``executor`` (this worker's)."""
+        self._transfer.append((worker, _WORKER_FRAME, encode([CREDIT, executor, count])))
+        self.size += 1
+
+    def flush(self) -> None:
+        if not self.size:
+            return
+        worker = self._worker
+        if self._pushed:
+            for queue, items in self._pushed.items():
+                queue.push_many(items)
+            self._pushed.clear()
+        if self._transfer:
+            worker.transfer.push_many(self._transfer)
+            self._transfer = []
+        if self._blocking:
+            for queue, items in self._blocking.items():
+                queue.put_many(items)
+            self._blocking.clear()
+        if self._credited:
+            take, push_many = worker.credits.take, worker.transfer.push_many
+            for executor, items in self._credited.items():
+                done = 0
+                while done < len(items):
+                    granted = take(executor, len(items) - done)
+                    push_many(items[done:done + granted])
+                    done += granted
+            self._credited.clear()
+        self.size = 0
 
 
 class Worker:
@@ -158,7 +250,7 @@ class Worker:
              and assignment.executor_worker[e.id] != index],
         )
         self.transfer = BoundedQueue()
-        self._frames = {t: task_frame(t) for t in plan.task_component}
+        self.frames = {t: task_frame(t) for t in plan.task_component}
         self.sent = 0  # pairs sent to other workers
         self.received = 0  # pairs received from other workers
         self._sender_handled = 0
@@ -226,24 +318,10 @@ class Worker:
             self.messaging.close()
         return hung
 
-    # -- transfer (called from executor threads) ---------------------------------------------------
+    # -- called from executor threads --------------------------------------------------------
 
-    def send_tuple(self, task: int, payload: bytes, blocking: bool) -> None:
-        """Queue a tuple for a task in another worker (waiting for a credit if ``blocking``)."""
-        if blocking:
-            self.credits.acquire(self.task_executor[task])
-        self.transfer.push((self.task_worker[task], self._frames[task], payload))
-
-    def send_control(self, task: int, message: list[Any]) -> None:
-        """Send a control message (acker traffic) to ``task``; never waits."""
-        queue = self.local_queues.get(task)
-        if queue is not None:
-            queue.push((task, message, None))
-        else:
-            self.transfer.push((self.task_worker[task], self._frames[task], encode(message)))
-
-    def return_credits(self, worker: int, executor: int, count: int) -> None:
-        self.transfer.push((worker, _WORKER_FRAME, encode([CREDIT, executor, count])))
+    def outbox(self) -> Outbox:
+        return Outbox(self)
 
     def record_error(self, component: str, task: int, error: BaseException) -> None:
         text = "".join(traceback.format_exception(error))
@@ -299,6 +377,7 @@ class Worker:
         cycle_edges = plan.cycle_edges
         loads = plan.config.serializer.loads
         queues = self.local_queues
+        batches: dict[BoundedQueue, list[Any]] = {}
         try:
             for i in range(0, len(frames) - 1, 2):
                 task = frame_task(frames[i])
@@ -310,20 +389,27 @@ class Worker:
                 queue = queues.get(task)
                 if queue is None:
                     raise ValueError(f"task {task} is not in worker {self.index}")
-                if message[0] != TUPLE:
-                    queue.push((task, message, None))
-                    continue
-                _, source, stream, anchors, blob = message
-                component = task_component[source]
-                tup = Tuple(tuple(loads(blob)), component, stream, source,
-                            components[component].schemas[stream], anchors)
-                credited = (component, task_component[task]) not in cycle_edges
-                queue.push((task, tup, self.task_worker[source] if credited else None))
+                if message[0] == TUPLE:
+                    _, source, stream, anchors, blob = message
+                    component = task_component[source]
+                    credited = (component, task_component[task]) not in cycle_edges
+                    item: Any = (task, Tuple(tuple(loads(blob)), component, stream, source,
+                                             components[component].schemas[stream], anchors),
+                                 self.task_worker[source] if credited else None)
+                else:
+                    item = (task, message, None)
+                items = batches.get(queue)
+                if items is None:
+                    batches[queue] = [item]
+                else:
+                    items.append(item)
         except Shutdown:
             raise
         except Exception as exc:  # a peer sent something we cannot use: drop the rest
             self.record_error("__worker", 0, exc)
         finally:
+            for queue, items in batches.items():
+                queue.push_many(items)
             self.received += len(frames) >> 1
 
     # -- observation -------------------------------------------------------------------------------
