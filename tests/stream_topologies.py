@@ -267,3 +267,12 @@ class Busy(Bolt):
         while time.perf_counter() < end:
             pass
         self.emit([tup[0]])
+
+
+class BrokenPrepare(Bolt):
+    """Cannot prepare: its tuples must fail."""
+
+    outputs = ["value"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        raise RuntimeError("no database today")

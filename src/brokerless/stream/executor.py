@@ -208,10 +208,9 @@ class _SpoutCollector:
 
 
 class _BoltCollector:
-    def __init__(self, executor: BoltExecutor, state: _TaskState, auto_anchor: bool) -> None:
+    def __init__(self, executor: BoltExecutor, state: _TaskState) -> None:
         self.executor = executor
         self.state = state
-        self.auto_anchor = auto_anchor
         self.component = executor.component
 
     def emit(
@@ -223,7 +222,8 @@ class _BoltCollector:
     ) -> list[int]:
         if anchors is None:
             current = self.state.current
-            anchors = (current,) if current is not None and self.auto_anchor else ()
+            anchors = (current,) if current is not None and self.state.component.auto_anchor \
+                else ()
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
         tracked = []
@@ -331,9 +331,10 @@ class Executor:
         finally:
             self.close()
 
-    def _create(self, task: int, make_collector: Callable[[_TaskState, Component], Any]
-                ) -> _TaskState:
-        """Instantiate the component for ``task`` and call ``setup`` on it."""
+    def _create(self, task: int, kind: type[Component], collector: type[Any], setup: str
+                ) -> None:
+        """Make ``task``'s component and collector and call its ``setup`` method (open or
+        prepare); if any of that fails the error is reported and the task is broken."""
         worker = self.worker
         plan = worker.plan
         context = TopologyContext(
@@ -346,16 +347,18 @@ class Executor:
             worker_tasks=worker.tasks,
         )
         state = _TaskState(task, context, _Output(self, task))
+        state.collector = collector(self, state)
         self.states[task] = state
         try:
             component = plan.components[self.component].factory()
-            state.component = component
-            state.collector = make_collector(state, component)
+            if not isinstance(component, kind):
+                raise TypeError(f"{component!r} is not a {kind.__name__}")
             component._collector = state.collector
+            state.component = component
+            getattr(component, setup)(self.config, context)
         except Exception as exc:
             state.broken = True
             self.report(task, exc)
-        return state
 
     def _call(self, state: _TaskState, method: str, *args: Any) -> Any:
         """Call a component method; an exception is reported (returns None)."""
@@ -410,12 +413,7 @@ class SpoutExecutor(Executor):
         self.max_pending = config.max_spout_pending or float("inf")
         self.done = False
         for task in self.task_ids:
-            state = self._create(task, lambda state, spout: _SpoutCollector(self, state))
-            if not state.broken and not isinstance(state.component, Spout):
-                state.broken = True
-                self.report(task, TypeError(f"{state.component!r} is not a Spout"))
-            if not state.broken:
-                self._call(state, "open", config, state.context)
+            self._create(task, Spout, _SpoutCollector, "open")
         self._active = [s for s in self.states.values() if not s.broken]
         self._local_ackers = [i for i, t in enumerate(self._acker_tasks)
                               if t in self.worker.tasks]
@@ -513,14 +511,7 @@ class BoltExecutor(Executor):
 
     def open(self) -> None:
         for task in self.task_ids:
-            state = self._create(
-                task, lambda state, bolt: _BoltCollector(self, state, bolt.auto_anchor)
-            )
-            if not state.broken and not isinstance(state.component, Bolt):
-                state.broken = True
-                self.report(task, TypeError(f"{state.component!r} is not a Bolt"))
-            if not state.broken:
-                self._call(state, "prepare", self.config, state.context)
+            self._create(task, Bolt, _BoltCollector, "prepare")
         self._returns = [0] * self.worker.num_workers
         self._return_at = max(1, self.worker.credit_window // 2)
 
@@ -548,8 +539,7 @@ class BoltExecutor(Executor):
     def _execute(self, state: _TaskState, tup: Tuple) -> None:
         collector = state.collector
         if state.broken:
-            if collector is not None:
-                collector.fail(tup)
+            collector.fail(tup)
             return
         bolt = state.component
         state.current = tup
