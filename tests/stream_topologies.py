@@ -276,3 +276,13 @@ class BrokenPrepare(Bolt):
 
     def prepare(self, conf: Any, context: Any) -> None:
         raise RuntimeError("no database today")
+
+
+class ReportSent(Bolt):
+    """Re-emits its input and reports, on stream "sent", the tasks ``emit`` said it went to."""
+
+    outputs = [Stream(["value"]), Stream(["value", "tasks"], name="sent")]
+
+    def process(self, tup: Any) -> None:
+        tasks = self.emit([tup[0]])
+        self.emit([tup[0], tasks], stream="sent")

@@ -29,7 +29,7 @@ from brokerless.stream import (
 from brokerless.stream.assignment import assign
 from brokerless.stream.serializer import stable_hash
 
-from .stream_topologies import KeySource, Recorder, Source
+from .stream_topologies import KeySource, Recorder, ReportSent, Source
 
 SINK_TASKS = 4
 
@@ -247,3 +247,21 @@ def test_custom_grouping_choosing_a_foreign_task_fails_that_emit():
     assert result.emitted("sink") == []
     assert len(result.errors) == 1
     assert "chose task(s)" in result.errors[0].error
+
+
+@pytest.mark.parametrize("grouping", [shuffle, lambda: fields("value"), all_],
+                         ids=["shuffle", "fields", "all"])
+def test_emit_returns_the_tasks_the_tuple_went_to(grouping):
+    topo = (
+        Topology("returned")
+        .spout("src", Source)
+        .bolt("report", ReportSent, inputs={"src": shuffle()})
+        .bolt("sink", Recorder, parallelism=2, tasks=SINK_TASKS, inputs={"report": grouping()})
+    )
+    result = complete_topology(topo, {"src": [[i] for i in range(12)]}, timeout=20)
+    arrived = collections.defaultdict(list)
+    for task, _, (value,) in result.emitted("sink"):
+        arrived[value].append(task)
+    said = {value: tasks for value, tasks in result.emitted("report", "sent")}
+    assert {v: sorted(t) for v, t in arrived.items()} == {v: sorted(t) for v, t in said.items()}
+    assert len(said) == 12

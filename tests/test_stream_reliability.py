@@ -8,7 +8,15 @@ from functools import partial
 
 import pytest
 
-from brokerless.stream import Config, SerializationError, Topology, all_, complete_topology, fields
+from brokerless.stream import (
+    Config,
+    PickleSerializer,
+    SerializationError,
+    Topology,
+    all_,
+    complete_topology,
+    fields,
+)
 from brokerless.stream.serializer import stable_hash
 
 from .stream_topologies import (
@@ -156,3 +164,16 @@ def test_an_uncaught_serialization_error_fails_the_input_tuple(workers, config):
     assert "field 'extra'" in result.errors[0].error
     assert failed_ids(result) == [3]
     assert sorted(acked_ids(result)) == [0, 1, 2, 4, 5]
+
+
+def test_a_pluggable_serializer_carries_what_msgpack_cannot():
+    topo = (
+        Topology("pickled", Config(serializer=PickleSerializer()))
+        .spout("spout", partial(ValueSpout, range(4)))
+        .bolt("bad-values", partial(EmitUnserializable, 3, catch=False), inputs={"spout": all_()})
+        .bolt("sink", Recorder, parallelism=2, inputs={"bad-values": all_()})
+    )
+    result = complete_topology(topo, workers=2, timeout=20)  # the sink has a remote task
+    assert result.errors == []
+    extras = sorted((v, repr(extra)) for _, _, (v, extra) in result.emitted("sink"))
+    assert extras == sorted([(v, "'ok'") for v in (0, 1, 2)] * 2 + [(3, "{1, 2}")] * 2)
