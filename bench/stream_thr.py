@@ -1,0 +1,148 @@
+"""Tuples per second through a three-stage topology: spout -> bolt -> bolt.
+
+The spout emits ``--count`` tuples ``[i, payload]`` (``--size`` bytes of payload), reliably
+(with message ids, acked through the XOR acker) unless ``--no-acking``; the first bolt
+re-emits each tuple anchored to it, the second consumes it.  Each component has
+``--parallelism`` executors, wired by shuffle groupings.  ``--mode local`` runs it in this
+process (one worker); ``--mode multiprocess`` in ``--workers`` processes over ``--transport``.
+
+The clock starts once every worker is running (process start-up is not timed) and stops when
+the run is complete: every spout tuple acked (or, without acking, emitted) and every queue
+empty, which the completion detector notices within about 10 ms.  The rate is spout tuples
+divided by that time; each spout tuple is delivered twice (to each bolt) and, with acking,
+makes three acker messages.
+
+    PYTHONPATH=src python bench/stream_thr.py --mode local
+    PYTHONPATH=src python bench/stream_thr.py --mode multiprocess --workers 2 --transport ipc
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from functools import partial
+from typing import Any
+
+from brokerless.stream import Bolt, Config, Spout, Topology, shuffle
+from brokerless.stream.local import run_local
+from brokerless.stream.multiprocess import run_multiprocess
+
+
+class NumberSpout(Spout):
+    """Emits this task's share of ``count`` tuples, then says it is exhausted."""
+
+    outputs = ["n", "payload"]
+
+    def __init__(self, count: int, size: int, acking: bool) -> None:
+        self.count = count
+        self.payload = "x" * size
+        self.acking = acking
+
+    def open(self, conf: Any, context: Any) -> None:
+        n = len(context.get_component_tasks(context.component_id))
+        self.next = context.task_index
+        self.step = n
+        self.in_flight = 0
+
+    def next_tuple(self) -> None:
+        if self.next < self.count:
+            i = self.next
+            self.next += self.step
+            if self.acking:
+                self.in_flight += 1
+                self.emit([i, self.payload], msg_id=i)
+            else:
+                self.emit([i, self.payload])
+
+    def ack(self, msg_id: Any) -> None:
+        self.in_flight -= 1
+
+    def fail(self, msg_id: Any) -> None:
+        raise RuntimeError(f"tuple {msg_id} failed: the benchmark expects none to")
+
+    def exhausted(self) -> bool:
+        return self.next >= self.count and not self.in_flight
+
+
+class Transform(Bolt):
+    outputs = ["n", "payload"]
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup[0] + 1, tup[1]])
+
+
+class Consume(Bolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.total = 0
+
+    def process(self, tup: Any) -> None:
+        self.total += tup[0]
+
+
+def topology(count: int, size: int, acking: bool, parallelism: int) -> Topology:
+    return (
+        Topology("three-stage", Config(num_ackers=None if acking else 0))
+        .spout("spout", partial(NumberSpout, count, size, acking), parallelism=parallelism)
+        .bolt("transform", Transform, parallelism=parallelism, inputs={"spout": shuffle()})
+        .bolt("consume", Consume, parallelism=parallelism, inputs={"transform": shuffle()})
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["local", "multiprocess"], default="local")
+    parser.add_argument("--workers", type=int, default=2, help="multiprocess: processes")
+    parser.add_argument("--transport", choices=["ipc", "tcp"], default="ipc")
+    parser.add_argument("--count", type=int, default=200_000, help="spout tuples")
+    parser.add_argument("--size", type=int, default=16, help="payload bytes per tuple")
+    parser.add_argument("--parallelism", type=int, default=1, help="executors per component")
+    parser.add_argument("--no-acking", dest="acking", action="store_false")
+    args = parser.parse_args(argv)
+    topo = topology(args.count, args.size, args.acking, args.parallelism)
+    if args.mode == "local":
+        run = run_local(topo)
+    else:
+        run = run_multiprocess(topo, workers=args.workers, transport=args.transport)
+    with run:
+        started = time.perf_counter()
+        run.wait_until_done(timeout=600)
+        elapsed = time.perf_counter() - started
+        run.stop()
+        stats = run.statistics()
+    errors = run.errors()
+    if errors:
+        print(errors[0].traceback, file=sys.stderr)
+        return 1
+    consumed = stats["consume"].processed
+    if consumed != args.count:
+        print(f"consumed {consumed} tuples, expected {args.count}", file=sys.stderr)
+        return 1
+    result = {
+        "case": "stream-thr-3stage",
+        "mode": args.mode if args.mode == "local" else f"multiprocess/{args.transport}",
+        "workers": 1 if args.mode == "local" else args.workers,
+        "parallelism": args.parallelism,
+        "acking": args.acking,
+        "count": args.count,
+        "size": args.size,
+        "seconds": round(elapsed, 4),
+        "tuples_per_s": round(args.count / elapsed),
+        "deliveries_per_s": round(2 * args.count / elapsed),
+        "spout_complete_latency_ms_mean": round(stats["spout"].latency_ms_mean, 3),
+        "transform_execute_latency_ms_mean": round(stats["transform"].latency_ms_mean, 4),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    # worker processes unpickle the components by module name, which cannot be __main__
+    import stream_thr
+
+    raise SystemExit(stream_thr.main())

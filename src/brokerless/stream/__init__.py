@@ -1,0 +1,107 @@
+"""Storm-style stream processing over brokerless: topologies of spouts and bolts.
+
+    from brokerless.stream import Bolt, Spout, Topology, complete_topology, fields, shuffle
+
+    class Split(Bolt):
+        outputs = ["word"]
+
+        def process(self, tup):
+            for word in tup["sentence"].split():
+                self.emit([word])              # anchored to tup, which is acked on return
+
+    class Count(Bolt):
+        outputs = ["word", "count"]
+
+        def prepare(self, conf, context):
+            self.counts = {}
+
+        def process(self, tup):
+            word = tup["word"]
+            self.counts[word] = self.counts.get(word, 0) + 1
+            self.emit([word, self.counts[word]])
+
+    topology = (Topology("word-count")
+                .spout("sentences", SentenceSpout, parallelism=2)
+                .bolt("split", Split, parallelism=2, inputs={"sentences": shuffle()})
+                .bolt("count", Count, parallelism=2, tasks=4, inputs={"split": fields("word")}))
+
+    result = complete_topology(topology, {"sentences": [["the cat"], ["the dog"]]})
+    result.emitted("count")   # [["the", 1], ["cat", 1], ["the", 2], ["dog", 1]], in some order
+
+Local mode runs a topology in one process (``run_local``); multi-process mode runs it in N
+worker processes over ipc or tcp (``run_multiprocess``, or
+``python -m brokerless.stream run module:topology --workers N``); ``complete_topology`` runs
+one to completion on fixed input in either mode and returns what each component emitted.
+Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
+``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
+move, back pressure), ``executor``, ``acker`` (reliability), ``queues``, ``messaging``,
+``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``, ``multiprocess``,
+``testing``, ``cli``, ``examples`` (word count).
+"""
+
+from __future__ import annotations
+
+from .component import DEFAULT_STREAM, Bolt, Component, Spout, Stream, TopologyContext
+from .config import Config
+from .grouping import (
+    Grouping,
+    all_,
+    custom,
+    direct,
+    fields,
+    global_,
+    local_or_shuffle,
+    none,
+    partial_key,
+    shuffle,
+)
+from .local import LocalRun, run_local
+from .metrics import ComponentStats, ErrorReport, Statistics
+from .multiprocess import MultiprocessRun, WorkerProcessError, run_multiprocess
+from .queues import Shutdown
+from .run import TopologyRun
+from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer
+from .testing import CompletedTopology, FixedTupleSpout, complete_topology
+from .topology import Topology, TopologyError, TopologyPlan
+from .tuple import Tuple
+
+__all__ = [
+    "DEFAULT_STREAM",
+    "Bolt",
+    "CompletedTopology",
+    "Component",
+    "ComponentStats",
+    "Config",
+    "ErrorReport",
+    "FixedTupleSpout",
+    "Grouping",
+    "LocalRun",
+    "MsgpackSerializer",
+    "MultiprocessRun",
+    "PickleSerializer",
+    "SerializationError",
+    "Serializer",
+    "Shutdown",
+    "Spout",
+    "Statistics",
+    "Stream",
+    "Topology",
+    "TopologyContext",
+    "TopologyError",
+    "TopologyPlan",
+    "TopologyRun",
+    "Tuple",
+    "WorkerProcessError",
+    "all_",
+    "complete_topology",
+    "custom",
+    "direct",
+    "fields",
+    "global_",
+    "local_or_shuffle",
+    "none",
+    "partial_key",
+    "run_local",
+    "run_multiprocess",
+    "shuffle",
+]

@@ -1,0 +1,5 @@
+"""``python -m brokerless.stream``: see :mod:`brokerless.stream.cli`."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""What users write: spouts and bolts, their declared output streams, and their context.
+
+A component declares its outputs as a class attribute, like streamparse::
+
+    class SplitBolt(Bolt):
+        outputs = ["word"]                      # the default stream, one field
+
+    class Router(Bolt):
+        outputs = [Stream(["word"]), Stream(["line"], name="errors"),
+                   Stream(["word"], name="to-one", direct=True)]
+
+Each task gets its own instance (the component's class or zero-argument factory is called once
+per task).  ``emit`` returns the ids of the tasks the tuple went to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .tuple import Tuple
+
+DEFAULT_STREAM = "default"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """An output stream: its field names, its name, and whether it is a direct stream (whose
+    tuples go only where ``emit_direct`` sends them)."""
+
+    fields: Sequence[str]
+    name: str = DEFAULT_STREAM
+    direct: bool = False
+
+
+def declared_streams(outputs: Sequence[str | Stream]) -> dict[str, Stream]:
+    """Normalise an ``outputs`` declaration; raises ValueError saying what is wrong."""
+    if isinstance(outputs, str | Stream):
+        outputs = [outputs]
+    if all(isinstance(item, str) for item in outputs):
+        outputs = [Stream(list(outputs))] if outputs else []
+    streams: dict[str, Stream] = {}
+    for item in outputs:
+        if not isinstance(item, Stream):
+            raise ValueError(
+                "outputs must be a list of field names (the default stream) or a list of "
+                f"Stream(...), not a mix containing {item!r}"
+            )
+        if not item.name or not isinstance(item.name, str):
+            raise ValueError(f"stream name {item.name!r} must be a non-empty string")
+        if item.name.startswith("__"):
+            raise ValueError(f"stream name {item.name!r}: names starting with '__' are reserved")
+        if item.name in streams:
+            raise ValueError(f"stream {item.name!r} is declared twice")
+        names = list(item.fields)
+        if isinstance(item.fields, str) or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(
+                f"stream {item.name!r}: fields must be a list of non-empty strings, "
+                f"not {item.fields!r}"
+            )
+        if len(set(names)) != len(names):
+            raise ValueError(f"stream {item.name!r} declares a field twice: {names}")
+        streams[item.name] = Stream(tuple(names), item.name, bool(item.direct))
+    return streams
+
+
+@dataclass(frozen=True)
+class TopologyContext:
+    """Where a task runs: its ids, its component's tasks, and its worker."""
+
+    topology: str
+    component_id: str
+    task_id: int
+    worker_index: int
+    num_workers: int
+    component_tasks: Mapping[str, tuple[int, ...]] = field(repr=False)
+    worker_tasks: frozenset[int] = field(repr=False)
+
+    @property
+    def task_index(self) -> int:
+        """This task's position among its component's tasks (0-based)."""
+        return self.component_tasks[self.component_id].index(self.task_id)
+
+    def get_component_tasks(self, component: str) -> tuple[int, ...]:
+        return self.component_tasks[component]
+
+
+class _NotRunning:
+    """Stands in for the collector until the component runs in a topology."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(
+            f"{name}() needs a running topology: call it from open/next_tuple/ack/fail "
+            "(spouts) or prepare/process (bolts)"
+        )
+
+
+_NOT_RUNNING = _NotRunning()
+
+
+class Component:
+    """Base of spouts and bolts."""
+
+    #: Output declaration: field names of the default stream, or a list of :class:`Stream`.
+    outputs: ClassVar[Sequence[str | Stream]] = ()
+
+    _collector: Any = _NOT_RUNNING
+
+    def report_error(self, error: BaseException) -> None:
+        """Record an error (with component, task and traceback) in the topology's error log."""
+        self._collector.report_error(error)
+
+
+class Spout(Component):
+    """A source of tuples.  The executor calls ``next_tuple`` repeatedly (not while
+    ``max_spout_pending`` tuples are in flight); ``ack``/``fail`` get the ``msg_id`` of a spout
+    tuple once its whole tree is processed, or when it failed or timed out."""
+
+    def open(self, conf: Config, context: TopologyContext) -> None:
+        """Called once per task before anything else."""
+
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples; return quickly (the executor waits when nothing came)."""
+
+    def ack(self, msg_id: Any) -> None:
+        """The tuple emitted with ``msg_id`` was fully processed."""
+
+    def fail(self, msg_id: Any) -> None:
+        """The tuple emitted with ``msg_id`` failed or timed out; emit it again to replay it."""
+
+    def close(self) -> None:
+        """Called once when the topology stops."""
+
+    def exhausted(self) -> bool:
+        """True when this spout will emit nothing more (it has run out of input and has nothing
+        left to replay).  Runs "to completion" end when every spout is exhausted and every
+        tuple is processed; the default, False, is right for endless sources."""
+        return False
+
+    def emit(
+        self,
+        values: Sequence[Any],
+        stream: str = DEFAULT_STREAM,
+        msg_id: Any = None,
+        direct_task: int | None = None,
+    ) -> list[int]:
+        """Emit a tuple; with ``msg_id`` it is tracked (acked or failed back to this spout)."""
+        return self._collector.emit(values, stream, msg_id, direct_task)
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT_STREAM, msg_id: Any = None
+    ) -> list[int]:
+        """Emit to exactly ``task`` on a direct stream."""
+        return self._collector.emit(values, stream, msg_id, task)
+
+
+class Bolt(Component):
+    """Processes tuples.  By default every emit in ``process`` is anchored to the input tuple
+    (``auto_anchor``), the input is acked when ``process`` returns (``auto_ack``), and failed
+    when it raises."""
+
+    #: Ack the input tuple when ``process`` returns (unless it was acked or failed already).
+    auto_ack: ClassVar[bool] = True
+    #: Anchor emits made during ``process`` to the input tuple when no ``anchors`` are given.
+    auto_anchor: ClassVar[bool] = True
+
+    def prepare(self, conf: Config, context: TopologyContext) -> None:
+        """Called once per task before the first tuple."""
+
+    def process(self, tup: Tuple) -> None:
+        """Handle one input tuple."""
+
+    def cleanup(self) -> None:
+        """Called once when the topology stops."""
+
+    def emit(
+        self,
+        values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None = None,
+        stream: str = DEFAULT_STREAM,
+        direct_task: int | None = None,
+    ) -> list[int]:
+        """Emit a tuple anchored to ``anchors`` (default: the tuple being processed).
+        ``anchors=[]`` emits an unanchored tuple, which no spout tuple waits for."""
+        return self._collector.emit(values, anchors, stream, direct_task)
+
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None = None,
+        stream: str = DEFAULT_STREAM,
+    ) -> list[int]:
+        """Emit to exactly ``task`` on a direct stream."""
+        return self._collector.emit(values, anchors, stream, task)
+
+    def ack(self, tup: Tuple) -> None:
+        """Mark ``tup`` processed (once; later acks and fails of it are ignored)."""
+        self._collector.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        """Fail ``tup``: its spout tuple fails at once (and may be replayed)."""
+        self._collector.fail(tup)

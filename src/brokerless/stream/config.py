@@ -1,0 +1,66 @@
+"""Topology configuration (Storm's ``topology.*`` settings that apply here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .serializer import MsgpackSerializer, Serializer
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of a topology run.  ``settings`` carries the user's own keys, which every
+    spout and bolt sees in ``open``/``prepare`` as ``conf.settings``."""
+
+    #: Worker processes (or in-process workers in local mode).
+    num_workers: int = 1
+    #: Acker tasks; None: one per worker; 0: no tracking (spout tuples are acked at once).
+    num_ackers: int | None = None
+    #: Spout tuples in flight per spout task before ``next_tuple`` stops being called;
+    #: None: no limit (the bounded queues still hold the spout back).
+    max_spout_pending: int | None = 1000
+    #: A spout tuple whose tree is not complete after this long fails.
+    message_timeout_secs: float = 30.0
+    #: Bound of each executor's receive queue, in tuples (spread over the workers that send
+    #: to it; see ``worker.py``).
+    executor_queue_size: int = 4096
+    #: Tuples an executor takes from its queue at once.
+    executor_batch_size: int = 64
+    #: Serialize tuples even when they stay in their worker (catches unserializable values
+    #: in local mode; costs time).
+    always_try_serialize: bool = False
+    serializer: Serializer = field(default_factory=MsgpackSerializer)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def ackers(self) -> int:
+        return self.num_workers if self.num_ackers is None else self.num_ackers
+
+    def problems(self) -> list[str]:
+        """What is wrong with these settings (empty when they are usable)."""
+        found = []
+        for name in ("num_workers", "executor_queue_size", "executor_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                found.append(f"{name} must be an integer >= 1, not {value!r}")
+        if self.num_ackers is not None and (
+            not isinstance(self.num_ackers, int) or self.num_ackers < 0
+        ):
+            found.append(f"num_ackers must be None or an integer >= 0, not {self.num_ackers!r}")
+        if self.max_spout_pending is not None and (
+            not isinstance(self.max_spout_pending, int) or self.max_spout_pending < 1
+        ):
+            found.append(
+                f"max_spout_pending must be None or an integer >= 1, not {self.max_spout_pending!r}"
+            )
+        if not self.message_timeout_secs > 0:
+            found.append(f"message_timeout_secs must be > 0, not {self.message_timeout_secs!r}")
+        if not isinstance(self.serializer, Serializer):
+            found.append(f"serializer {self.serializer!r} has no dumps()/loads()")
+        return found

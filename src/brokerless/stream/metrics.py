@@ -1,0 +1,173 @@
+"""Per-component metrics: emitted, acked, failed, latency, queue depth.
+
+Every executor counts for itself (one writer per counter, no locks); a worker's
+:meth:`~brokerless.stream.worker.Worker.snapshot` copies them into plain dicts, which travel
+between processes as they are and merge into one :class:`Statistics` (histograms merge
+exactly, so percentiles cover every executor of a component).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_SLOTS = 8 + 61 * 4  # exact below 8 ns, then 4 buckets per power of two up to 2**64 ns
+
+
+class Histogram:
+    """Latencies in nanoseconds, in buckets 19% wide at most."""
+
+    __slots__ = ("counts", "n", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * _SLOTS
+        self.n = 0
+        self.total = 0
+
+    def add(self, ns: int) -> None:
+        bits = ns.bit_length()
+        self.counts[ns if bits < 4 else 8 + ((bits - 4) << 2) + ((ns >> (bits - 3)) & 3)] += 1
+        self.n += 1
+        self.total += ns
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"n": self.n, "total": self.total,
+                "counts": {i: c for i, c in enumerate(self.counts) if c}}
+
+
+def _bucket_top(index: int) -> int:
+    if index < 8:
+        return index
+    bits, sub = divmod(index - 8, 4)
+    bits += 4
+    return (5 + sub) << (bits - 3)
+
+
+def _merge(snapshots: Iterable[dict[str, Any]]) -> tuple[int, int, dict[int, int]]:
+    n = total = 0
+    counts: dict[int, int] = {}
+    for snap in snapshots:
+        n += snap["n"]
+        total += snap["total"]
+        for index, count in snap["counts"].items():
+            counts[int(index)] = counts.get(int(index), 0) + count
+    return n, total, counts
+
+
+def _quantile_ms(n: int, counts: dict[int, int], q: float) -> float:
+    if not n:
+        return 0.0
+    rank = q * n
+    seen = 0
+    for index in sorted(counts):
+        seen += counts[index]
+        if seen >= rank:
+            return _bucket_top(index) / 1e6
+    return 0.0
+
+
+class ExecutorMetrics:
+    """The counters of one executor."""
+
+    __slots__ = ("acked", "emitted", "errors", "failed", "latency", "processed", "transferred")
+
+    def __init__(self) -> None:
+        self.emitted = 0  # emit calls that sent a tuple
+        self.transferred = 0  # tuples delivered to tasks (an emit to 3 tasks counts 3)
+        self.acked = 0  # bolts: input tuples acked; spouts: spout tuples fully processed
+        self.failed = 0  # bolts: input tuples failed; spouts: spout tuples failed or timed out
+        self.processed = 0  # bolts: tuples executed; ackers: messages handled
+        self.errors = 0
+        #: bolts: execute latency; spouts: complete latency (emit -> ack)
+        self.latency = Histogram()
+
+
+@dataclass
+class ErrorReport:
+    """An error a component raised or reported."""
+
+    component: str
+    task: int
+    worker: int
+    error: str
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"{self.component} task {self.task} (worker {self.worker}): {self.error}"
+
+
+@dataclass
+class ComponentStats:
+    component: str
+    kind: str  # spout, bolt or acker
+    executors: int = 0
+    tasks: int = 0
+    emitted: int = 0
+    transferred: int = 0
+    acked: int = 0
+    failed: int = 0
+    processed: int = 0
+    errors: int = 0
+    #: bolts: execute latency; spouts: complete latency (emit to fully acked)
+    latency_ms_mean: float = 0.0
+    latency_ms_p99: float = 0.0
+    queue_depth: int = 0  # now, summed over executors
+    queue_depth_max: int = 0  # the most any one executor's queue held
+    queue_capacity: int | None = None  # the bound of each executor's queue (None: unbounded)
+    pending: int = 0  # spouts: tuples in flight now
+    pending_max: int = 0  # spouts: the most in flight at once in one task
+
+
+@dataclass
+class WorkerStats:
+    worker: int
+    transfer_depth: int
+    transfer_depth_max: int
+    sent: int
+    received: int
+
+
+@dataclass
+class Statistics:
+    """A snapshot of a topology's metrics."""
+
+    components: dict[str, ComponentStats] = field(default_factory=dict)
+    workers: list[WorkerStats] = field(default_factory=list)
+
+    def __getitem__(self, component: str) -> ComponentStats:
+        return self.components[component]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"components": {k: asdict(v) for k, v in self.components.items()},
+                "workers": [asdict(w) for w in self.workers]}
+
+    @classmethod
+    def merge(cls, snapshots: Iterable[dict[str, Any]]) -> Statistics:
+        """Combine worker snapshots (see ``Worker.snapshot``)."""
+        stats = cls()
+        latencies: dict[str, list[dict[str, Any]]] = {}
+        for snap in snapshots:
+            stats.workers.append(WorkerStats(**snap["worker"]))
+            for ex in snap["executors"]:
+                name = ex["component"]
+                c = stats.components.get(name)
+                if c is None:
+                    c = stats.components[name] = ComponentStats(
+                        name, ex["kind"], queue_capacity=ex["queue_capacity"]
+                    )
+                c.executors += 1
+                c.tasks += ex["tasks"]
+                for key in ("emitted", "transferred", "acked", "failed", "processed", "errors",
+                            "queue_depth", "pending"):
+                    setattr(c, key, getattr(c, key) + ex[key])
+                c.queue_depth_max = max(c.queue_depth_max, ex["queue_depth_max"])
+                c.pending_max = max(c.pending_max, ex["pending_max"])
+                latencies.setdefault(name, []).append(ex["latency"])
+        for name, snaps in latencies.items():
+            n, total, counts = _merge(snaps)
+            c = stats.components[name]
+            c.latency_ms_mean = total / n / 1e6 if n else 0.0
+            c.latency_ms_p99 = _quantile_ms(n, counts, 0.99)
+        stats.workers.sort(key=lambda w: w.worker)
+        return stats

@@ -1,0 +1,42 @@
+"""What travels between workers: batches of ``[task id, payload]`` pairs.
+
+One message on a worker's virtual port is a batch: frames ``[task, payload, task, payload,
+...]``.  ``task`` is 4 bytes little-endian; task 0 addresses the receiving worker itself
+(flow-control credits).  A payload is a msgpack array whose first item says what it is:
+
+    [TUPLE, source task, stream, anchors {root: edge} or None, serialized values]
+    [ACK_INIT, root, xor of edge ids, spout task]      spout -> acker
+    [ACK, root, partial xor]                           bolt -> acker
+    [FAIL, root]                                       bolt -> acker
+    [ACKED, root] / [FAILED, root]                     acker -> spout
+    [CREDIT, executor id, count]                       receiving worker -> sending worker
+
+Inside a worker the same lists travel through the queues without being encoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from .serializer import packer
+
+TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT = range(7)
+WORKER_TASK = 0  # the task id that addresses the worker itself
+
+
+def task_frame(task: int) -> bytes:
+    return task.to_bytes(4, "little")
+
+
+def frame_task(frame: bytes) -> int:
+    return int.from_bytes(frame, "little")
+
+
+def encode(message: list[Any]) -> bytes:
+    return packer()(message)
+
+
+def decode(payload: bytes) -> list[Any]:
+    return msgpack.unpackb(payload, raw=False, strict_map_key=False)

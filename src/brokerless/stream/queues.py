@@ -1,0 +1,152 @@
+"""The queues between a worker's threads.
+
+Theory of operation
+-------------------
+Every executor has one :class:`BoundedQueue`; so does each worker's sender thread (the
+transfer queue).  A queue has two parts under one lock:
+
+* the *bounded* part takes local data tuples with ``put``/``put_many``, which wait while
+  ``capacity`` tuples are queued: that wait is back pressure, it slows the emitter down to
+  the consumer's pace, and through it the spouts;
+* the *unbounded* part takes, with ``push``/``push_many``, what must never wait: control
+  messages (acker traffic, acks to spouts), tuples arriving from other workers (they were
+  admitted by flow-control credits before they were sent, see ``worker.py``), and tuples on
+  an edge inside a cycle of bolts (where waiting could deadlock).  What it holds is bounded
+  by the data in flight, not by a capacity.
+
+Producers hand over many items at once (an executor flushes what it emitted while handling a
+batch, see ``executor.py``), the consumer takes many per lock hand-over (``take``), and each
+side signals the other only when it may be asleep: a put wakes the consumer only if it waits
+on an empty queue; a take wakes producers only if some wait for room.  ``close`` wakes
+everyone: a blocked ``put`` or ``take`` then raises :class:`Shutdown`, a BaseException so
+that a component's ``except Exception`` cannot swallow the end of its topology.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+
+class Shutdown(BaseException):
+    """The queue was closed: the topology is stopping."""
+
+
+class BoundedQueue:
+    __slots__ = ("_bounded", "_capacity", "_closed", "_lock", "_readable", "_reader_waits",
+                 "_room", "_unbounded", "_writers_waiting", "max_depth", "puts")
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self._capacity = capacity
+        self._bounded: deque[Any] = deque()
+        self._unbounded: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._readable = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)
+        self._reader_waits = False
+        self._writers_waiting = 0
+        self._closed = False
+        self.puts = 0  # items ever queued (the completion detector counts them)
+        self.max_depth = 0
+
+    @property
+    def capacity(self) -> int | None:
+        return self._capacity
+
+    @property
+    def depth(self) -> int:
+        return len(self._bounded) + len(self._unbounded)
+
+    def put(self, item: Any) -> None:
+        """Queue ``item`` in the bounded part, waiting while it is full."""
+        self.put_many((item,))
+
+    def put_many(self, items: Sequence[Any]) -> None:
+        """Queue ``items`` in order in the bounded part, waiting for room as needed."""
+        if not items:
+            return
+        with self._lock:
+            bounded = self._bounded
+            done, n = 0, len(items)
+            while True:
+                if self._closed:
+                    raise Shutdown
+                room = self._capacity - len(bounded)
+                if room > 0:
+                    take = min(room, n - done)
+                    bounded.extend(items[done:done + take] if take != n else items)
+                    done += take
+                    self._queued(take)
+                    if done == n:
+                        return
+                self._writers_waiting += 1
+                try:
+                    self._room.wait()
+                finally:
+                    self._writers_waiting -= 1
+
+    def push(self, item: Any) -> None:
+        """Queue ``item`` without waiting (control traffic, credited or cyclic tuples)."""
+        self.push_many((item,))
+
+    def push_many(self, items: Sequence[Any]) -> None:
+        """Queue ``items`` in order without waiting."""
+        with self._lock:
+            if self._closed:
+                raise Shutdown
+            self._unbounded.extend(items)
+            self._queued(len(items))
+
+    def _queued(self, count: int) -> None:
+        self.puts += count
+        depth = len(self._bounded) + len(self._unbounded)
+        if depth > self.max_depth:
+            self.max_depth = depth
+        if self._reader_waits:
+            self._readable.notify()
+
+    def take(self, max_items: int, timeout: float | None = None) -> list[Any]:
+        """Up to ``max_items`` from each part, waiting up to ``timeout`` seconds (None:
+        forever, 0: not at all) for the first; [] when the time ran out."""
+        with self._lock:
+            if self._closed:
+                raise Shutdown
+            if not self._bounded and not self._unbounded:
+                if timeout == 0:
+                    return []
+                self._reader_waits = True
+                try:
+                    self._readable.wait_for(
+                        lambda: self._bounded or self._unbounded or self._closed, timeout
+                    )
+                finally:
+                    self._reader_waits = False
+                if self._closed:
+                    raise Shutdown
+            items = _pop(self._bounded, max_items)
+            if items and self._writers_waiting:
+                self._room.notify(len(items))
+            more = _pop(self._unbounded, max_items)
+            if more:
+                items.extend(more)
+            return items
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._readable.notify_all()
+            self._room.notify_all()
+
+    def __repr__(self) -> str:
+        return f"<BoundedQueue {self.depth}/{self._capacity} max={self.max_depth}>"
+
+
+def _pop(queue: deque[Any], max_items: int) -> list[Any]:
+    if len(queue) <= max_items:
+        items = list(queue)
+        queue.clear()
+        return items
+    popleft = queue.popleft
+    return [popleft() for _ in range(max_items)]

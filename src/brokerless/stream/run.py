@@ -1,0 +1,108 @@
+"""A running topology, and how to tell that it has finished.
+
+Theory of operation: completion
+-------------------------------
+A run "to completion" ends when every spout is exhausted and every tuple has been processed.
+The spouts' part is exact and driven by acking: a spout executor is *done* when each of its
+tasks says ``exhausted()`` and it has no spout tuple in flight (all acked or failed).  The
+rest -- unanchored tuples, acks still travelling, messages between workers -- is a distributed
+termination problem, solved with counters (Mattern's four-counter method).  Each worker
+reports (``Worker.activity``): items ever queued on its queues, items whose handling is over,
+pairs sent to other workers and pairs received.  All counters only grow, and each is bumped
+only after the work it counts (a handled item's emits are queued before it counts as handled).
+If two consecutive rounds of reports show all spouts done, queued == handled and sent ==
+received in total, and the same totals, then nothing moved between the rounds, so at the end
+of the first round nothing was queued, being handled or in flight: the topology had finished.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from .metrics import ErrorReport, Statistics
+from .topology import Topology, TopologyPlan
+from .worker import Activity
+
+_Totals = tuple[int, int, int, int]
+
+
+def settled_totals(wave: Sequence[Activity]) -> _Totals | None:
+    """The summed counters of one round if it looks finished, else None."""
+    if not all(a.spouts_done for a in wave):
+        return None
+    enqueued = sum(a.enqueued for a in wave)
+    dequeued = sum(a.dequeued for a in wave)
+    sent = sum(a.sent for a in wave)
+    received = sum(a.received for a in wave)
+    if enqueued != dequeued or sent != received:
+        return None
+    return enqueued, dequeued, sent, received
+
+
+def plan_for(topology: Topology, workers: int | None, config: Any) -> TopologyPlan:
+    """Build ``topology`` with ``config`` (default: its own), ``workers`` overriding
+    ``num_workers``."""
+    config = config or topology.config
+    if workers is not None:
+        config = config.replace(num_workers=workers)
+    return topology.build(config)
+
+
+class TopologyRun(ABC):
+    """A topology running in local or multi-process mode.  Use it as a context manager, or
+    call ``stop()``; ``statistics()``, ``errors()`` and ``captured()`` still answer after it
+    stopped."""
+
+    plan: TopologyPlan
+    poll_interval = 0.005
+
+    @abstractmethod
+    def activity(self) -> list[Activity]:
+        """One report per worker."""
+
+    @abstractmethod
+    def statistics(self) -> Statistics: ...
+
+    @abstractmethod
+    def errors(self) -> list[ErrorReport]: ...
+
+    @abstractmethod
+    def captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:
+        """Every tuple emitted so far as (component, stream, values), when capturing."""
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    @abstractmethod
+    def _pause(self, seconds: float) -> None:
+        """Wait between rounds of reports (and do any housekeeping)."""
+
+    def wait_until_done(self, timeout: float = 60.0) -> None:
+        """Wait until every spout is exhausted and every tuple processed (see the module doc);
+        raises TimeoutError with the workers' last reports after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        previous: _Totals | None = None
+        while True:
+            wave = self.activity()
+            totals = settled_totals(wave)
+            if totals is not None and totals == previous:
+                return
+            if totals is not None:
+                previous = totals
+                continue  # confirm with a second round at once
+            previous = None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"topology {self.plan.name!r} not finished after {timeout} s: {wave}"
+                )
+            self._pause(min(self.poll_interval, remaining))
+
+    def __enter__(self) -> TopologyRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,378 @@
+"""Topologies: the builder users write, and the validated plan the runtime executes.
+
+    topo = (Topology("word-count")
+            .spout("sentences", SentenceSpout, parallelism=2)
+            .bolt("split", SplitBolt, parallelism=2, inputs={"sentences": shuffle()})
+            .bolt("count", CountBolt, parallelism=2, tasks=4, inputs={"split": fields("word")}))
+
+``build()`` checks the whole topology and returns a :class:`TopologyPlan`; every mistake is a
+:class:`TopologyError` that names the component and says what to do.  The plan gives every task
+an id (1, 2, ... in declaration order, the system's acker tasks last) and splits each
+component's tasks over its executors; it is a pure function of the topology and its config, so
+every worker process computes the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .component import DEFAULT_STREAM, Bolt, Component, Spout, Stream, declared_streams
+from .config import Config
+from .grouping import Grouping, Shuffle
+from .tuple import Fields
+
+ACKER = "__acker"
+
+Inputs = Mapping[str | tuple[str, str], Grouping] | Sequence[str]
+
+
+class TopologyError(ValueError):
+    """A mistake in a topology's definition, found when it is built."""
+
+
+@dataclass(frozen=True)
+class _Declaration:
+    name: str
+    kind: str  # "spout" or "bolt"
+    factory: Callable[[], Component]
+    parallelism: Any
+    tasks: Any
+    inputs: Any
+
+
+@dataclass(frozen=True)
+class ComponentPlan:
+    name: str
+    kind: str  # "spout", "bolt" or "acker"
+    factory: Callable[[], Component] | None
+    tasks: tuple[int, ...]
+    executors: tuple[int, ...]
+    streams: Mapping[str, Stream]
+    schemas: Mapping[str, Fields]
+    inputs: Mapping[tuple[str, str], Grouping]
+    finite: bool  # a spout that says when it is exhausted
+
+
+@dataclass(frozen=True)
+class ExecutorPlan:
+    id: int
+    component: str
+    tasks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    component: str
+    grouping: Grouping
+    blocking: bool  # False on an edge inside a cycle: puts there never block (no deadlock)
+
+
+class TopologyPlan:
+    """A validated topology with task and executor ids: what workers run."""
+
+    def __init__(
+        self,
+        name: str,
+        config: Config,
+        components: dict[str, ComponentPlan],
+        executors: tuple[ExecutorPlan, ...],
+        subscribers: dict[tuple[str, str], list[Subscription]],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.components = components
+        self.executors = executors
+        self.subscribers = subscribers
+        self.task_component = {t: c.name for c in components.values() for t in c.tasks}
+        self.acker_tasks = components[ACKER].tasks if ACKER in components else ()
+        self.component_tasks = {name: c.tasks for name, c in components.items()}
+        #: (source, target) component pairs inside a cycle: puts there never block.
+        self.cycle_edges = frozenset(
+            (source, sub.component)
+            for (source, _), subs in subscribers.items()
+            for sub in subs
+            if not sub.blocking
+        )
+
+    def schema(self, component: str, stream: str) -> Fields:
+        return self.components[component].schemas[stream]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{c.name}:{list(c.tasks)}" for c in self.components.values())
+        return f"<TopologyPlan {self.name!r} {parts}>"
+
+
+class Topology:
+    """A topology definition: spouts and bolts wired by groupings."""
+
+    def __init__(self, name: str, config: Config | None = None) -> None:
+        self.name = name
+        self.config = config or Config()
+        self._declarations: list[_Declaration] = []
+
+    def spout(
+        self,
+        name: str,
+        component: Callable[[], Spout],
+        *,
+        parallelism: int = 1,
+        tasks: int | None = None,
+    ) -> Topology:
+        """Add a spout; ``component`` is a Spout class or a zero-argument factory."""
+        self._declarations.append(_Declaration(name, "spout", component, parallelism, tasks, None))
+        return self
+
+    def bolt(
+        self,
+        name: str,
+        component: Callable[[], Bolt],
+        *,
+        inputs: Inputs,
+        parallelism: int = 1,
+        tasks: int | None = None,
+    ) -> Topology:
+        """Add a bolt.  ``inputs`` maps a component (its default stream) or a
+        ``(component, stream)`` pair to a grouping; a list of names means shuffle."""
+        self._declarations.append(
+            _Declaration(name, "bolt", component, parallelism, tasks, inputs)
+        )
+        return self
+
+    def with_component(self, name: str, component: Callable[[], Component]) -> Topology:
+        """A copy with ``name`` made by another class or factory (e.g. a mock spout)."""
+        if name not in self.component_names():
+            raise TopologyError(f"{self.name!r} has no component {name!r} to replace")
+        copy = Topology(self.name, self.config)
+        copy._declarations = [
+            _Declaration(d.name, d.kind, component, d.parallelism, d.tasks, d.inputs)
+            if d.name == name
+            else d
+            for d in self._declarations
+        ]
+        return copy
+
+    def with_config(self, **changes: Any) -> Topology:
+        """A copy with some config settings changed."""
+        copy = Topology(self.name, self.config.replace(**changes))
+        copy._declarations = list(self._declarations)
+        return copy
+
+    def component_names(self) -> list[str]:
+        return [d.name for d in self._declarations]
+
+    def build(self, config: Config | None = None) -> TopologyPlan:
+        """Validate and plan the topology (``config`` defaults to the topology's own)."""
+        return _Planner(self, config or self.config).plan()
+
+    def __repr__(self) -> str:
+        return f"<Topology {self.name!r} {self.component_names()}>"
+
+
+class _Planner:
+    def __init__(self, topology: Topology, config: Config) -> None:
+        self.topology = topology
+        self.config = config
+        self.where = f"topology {topology.name!r}"
+
+    def error(self, message: str) -> TopologyError:
+        return TopologyError(f"{self.where}: {message}")
+
+    def plan(self) -> TopologyPlan:
+        problems = self.config.problems()
+        if problems:
+            raise self.error("config: " + "; ".join(problems))
+        declarations = self.topology._declarations
+        if not any(d.kind == "spout" for d in declarations):
+            raise self.error("it has no spout: add one with .spout(name, SpoutClass)")
+        seen: set[str] = set()
+        for d in declarations:
+            self.check_declaration(d, seen)
+            seen.add(d.name)
+        kinds = {d.name: d.kind for d in declarations}
+        streams: dict[str, dict[str, Stream]] = {}
+        finite: dict[str, bool] = {}
+        for d in declarations:
+            streams[d.name], finite[d.name] = self.inspect(d)
+        inputs = {d.name: self.check_inputs(d, kinds, streams) for d in declarations}
+        self.check_reachable(kinds, inputs)
+        return self.assemble(declarations, streams, finite, inputs)
+
+    def check_declaration(self, d: _Declaration, seen: set[str]) -> None:
+        if not isinstance(d.name, str) or not d.name:
+            raise self.error(f"component name {d.name!r} must be a non-empty string")
+        if d.name.startswith("__"):
+            raise self.error(f"component {d.name!r}: names starting with '__' are reserved")
+        if d.name in seen:
+            raise self.error(f"component {d.name!r} is declared twice: give each a unique name")
+        where = f"{d.kind} {d.name!r}"
+        if not isinstance(d.parallelism, int) or d.parallelism < 1:
+            raise self.error(f"{where}: parallelism must be an integer >= 1, not {d.parallelism!r}")
+        if d.tasks is not None and (not isinstance(d.tasks, int) or d.tasks < d.parallelism):
+            raise self.error(
+                f"{where}: tasks must be an integer >= parallelism ({d.parallelism}), "
+                f"not {d.tasks!r}"
+            )
+        if not callable(d.factory):
+            raise self.error(f"{where}: {d.factory!r} is not a class or a factory function")
+        if d.kind == "bolt" and not d.inputs:
+            raise self.error(f"bolt {d.name!r} has no inputs: pass inputs={{'spout': shuffle()}}")
+
+    def inspect(self, d: _Declaration) -> tuple[dict[str, Stream], bool]:
+        """Make one instance to read the declared outputs (and check the type)."""
+        where = f"{d.kind} {d.name!r}"
+        try:
+            instance = d.factory()
+        except Exception as exc:
+            raise self.error(f"{where}: creating it with {d.factory!r} failed: {exc!r}") from exc
+        expected = Spout if d.kind == "spout" else Bolt
+        if not isinstance(instance, expected):
+            raise self.error(
+                f"{where}: {d.factory!r} made a {type(instance).__name__}, not a "
+                f"{expected.__name__}: use .{d.kind}() only for {expected.__name__} subclasses"
+            )
+        try:
+            streams = declared_streams(instance.outputs)
+        except ValueError as exc:
+            raise self.error(f"{where}: outputs: {exc}") from None
+        return streams, d.kind == "spout" and type(instance).exhausted is not Spout.exhausted
+
+    def check_inputs(
+        self,
+        d: _Declaration,
+        kinds: dict[str, str],
+        streams: dict[str, dict[str, Stream]],
+    ) -> dict[tuple[str, str], Grouping]:
+        if d.kind == "spout":
+            return {}
+        where = f"bolt {d.name!r}"
+        raw = d.inputs
+        if isinstance(raw, str | tuple):
+            raw = [raw]
+        if not isinstance(raw, Mapping):
+            raw = dict.fromkeys(raw, Shuffle())
+        checked: dict[tuple[str, str], Grouping] = {}
+        for key, grouping in raw.items():
+            source, stream = (key, DEFAULT_STREAM) if isinstance(key, str) else tuple(key)
+            if source not in kinds:
+                raise self.error(
+                    f"{where} subscribes to unknown component {source!r}; the components are "
+                    f"{sorted(kinds)}: fix the name in its inputs"
+                )
+            declared = streams[source]
+            if stream not in declared:
+                raise self.error(
+                    f"{where} subscribes to stream {stream!r} of {source!r}, which declares "
+                    f"{sorted(declared) or 'no streams'}: declare it in {source!r}'s outputs "
+                    "or subscribe to a declared stream"
+                )
+            if not isinstance(grouping, Grouping):
+                hint = " (call it: e.g. shuffle())" if callable(grouping) else ""
+                raise self.error(f"{where}: {grouping!r} is not a grouping{hint}")
+            out = declared[stream]
+            if grouping.direct and not out.direct:
+                raise self.error(
+                    f"{where} uses direct() on stream {stream!r} of {source!r}, which is not "
+                    f"a direct stream: declare Stream(..., direct=True) or use another grouping"
+                )
+            if out.direct and not grouping.direct:
+                raise self.error(
+                    f"{where} uses {grouping!r} on direct stream {stream!r} of {source!r}: "
+                    "subscribe to a direct stream with direct()"
+                )
+            problem = grouping.problem(tuple(out.fields))
+            if problem:
+                raise self.error(f"{where}, input {source!r} stream {stream!r}: {problem}")
+            checked[(source, stream)] = grouping
+        return checked
+
+    def check_reachable(
+        self, kinds: dict[str, str], inputs: dict[str, dict[tuple[str, str], Grouping]]
+    ) -> None:
+        downstream = _edges(inputs)
+        reached = _reach([name for name, kind in kinds.items() if kind == "spout"], downstream)
+        for name in kinds:
+            if name not in reached:
+                raise self.error(
+                    f"bolt {name!r} can never receive a tuple: no spout feeds it (its inputs "
+                    "form a cycle with no spout); subscribe it, or a bolt upstream of it, to a "
+                    "spout"
+                )
+
+    def assemble(
+        self,
+        declarations: list[_Declaration],
+        streams: dict[str, dict[str, Stream]],
+        finite: dict[str, bool],
+        inputs: dict[str, dict[tuple[str, str], Grouping]],
+    ) -> TopologyPlan:
+        components: dict[str, ComponentPlan] = {}
+        executors: list[ExecutorPlan] = []
+        next_task = 1
+        layout = [(d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
+                  for d in declarations]
+        ackers = self.config.ackers
+        if ackers:
+            layout.append((ACKER, "acker", None, ackers, ackers))
+        for name, kind, factory, parallelism, n_tasks in layout:
+            tasks = tuple(range(next_task, next_task + n_tasks))
+            next_task += n_tasks
+            ids = []
+            for group in _split(tasks, parallelism):
+                ids.append(len(executors))
+                executors.append(ExecutorPlan(len(executors), name, group))
+            declared = streams.get(name, {})
+            components[name] = ComponentPlan(
+                name=name,
+                kind=kind,
+                factory=factory,
+                tasks=tasks,
+                executors=tuple(ids),
+                streams=declared,
+                schemas={s.name: Fields(s.fields) for s in declared.values()},
+                inputs=inputs.get(name, {}),
+                finite=finite.get(name, False),
+            )
+        downstream = _edges(inputs)
+        subscribers: dict[tuple[str, str], list[Subscription]] = {}
+        for target, subscribed in inputs.items():
+            for (source, stream), grouping in subscribed.items():
+                in_cycle = source in _reach([target], downstream)
+                subscribers.setdefault((source, stream), []).append(
+                    Subscription(target, grouping, blocking=not in_cycle)
+                )
+        return TopologyPlan(
+            self.topology.name, self.config, components, tuple(executors), subscribers
+        )
+
+
+def _edges(inputs: dict[str, dict[tuple[str, str], Grouping]]) -> dict[str, set[str]]:
+    downstream: dict[str, set[str]] = {}
+    for target, subscribed in inputs.items():
+        for source, _ in subscribed:
+            downstream.setdefault(source, set()).add(target)
+    return downstream
+
+
+def _reach(starts: Iterable[str], downstream: dict[str, set[str]]) -> set[str]:
+    """Components reachable from ``starts`` (including them)."""
+    seen = set(starts)
+    todo = list(seen)
+    while todo:
+        for nxt in downstream.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _split(tasks: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
+    """Contiguous groups of tasks, sizes differing by at most one (Storm's executor split)."""
+    size, extra = divmod(len(tasks), parts)
+    groups, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        groups.append(tasks[start:end])
+        start = end
+    return groups

@@ -1,0 +1,450 @@
+"""A worker: the executors placed on it, one transfer queue, one sender thread, one virtual
+port.
+
+Theory of operation
+-------------------
+Tasks are placed on workers by the deterministic assignment (``assignment.py``); every worker
+keeps the whole task -> worker map.  An emit (``executor.py``) gives each target task its copy,
+through the emitting executor's :class:`Outbox`, flushed once per batch:
+
+* a task **in this worker** gets the tuple object itself on its executor's queue -- no
+  serialization -- waiting for room when the queue is full;
+* a task **in another worker** gets ``(worker, task id, payload)`` on this worker's single
+  transfer queue.  The single sender thread drains it, groups what it took by destination and
+  sends each group as one batch ``[task, payload, task, payload, ...]`` through the messaging
+  (``messaging.py``).  The receiver thread reads batches from the worker's virtual port and
+  routes each pair to the task's executor queue; task id 0 is the worker itself (credits).
+
+Back pressure without deadlock
+------------------------------
+Every bolt executor's queue holds at most ``executor_queue_size`` tuples.  A local emitter
+waits for room in the queue itself (an emitter also holds what it emitted during its current
+batch, until it flushes).  A remote emitter cannot see that queue, and the receiver
+thread must never wait for one executor -- it carries everyone's traffic, including the acks
+that let other executors make progress, so one full queue would stall unrelated flows and can
+close a cycle of waits between workers.  So remote tuples use *credits* (as in Flink's
+credit-based flow control): each bolt executor's bound is split into a window per other
+worker (``queue size // workers``) and a local share (the rest).  A worker may have at most
+one window of tuples in flight to each remote executor: the emitter's flush waits for
+credits *before* queueing tuples for the sender, the receiver pushes it without waiting (its room
+is reserved), and the executor returns credits to the sender's worker in batches of half a
+window as it consumes them.  Credits, acks and other control messages never wait anywhere.
+
+Waits therefore only go downstream (an emitter waits for its consumer, through a queue or
+credits), never through the shared threads; in a topology without cycles that cannot form a
+loop.  On an edge inside a cycle of bolts (``TopologyPlan.cycle_edges``) puts never wait and
+need no credit -- the cycle's own termination bounds it -- so cycles cannot deadlock either.
+
+Completion detection (``activity``) reads counters bumped only after work is done: items
+queued (``BoundedQueue.puts``) vs. handled, pairs sent vs. received; see ``run.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from .assignment import Assignment
+from .executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from .messaging import Messaging
+from .metrics import ErrorReport
+from .protocol import CREDIT, TUPLE, WORKER_TASK, decode, encode, frame_task, task_frame
+from .queues import BoundedQueue, Shutdown
+from .topology import TopologyPlan
+from .tuple import Tuple
+
+log = logging.getLogger("brokerless.stream")
+
+_SEND_BATCH = 1024  # transfer-queue items the sender takes at once
+_RECV_WAIT = 0.05  # seconds the receiver waits before rechecking for stop
+_MAX_ERRORS = 1000  # error reports kept per worker (all are counted in the metrics)
+_EXECUTORS: dict[str, type[Executor]] = {
+    "spout": SpoutExecutor,
+    "bolt": BoltExecutor,
+    "acker": AckerExecutor,
+}
+_WORKER_FRAME = task_frame(WORKER_TASK)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """A worker's progress counters, for completion detection."""
+
+    spouts_done: bool
+    enqueued: int
+    dequeued: int
+    sent: int
+    received: int
+
+
+class Credits:
+    """How many more tuples this worker may send to each remote bolt executor."""
+
+    def __init__(self, window: int, executors: list[int]) -> None:
+        self._available = dict.fromkeys(executors, window)
+        self._changed = threading.Condition(threading.Lock())
+        self._waiting = 0
+        self._closed = False
+
+    def take(self, executor: int, wanted: int) -> int:
+        """Take up to ``wanted`` credits for ``executor``, waiting until there is one."""
+        with self._changed:
+            if self._available[executor] == 0:
+                self._waiting += 1
+                try:
+                    while self._available[executor] == 0 and not self._closed:
+                        self._changed.wait()
+                finally:
+                    self._waiting -= 1
+            if self._closed:
+                raise Shutdown
+            granted = min(wanted, self._available[executor])
+            self._available[executor] -= granted
+            return granted
+
+    def release(self, executor: int, count: int) -> None:
+        with self._changed:
+            self._available[executor] += count
+            if self._waiting:
+                self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+
+class Outbox:
+    """What one executor emitted since it last flushed, grouped by destination.
+
+    An executor flushes after each batch it handles, so a destination gets everything for it
+    in one hand-over (one lock, at most one wake-up) instead of one per tuple.  Control
+    messages and tuples that must not wait go first, then local tuples (waiting for room),
+    then tuples for other workers (waiting for credits).
+    """
+
+    __slots__ = ("_blocking", "_credited", "_pushed", "_transfer", "_worker", "size")
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._pushed: dict[BoundedQueue, list[Any]] = {}
+        self._blocking: dict[BoundedQueue, list[Any]] = {}
+        self._transfer: list[Any] = []  # for other workers, no credit needed
+        self._credited: dict[int, list[Any]] = {}  # executor id -> for other workers
+        self.size = 0
+
+    def local(self, queue: BoundedQueue, item: Any, blocking: bool) -> None:
+        """A tuple for a task in this worker."""
+        by_queue = self._blocking if blocking else self._pushed
+        items = by_queue.get(queue)
+        if items is None:
+            by_queue[queue] = [item]
+        else:
+            items.append(item)
+        self.size += 1
+
+    def remote(self, task: int, payload: bytes, blocking: bool) -> None:
+        """A tuple for a task in another worker (``blocking``: it needs a credit)."""
+        worker = self._worker
+        item = (worker.task_worker[task], worker.frames[task], payload)
+        if blocking:
+            executor = worker.task_executor[task]
+            items = self._credited.get(executor)
+            if items is None:
+                self._credited[executor] = [item]
+            else:
+                items.append(item)
+        else:
+            self._transfer.append(item)
+        self.size += 1
+
+    def control(self, task: int, message: list[Any]) -> None:
+        """A control message (acker traffic) for ``task``; never waits."""
+        worker = self._worker
+        queue = worker.local_queues.get(task)
+        if queue is not None:
+            self.local(queue, (task, message, None), blocking=False)
+        else:
+            self._transfer.append((worker.task_worker[task], worker.frames[task],
+                                   encode(message)))
+            self.size += 1
+
+    def credit(self, worker: int, executor: int, count: int) -> None:
+        """Give ``worker`` back ``count`` credits for ``executor`` (this worker's)."""
+        self._transfer.append((worker, _WORKER_FRAME, encode([CREDIT, executor, count])))
+        self.size += 1
+
+    def flush(self) -> None:
+        if not self.size:
+            return
+        worker = self._worker
+        if self._pushed:
+            for queue, items in self._pushed.items():
+                queue.push_many(items)
+            self._pushed.clear()
+        if self._transfer:
+            worker.transfer.push_many(self._transfer)
+            self._transfer = []
+        if self._blocking:
+            for queue, items in self._blocking.items():
+                queue.put_many(items)
+            self._blocking.clear()
+        if self._credited:
+            take, push_many = worker.credits.take, worker.transfer.push_many
+            for executor, items in self._credited.items():
+                done = 0
+                while done < len(items):
+                    granted = take(executor, len(items) - done)
+                    push_many(items[done:done + granted])
+                    done += granted
+            self._credited.clear()
+        self.size = 0
+
+
+class Worker:
+    """The executors of one worker and the transfer machinery between it and the others."""
+
+    def __init__(
+        self,
+        plan: TopologyPlan,
+        assignment: Assignment,
+        index: int,
+        messaging: Messaging | None = None,
+        *,
+        capture: bool = False,
+    ) -> None:
+        n = assignment.num_workers
+        if n > 1 and messaging is None:
+            raise ValueError("a worker of a multi-worker topology needs a messaging")
+        self.plan = plan
+        self.index = index
+        self.num_workers = n
+        self.messaging = messaging
+        self.tasks = assignment.tasks(index)
+        self.task_worker = assignment.task_worker
+        self.task_executor = {t: e.id for e in plan.executors for t in e.tasks}
+        self.capture: list[tuple[str, str, tuple[Any, ...]]] | None = [] if capture else None
+        self.errors: list[ErrorReport] = []
+        size = plan.config.executor_queue_size
+        self.credit_window = max(1, size // n)
+        local_share = max(1, size - (n - 1) * self.credit_window)
+        bolt_bound = local_share + (n - 1) * self.credit_window
+        self.local_queues: dict[int, BoundedQueue] = {}
+        self.executors: list[Executor] = []
+        for executor_id in assignment.executors(index):
+            spec = plan.executors[executor_id]
+            kind = plan.components[spec.component].kind
+            bolt = kind == "bolt"
+            queue = BoundedQueue(local_share if bolt else None)
+            executor = _EXECUTORS[kind](self, spec, queue, bolt_bound if bolt else None)
+            self.executors.append(executor)
+            self.local_queues.update(dict.fromkeys(spec.tasks, queue))
+        self.credits = Credits(
+            self.credit_window,
+            [e.id for e in plan.executors
+             if plan.components[e.component].kind == "bolt"
+             and assignment.executor_worker[e.id] != index],
+        )
+        self.transfer = BoundedQueue()
+        self.frames = {t: task_frame(t) for t in plan.task_component}
+        self.sent = 0  # pairs sent to other workers
+        self.received = 0  # pairs received from other workers
+        self._sender_handled = 0
+        self._stopping = False
+        self._started = False
+        self._stopped = False
+        self._threads: list[threading.Thread] = []
+
+    def __repr__(self) -> str:
+        return (f"<Worker {self.index}/{self.num_workers} of {self.plan.name!r}: "
+                f"{len(self.executors)} executors, {self.transfer.depth} to send>")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def bind(self) -> str:
+        """Open this worker's virtual port; returns its endpoint ('' with a single worker)."""
+        return self.messaging.bind() if self.messaging is not None else ""
+
+    def start(self, endpoints: list[str]) -> None:
+        """Connect to the other workers (``endpoints`` indexed by worker) and run."""
+        if self._started:
+            raise RuntimeError("worker already started")
+        self._started = True
+        if self.messaging is not None:
+            self.messaging.connect(endpoints)
+            name = f"{self.plan.name}:worker{self.index}"
+            self._threads += [
+                threading.Thread(target=self._send_loop, name=f"{name}:send", daemon=True),
+                threading.Thread(target=self._receive_loop, name=f"{name}:recv", daemon=True),
+            ]
+        # consumers first, spouts last
+        ordered = sorted(self.executors, key=lambda e: e.kind == "spout")
+        self._threads += [e.thread for e in ordered]
+        for thread in self._threads:
+            thread.start()
+
+    def refresh(self, endpoints: list[str]) -> None:
+        """The workers' endpoints changed: reconnect (done by the sender thread, in order)."""
+        self.transfer.push((None, None, list(endpoints)))
+
+    def stop(self, timeout: float = 5.0) -> list[str]:
+        """Stop every thread (tuples still queued are dropped); returns the names of threads
+        that did not end within ``timeout`` (stuck in user code)."""
+        if self._stopped:
+            return []
+        self._stopped = True
+        self._stopping = True
+        for executor in self.executors:
+            executor.stopping = True
+        for queue in {id(q): q for q in self.local_queues.values()}.values():
+            queue.close()
+        self.credits.close()
+        self.transfer.close()
+        if self.messaging is not None:
+            self.messaging.interrupt()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        hung = [t.name for t in self._threads if t.is_alive()]
+        if hung:
+            log.warning("worker %d: threads still running after stop: %s", self.index, hung)
+        if self.messaging is not None and not any(
+            t.is_alive() for t in self._threads[:2]
+        ):
+            self.messaging.close()
+        return hung
+
+    # -- called from executor threads --------------------------------------------------------
+
+    def outbox(self) -> Outbox:
+        return Outbox(self)
+
+    def record_error(self, component: str, task: int, error: BaseException) -> None:
+        text = "".join(traceback.format_exception(error))
+        log.warning("%s task %d (worker %d) failed: %r", component, task, self.index, error)
+        if len(self.errors) < _MAX_ERRORS:
+            self.errors.append(ErrorReport(component, task, self.index, repr(error), text))
+
+    # -- sender and receiver threads -----------------------------------------------------------
+
+    def _send_loop(self) -> None:
+        take = self.transfer.take
+        try:
+            while True:
+                items = take(_SEND_BATCH)
+                batches: dict[int, list[bytes]] = {}
+                for worker, frame, payload in items:
+                    if worker is None:  # refresh: send what came before, then reconnect
+                        self._flush(batches)
+                        self.messaging.connect(payload)
+                        continue
+                    frames = batches.get(worker)
+                    if frames is None:
+                        frames = batches[worker] = []
+                    frames.append(frame)
+                    frames.append(payload)
+                self._flush(batches)
+                self._sender_handled += len(items)
+        except Shutdown:
+            pass
+
+    def _flush(self, batches: dict[int, list[bytes]]) -> None:
+        send = self.messaging.send
+        for worker, frames in batches.items():
+            send(worker, frames)
+            self.sent += len(frames) >> 1
+        batches.clear()
+
+    def _receive_loop(self) -> None:
+        recv = self.messaging.recv
+        try:
+            while not self._stopping:
+                frames = recv(_RECV_WAIT)
+                if frames:
+                    self._deliver(frames)
+        except Shutdown:
+            pass
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        """Route one batch from another worker to the tasks' queues (never waits)."""
+        plan = self.plan
+        components = plan.components
+        task_component = plan.task_component
+        cycle_edges = plan.cycle_edges
+        loads = plan.config.serializer.loads
+        queues = self.local_queues
+        batches: dict[BoundedQueue, list[Any]] = {}
+        try:
+            for i in range(0, len(frames) - 1, 2):
+                task = frame_task(frames[i])
+                message = decode(frames[i + 1])
+                if task == WORKER_TASK:
+                    if message[0] == CREDIT:
+                        self.credits.release(message[1], message[2])
+                    continue
+                queue = queues.get(task)
+                if queue is None:
+                    raise ValueError(f"task {task} is not in worker {self.index}")
+                if message[0] == TUPLE:
+                    _, source, stream, anchors, blob = message
+                    component = task_component[source]
+                    credited = (component, task_component[task]) not in cycle_edges
+                    item: Any = (task, Tuple(tuple(loads(blob)), component, stream, source,
+                                             components[component].schemas[stream], anchors),
+                                 self.task_worker[source] if credited else None)
+                else:
+                    item = (task, message, None)
+                items = batches.get(queue)
+                if items is None:
+                    batches[queue] = [item]
+                else:
+                    items.append(item)
+        except Shutdown:
+            raise
+        except Exception as exc:  # a peer sent something we cannot use: drop the rest
+            self.record_error("__worker", 0, exc)
+        finally:
+            for queue, items in batches.items():
+                queue.push_many(items)
+            self.received += len(frames) >> 1
+
+    # -- observation -------------------------------------------------------------------------------
+
+    def activity(self) -> Activity:
+        queues = {id(q): q for q in self.local_queues.values()}.values()
+        enqueued = self.transfer.puts + sum(q.puts for q in queues)
+        dequeued = self._sender_handled + sum(e.handled for e in self.executors)
+        return Activity(
+            spouts_done=all(e.done for e in self.executors),
+            enqueued=enqueued,
+            dequeued=dequeued,
+            sent=self.sent,
+            received=self.received,
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Raw metrics (plain data; ``Statistics.merge`` combines workers' snapshots)."""
+        return {
+            "worker": {
+                "worker": self.index,
+                "transfer_depth": self.transfer.depth,
+                "transfer_depth_max": self.transfer.max_depth,
+                "sent": self.sent,
+                "received": self.received,
+            },
+            "executors": [e.snapshot() for e in self.executors],
+        }
+
+    def take_captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:
+        """The tuples emitted since the last call (when capturing)."""
+        captured = self.capture
+        if not captured:
+            return []
+        n = len(captured)
+        out = captured[:n]
+        del captured[:n]
+        return out

@@ -1,0 +1,288 @@
+"""Spouts and bolts shared by the stream tests (an importable module, so worker processes of
+multi-process runs can unpickle topologies built from them)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from brokerless.stream import Bolt, SerializationError, Spout, Stream
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` (every 2 ms) until it returns a true value; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        pause.wait(0.002)
+
+
+class Source(Spout):
+    """Declares one field; the tests replace it with mocked tuples."""
+
+    outputs = ["value"]
+
+
+class KeySource(Spout):
+    outputs = ["key", "n"]
+
+
+class ValueSpout(Spout):
+    """Emits ``values`` with their index as msg_id, replaying failures when ``replay``.  It
+    reports its bookkeeping as tuples (captured by ``complete_topology`` in every mode):
+    stream "acked" gets ``[msg_id, tuples in flight just before this ack]``, stream "failed"
+    gets ``[msg_id]``."""
+
+    outputs = [
+        Stream(["value"]),
+        Stream(["msg_id", "in_flight"], name="acked"),
+        Stream(["msg_id"], name="failed"),
+    ]
+
+    def __init__(self, values: Sequence[Any], replay: bool = True) -> None:
+        self.values = list(values)
+        self.replay = replay
+
+    def open(self, conf: Any, context: Any) -> None:
+        n = len(context.get_component_tasks(context.component_id))
+        self.todo = list(range(context.task_index, len(self.values), n))
+        self.todo.reverse()
+        self.in_flight: set[int] = set()
+
+    def next_tuple(self) -> None:
+        if self.todo:
+            msg_id = self.todo.pop()
+            self.in_flight.add(msg_id)
+            self.emit([self.values[msg_id]], msg_id=msg_id)
+
+    def ack(self, msg_id: Any) -> None:
+        self.emit([msg_id, len(self.in_flight)], stream="acked")
+        self.in_flight.remove(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self.emit([msg_id], stream="failed")
+        self.in_flight.remove(msg_id)
+        if self.replay:
+            self.todo.append(msg_id)
+
+    def exhausted(self) -> bool:
+        return not self.todo and not self.in_flight
+
+
+class Recorder(Bolt):
+    """Emits ``[its task, the source task, the input's values]`` for every input."""
+
+    outputs = ["task", "source", "values"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.task = context.task_id
+
+    def process(self, tup: Any) -> None:
+        self.emit([self.task, tup.task, list(tup.values)])
+
+
+class Fanout(Bolt):
+    """Emits ``[value, i]`` for i in 0..2 (anchored): a tree of three children per input."""
+
+    outputs = ["value", "child"]
+
+    def process(self, tup: Any) -> None:
+        for i in range(3):
+            self.emit([tup[0], i])
+
+
+class FailEveryThirdOnce(Bolt):
+    """Fails the first delivery of every third distinct input it sees (by values); acks the
+    rest.  Emits ``[values]`` for each tuple it acks."""
+
+    outputs = ["values"]
+    auto_ack = False
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.seen: set[tuple[Any, ...]] = set()
+
+    def process(self, tup: Any) -> None:
+        key = tuple(tup.values)
+        if key not in self.seen:
+            self.seen.add(key)
+            if len(self.seen) % 3 == 0:
+                self.fail(tup)
+                return
+        self.emit([list(key)])
+        self.ack(tup)
+
+
+class HoldValue(Bolt):
+    """Acks every input except those whose value equals ``held``, which it never acks."""
+
+    outputs = ["value"]
+    auto_ack = False
+
+    def __init__(self, held: Any) -> None:
+        self.held = held
+
+    def process(self, tup: Any) -> None:
+        if tup[0] != self.held:
+            self.emit([tup[0]])
+            self.ack(tup)
+
+
+class RaiseOn(Bolt):
+    """Raises ValueError for the value ``bad``; passes everything else on."""
+
+    outputs = ["value"]
+
+    def __init__(self, bad: Any) -> None:
+        self.bad = bad
+
+    def process(self, tup: Any) -> None:
+        if tup[0] == self.bad:
+            raise ValueError(f"cannot handle {tup[0]!r}")
+        self.emit([tup[0]])
+
+
+class EmitUnserializable(Bolt):
+    """Emits a set (msgpack cannot encode it) for the value ``bad``, everything else
+    unchanged.  With ``catch`` it reports the SerializationError on stream "problems", else
+    the error escapes ``process``."""
+
+    outputs = [Stream(["value", "extra"]), Stream(["message"], name="problems")]
+
+    def __init__(self, bad: Any, catch: bool) -> None:
+        self.bad = bad
+        self.catch = catch
+
+    def process(self, tup: Any) -> None:
+        extra = {1, 2} if tup[0] == self.bad else "ok"
+        try:
+            self.emit([tup[0], extra])
+        except SerializationError as exc:
+            if not self.catch:
+                raise
+            self.emit([str(exc)], stream="problems")
+
+
+class Gate(Bolt):
+    """Processes one tuple per permit of ``gate`` (a threading.Semaphore): a bolt exactly as
+    slow as the test makes it."""
+
+    outputs = ["value"]
+
+    def __init__(self, gate: threading.Semaphore) -> None:
+        self.gate = gate
+
+    def process(self, tup: Any) -> None:
+        if not self.gate.acquire(timeout=30):
+            raise TimeoutError("the test never opened the gate")
+
+
+class Counter(Spout):
+    """Emits 0, 1, 2, ... unreliably (no msg ids), forever."""
+
+    outputs = ["value"]
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        self.emit([self.n])
+        self.n += 1
+
+
+class Bounce(Bolt):
+    """Part of a cycle: ``[value, ttl]`` goes round while ttl > 0 (each lap emits ttl - 1)
+    and leaves on stream "out" when ttl reaches 0."""
+
+    outputs = [Stream(["value", "ttl"]), Stream(["value"], name="out")]
+
+    def process(self, tup: Any) -> None:
+        value, ttl = tup.values
+        if ttl > 0:
+            self.emit([value, ttl - 1])
+        else:
+            self.emit([value], stream="out")
+
+
+class StartBounce(Bolt):
+    """Turns ``[value]`` into ``[value, laps]``."""
+
+    outputs = ["value", "ttl"]
+
+    def __init__(self, laps: int) -> None:
+        self.laps = laps
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup[0], self.laps])
+
+
+class Relay(Bolt):
+    """Re-emits its input's values."""
+
+    outputs = ["value"]
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup[0]])
+
+
+class Sink(Bolt):
+    """Consumes tuples."""
+
+
+class AckInBatches(Bolt):
+    """Holds its inputs and acks them ``size`` at a time: the spout must have ``size`` tuples
+    in flight before any is acked."""
+
+    outputs = ["value"]
+    auto_ack = False
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.held: list[Any] = []
+
+    def process(self, tup: Any) -> None:
+        self.held.append(tup)
+        if len(self.held) == self.size:
+            for held in self.held:
+                self.ack(held)
+            self.held.clear()
+
+
+class Busy(Bolt):
+    """Takes at least ``ms`` milliseconds of CPU per tuple (busy, not sleeping)."""
+
+    outputs = ["value"]
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def process(self, tup: Any) -> None:
+        end = time.perf_counter() + self.ms / 1000
+        while time.perf_counter() < end:
+            pass
+        self.emit([tup[0]])
+
+
+class BrokenPrepare(Bolt):
+    """Cannot prepare: its tuples must fail."""
+
+    outputs = ["value"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        raise RuntimeError("no database today")
+
+
+class ReportSent(Bolt):
+    """Re-emits its input and reports, on stream "sent", the tasks ``emit`` said it went to."""
+
+    outputs = [Stream(["value"]), Stream(["value", "tasks"], name="sent")]
+
+    def process(self, tup: Any) -> None:
+        tasks = self.emit([tup[0]])
+        self.emit([tup[0], tasks], stream="sent")

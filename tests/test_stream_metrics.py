@@ -1,0 +1,46 @@
+"""Per-component metrics: emitted, acked, failed, latency, queue depth."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from brokerless.stream import Config, Topology, all_, complete_topology
+from brokerless.stream.examples import SENTENCES, word_count
+
+from .stream_topologies import Busy, ValueSpout
+
+
+def test_word_count_metrics_add_up():
+    result = complete_topology(word_count, timeout=20)
+    stats = result.statistics
+    n_sentences = len(SENTENCES)
+    n_words = sum(len(s.split()) for s in SENTENCES)
+    spout, split, count, acker = (stats[c] for c in ("sentences", "split", "count", "__acker"))
+    assert (spout.kind, split.kind, acker.kind) == ("spout", "bolt", "acker")
+    assert (spout.executors, spout.tasks, count.executors, count.tasks) == (2, 2, 2, 4)
+    assert (spout.emitted, spout.acked, spout.failed) == (n_sentences, n_sentences, 0)
+    assert (split.processed, split.acked, split.emitted) == (n_sentences, n_sentences, n_words)
+    assert (count.processed, count.acked, count.emitted) == (n_words, n_words, n_words)
+    # one ACK_INIT per sentence, one ACK per tuple processed
+    assert acker.processed == 2 * n_sentences + n_words and acker.acked == n_sentences
+    assert spout.pending == 0 and 1 <= spout.pending_max <= n_sentences
+    for bolt in (split, count):
+        assert bolt.latency_ms_mean > 0 and bolt.latency_ms_p99 > 0
+        assert 1 <= bolt.queue_depth_max <= bolt.queue_capacity == Config().executor_queue_size
+        assert bolt.queue_depth == 0 and bolt.errors == 0
+    assert spout.latency_ms_mean > 0  # complete latency
+    assert [w.worker for w in stats.workers] == [0]
+    assert stats.as_dict()["components"]["count"]["emitted"] == n_words
+
+
+def test_execute_latency_measures_the_bolt():
+    topo = (
+        Topology("latency")
+        .spout("spout", partial(ValueSpout, range(20)))
+        .bolt("busy", partial(Busy, 2.0), inputs={"spout": all_()})
+    )
+    stats = complete_topology(topo, timeout=20).statistics
+    assert 2.0 <= stats["busy"].latency_ms_mean < 50
+    assert stats["busy"].latency_ms_p99 >= 2.0
+    # a spout tuple's tree completes after the 2 ms bolt ran
+    assert stats["spout"].latency_ms_mean >= 2.0

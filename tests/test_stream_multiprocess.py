@@ -1,0 +1,148 @@
+"""Multi-process mode: worker processes over ipc and tcp give local mode's results, start from
+one call or one command, and never outlive their driver."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from brokerless.stream import Topology, TopologyError, all_, complete_topology, fields
+from brokerless.stream.examples import SENTENCES, final_counts, word_count_topology
+from brokerless.stream.multiprocess import WorkerProcessError, run_multiprocess
+
+from .stream_topologies import Counter, Recorder, ValueSpout, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = collections.Counter(w for s in SENTENCES for w in s.split())
+
+
+def child_pids() -> set[int]:
+    pids: set[int] = set()
+    for children in Path("/proc/self/task").glob("*/children"):
+        pids.update(int(p) for p in children.read_text().split())
+    return pids
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for a parent that never reaps counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture(autouse=True)
+def no_processes_left_behind():
+    before = child_pids()
+    yield
+    assert child_pids() - before == set()
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_word_count_in_three_processes_equals_a_plain_count(transport):
+    # count is split over 4 tasks in 3 processes: a word whose tuples reached two different
+    # tasks (e.g. a hash that differs between processes) would be counted twice, in halves
+    result = complete_topology(word_count_topology(), mode="multiprocess", workers=3,
+                               transport=transport, timeout=60)
+    assert result.errors == []
+    assert final_counts(result.emitted("count")) == EXPECTED
+    local = complete_topology(word_count_topology(), timeout=30)
+    assert sorted(map(tuple, result.emitted("split"))) == sorted(
+        map(tuple, local.emitted("split")))
+    stats = result.statistics
+    assert stats["sentences"].acked == len(SENTENCES)
+    assert [w.worker for w in stats.workers] == [0, 1, 2]
+    assert sum(w.sent for w in stats.workers) == sum(w.received for w in stats.workers) > 0
+
+
+def test_acking_and_replay_across_processes():
+    from .stream_topologies import FailEveryThirdOnce, Fanout
+
+    topo = (
+        Topology("replay")
+        .spout("spout", partial(ValueSpout, range(20)), parallelism=2)
+        .bolt("fanout", Fanout, parallelism=2, inputs={"spout": all_()})
+        .bolt("flaky", FailEveryThirdOnce, parallelism=2,
+              inputs={"fanout": fields("value", "child")})
+        .bolt("after", Recorder, inputs={"flaky": all_()})
+    )
+    result = complete_topology(topo, mode="multiprocess", workers=2, timeout=60)
+    acked = [m for m, _ in result.emitted("spout", "acked")]
+    failed = [m for (m,) in result.emitted("spout", "failed")]
+    assert sorted(acked) == list(range(20)) and failed and set(failed) <= set(acked)
+    assert {tuple(v) for (v,) in result.emitted("flaky")} == {
+        (v, c) for v in range(20) for c in range(3)}
+
+
+def test_the_command_line_runs_word_count_in_worker_processes():
+    out = subprocess.run(
+        [sys.executable, "-m", "brokerless.stream", "run",
+         "brokerless.stream.examples:word_count", "--workers", "2", "--emitted", "count"],
+        capture_output=True, text=True, timeout=100, check=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    report = json.loads(out.stdout)
+    assert report["mode"] == "multiprocess/ipc" and report["workers"] == 2
+    assert report["errors"] == [] and not report["interrupted"]
+    assert final_counts(report["emitted"]["count"]) == EXPECTED
+    assert report["statistics"]["components"]["sentences"]["acked"] == len(SENTENCES)
+
+
+def test_workers_die_with_their_driver():
+    driver_code = textwrap.dedent("""
+        import json, sys
+        from brokerless.stream import Topology, all_
+        from brokerless.stream.multiprocess import run_multiprocess
+        from tests.stream_topologies import Counter, Sink
+        topo = (Topology("endless").spout("counter", Counter)
+                .bolt("sink", Sink, inputs={"counter": all_()}))
+        run = run_multiprocess(topo, workers=2)
+        print(json.dumps(run.pids), flush=True)
+        sys.stdin.read()  # until the test kills this process
+    """)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", driver_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    try:
+        pids = json.loads(driver.stdout.readline())
+        assert len(pids) == 2 and not any(gone(p) for p in pids)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+        wait_for(lambda: all(gone(p) for p in pids), timeout=20, what="workers to exit")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        driver.stdin.close()
+        driver.stdout.close()
+
+
+def test_a_worker_that_dies_is_reported():
+    topo = Topology("endless").spout("counter", Counter).bolt(
+        "sink", Recorder, inputs={"counter": all_()})
+    with run_multiprocess(topo, workers=2) as run:
+        victim = run.processes[1]
+        victim.kill()
+        victim.wait(10)
+        with pytest.raises(WorkerProcessError, match=rf"worker 1 .*pid {victim.pid}"):
+            run.wait_until_done(timeout=30)
+
+
+def test_a_topology_that_cannot_be_sent_to_processes_is_refused_before_starting():
+    topo = Topology("lambda").spout("counter", lambda: Counter()).bolt(
+        "sink", Recorder, inputs={"counter": all_()})
+    with pytest.raises(TopologyError, match="no lambdas"):
+        run_multiprocess(topo, workers=2)

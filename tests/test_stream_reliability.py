@@ -1,0 +1,179 @@
+"""Reliability: XOR acking, replay, timeouts, max spout pending, failing bolts, serialization
+errors -- in local mode with one worker and with two (serialized transfer between them)."""
+
+from __future__ import annotations
+
+import collections
+from functools import partial
+
+import pytest
+
+from brokerless.stream import (
+    Config,
+    PickleSerializer,
+    SerializationError,
+    Topology,
+    all_,
+    complete_topology,
+    fields,
+)
+from brokerless.stream.serializer import stable_hash
+
+from .stream_topologies import (
+    AckInBatches,
+    EmitUnserializable,
+    FailEveryThirdOnce,
+    Fanout,
+    HoldValue,
+    RaiseOn,
+    Recorder,
+    Relay,
+    ValueSpout,
+)
+
+WORKERS = [1, 2]
+
+
+def acked_ids(result, spout="spout"):
+    return [msg_id for msg_id, _ in result.emitted(spout, "acked")]
+
+
+def failed_ids(result, spout="spout"):
+    return [msg_id for (msg_id,) in result.emitted(spout, "failed")]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_failing_every_third_tuple_once_acks_every_spout_tuple_exactly_once(workers):
+    n = 30
+    topo = (
+        Topology("replay")
+        .spout("spout", partial(ValueSpout, range(n)), parallelism=2)
+        .bolt("fanout", Fanout, parallelism=2, inputs={"spout": all_()})
+        .bolt("flaky", FailEveryThirdOnce, parallelism=2, tasks=3,
+              inputs={"fanout": fields("value", "child")})
+    )
+    result = complete_topology(topo, workers=workers, timeout=30)
+    assert result.errors == []
+    acked, failed = acked_ids(result), failed_ids(result)
+    assert sorted(acked) == list(range(n))  # each exactly once, none lost
+    assert failed  # trees did fail ...
+    assert set(failed) <= set(acked)  # ... and were replayed until acked
+    # 2 fanout tasks x 3 children per spout tuple = 6 leaves, 180 distinct; a third failed once
+    processed = [tuple(values) for (values,) in result.emitted("flaky")]
+    assert len(set(processed)) == n * 3
+    assert sorted(set(processed)) == sorted((v, c) for v in range(n) for c in range(3))
+    stats = result.statistics
+    assert stats["spout"].acked == n and stats["spout"].failed == len(failed)
+    # each flaky task failed every third distinct (value, child) key it was sent
+    targets = topo.build().components["flaky"].tasks
+    keys_per_task = collections.Counter(
+        targets[stable_hash([v, c]) % len(targets)] for v in range(n) for c in range(3))
+    assert stats["flaky"].failed == sum(k // 3 for k in keys_per_task.values())
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_tuple_whose_tree_is_not_acked_in_time_fails(workers):
+    topo = (
+        Topology("timeout", Config(message_timeout_secs=0.3))
+        .spout("spout", partial(ValueSpout, range(5), replay=False))
+        .bolt("hold", partial(HoldValue, 2), inputs={"spout": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    assert failed_ids(result) == [2]
+    assert sorted(acked_ids(result)) == [0, 1, 3, 4]
+    assert result.statistics["spout"].failed == 1
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_max_spout_pending_bounds_the_tuples_in_flight(workers):
+    topo = (
+        Topology("pending", Config(max_spout_pending=5))
+        .spout("spout", partial(ValueSpout, range(200)))
+        .bolt("relay", Relay, inputs={"spout": all_()})
+        .bolt("batch", partial(AckInBatches, 5), inputs={"relay": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=30)
+    in_flight = [count for _, count in result.emitted("spout", "acked")]
+    assert len(in_flight) == 200
+    # AckInBatches acks only when 5 are in flight: reaching 5 is required, exceeding it wrong
+    assert max(in_flight) == 5
+    assert result.statistics["spout"].pending_max == 5
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_raising_bolt_fails_its_tuple_reports_component_and_task_and_keeps_running(workers):
+    topo = (
+        Topology("raise")
+        .spout("spout", partial(ValueSpout, range(10), replay=False))
+        .bolt("boom", partial(RaiseOn, 5), parallelism=2, inputs={"spout": all_()})
+        .bolt("after", Recorder, inputs={"boom": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    boom_tasks = topo.build().components["boom"].tasks
+    assert sorted((e.component, e.task) for e in result.errors) == [("boom", t) for t in boom_tasks]
+    assert all("ValueError('cannot handle 5')" in e.error for e in result.errors)
+    assert all("stream_topologies.py" in e.traceback and "in process" in e.traceback
+               for e in result.errors)
+    assert failed_ids(result) == [5]
+    assert sorted(acked_ids(result)) == [v for v in range(10) if v != 5]
+    # every other value went on, through both tasks
+    assert sorted(v for _, _, (v,) in result.emitted("after")) == sorted(
+        [v for v in range(10) if v != 5] * 2)
+    assert result.statistics["boom"].errors == 2 and result.statistics["boom"].failed == 2
+
+
+SERIALIZING = [
+    pytest.param(2, Config(), id="remote-target"),
+    pytest.param(1, Config(always_try_serialize=True), id="always-try-serialize"),
+]
+
+
+@pytest.mark.parametrize("workers,config", SERIALIZING)
+def test_an_unserializable_value_fails_that_emit_naming_the_field(workers, config):
+    topo = (
+        Topology("serialize", config)
+        .spout("spout", partial(ValueSpout, range(10)))
+        .bolt("bad-values", partial(EmitUnserializable, 3, catch=True), parallelism=2,
+              inputs={"spout": all_()})
+        .bolt("sink", Recorder, parallelism=2, inputs={"bad-values": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    problems = [message for (message,) in result.emitted("bad-values", "problems")]
+    assert len(problems) == 2  # value 3, in each of the two tasks
+    for message in problems:
+        assert "'bad-values'" in message and "field 'extra'" in message
+        assert "stream 'default'" in message and "set" in message
+    assert result.errors == []
+    # the emit did not happen at all, every other one did (to both sink tasks)
+    values = [v for _, _, (v, _) in result.emitted("sink")]
+    assert sorted(values) == sorted([v for v in range(10) if v != 3] * 4)
+    assert sorted(acked_ids(result)) == list(range(10))
+
+
+@pytest.mark.parametrize("workers,config", SERIALIZING)
+def test_an_uncaught_serialization_error_fails_the_input_tuple(workers, config):
+    topo = (
+        Topology("serialize", config)
+        .spout("spout", partial(ValueSpout, range(6), replay=False))
+        .bolt("bad-values", partial(EmitUnserializable, 3, catch=False), inputs={"spout": all_()})
+        .bolt("sink", Recorder, parallelism=2, inputs={"bad-values": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    assert [e.component for e in result.errors] == ["bad-values"]
+    assert SerializationError.__name__ in result.errors[0].error
+    assert "field 'extra'" in result.errors[0].error
+    assert failed_ids(result) == [3]
+    assert sorted(acked_ids(result)) == [0, 1, 2, 4, 5]
+
+
+def test_a_pluggable_serializer_carries_what_msgpack_cannot():
+    topo = (
+        Topology("pickled", Config(serializer=PickleSerializer()))
+        .spout("spout", partial(ValueSpout, range(4)))
+        .bolt("bad-values", partial(EmitUnserializable, 3, catch=False), inputs={"spout": all_()})
+        .bolt("sink", Recorder, parallelism=2, inputs={"bad-values": all_()})
+    )
+    result = complete_topology(topo, workers=2, timeout=20)  # the sink has a remote task
+    assert result.errors == []
+    extras = sorted((v, repr(extra)) for _, _, (v, extra) in result.emitted("sink"))
+    assert extras == sorted([(v, "'ok'") for v in (0, 1, 2)] * 2 + [(3, "{1, 2}")] * 2)

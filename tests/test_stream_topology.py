@@ -1,0 +1,163 @@
+"""Topology definitions: validation errors name the component, plans and placement."""
+
+from __future__ import annotations
+
+import pytest
+
+from brokerless.stream import (
+    Bolt,
+    Config,
+    Spout,
+    Stream,
+    Topology,
+    TopologyError,
+    direct,
+    fields,
+    partial_key,
+    shuffle,
+)
+from brokerless.stream.assignment import assign
+from brokerless.stream.routing import routing_map
+
+from .stream_topologies import Recorder, Relay, Source
+
+
+class Words(Spout):
+    outputs = [Stream(["word", "n"]), Stream(["word"], name="direct-out", direct=True)]
+
+
+class Count(Bolt):
+    outputs = ["word", "count"]
+
+
+def base():
+    return Topology("t").spout("words", Words)
+
+
+MISTAKES = [
+    ("unknown component", lambda: base().bolt("count", Count, inputs={"wrods": shuffle()}),
+     ["'count'", "unknown component 'wrods'"]),
+    ("unknown stream", lambda: base().bolt("count", Count, inputs={("words", "nope"): shuffle()}),
+     ["'count'", "stream 'nope' of 'words'"]),
+    ("unknown field", lambda: base().bolt("count", Count, inputs={"words": fields("wrd")}),
+     ["'count'", "unknown field(s) ['wrd']", "['word', 'n']"]),
+    ("unknown partial-key field",
+     lambda: base().bolt("count", Count, inputs={"words": partial_key("word", "x")}),
+     ["'count'", "['x']"]),
+    ("direct grouping on a regular stream",
+     lambda: base().bolt("count", Count, inputs={"words": direct()}),
+     ["'count'", "not a direct stream"]),
+    ("regular grouping on a direct stream",
+     lambda: base().bolt("count", Count, inputs={("words", "direct-out"): shuffle()}),
+     ["'count'", "direct stream 'direct-out'", "direct()"]),
+    ("zero parallelism", lambda: base().bolt("count", Count, parallelism=0,
+                                             inputs={"words": shuffle()}),
+     ["'count'", "parallelism must be an integer >= 1"]),
+    ("fewer tasks than executors", lambda: base().bolt("count", Count, parallelism=3, tasks=2,
+                                                       inputs={"words": shuffle()}),
+     ["'count'", "tasks must be an integer >= parallelism"]),
+    ("cycle with no spout", lambda: base()
+     .bolt("a", Relay, inputs={"b": shuffle()}).bolt("b", Relay, inputs={"a": shuffle()}),
+     ["'a'", "no spout feeds it"]),
+    ("duplicate name", lambda: base().bolt("words", Count, inputs={"words": shuffle()}),
+     ["'words'", "declared twice"]),
+    ("reserved name", lambda: base().bolt("__acker", Count, inputs={"words": shuffle()}),
+     ["'__acker'", "reserved"]),
+    ("no inputs", lambda: base().bolt("count", Count, inputs={}), ["'count'", "no inputs"]),
+    ("grouping not called", lambda: base().bolt("count", Count, inputs={"words": shuffle}),
+     ["'count'", "call it"]),
+    ("bolt added as a spout", lambda: base().spout("count", Count),
+     ["'count'", "not a Spout"]),
+    ("spout added as a bolt", lambda: base().bolt("count", Words, inputs={"words": shuffle()}),
+     ["'count'", "not a Bolt"]),
+    ("bad outputs", lambda: base().bolt("count", type("Bad", (Bolt,), {"outputs": ["a", "a"]}),
+                                        inputs={"words": shuffle()}),
+     ["'count'", "declares a field twice"]),
+    ("factory raises", lambda: base().bolt("count", lambda: 1 / 0, inputs={"words": shuffle()}),
+     ["'count'", "ZeroDivisionError"]),
+    ("no spout", lambda: Topology("t"), ["no spout"]),
+]
+
+
+@pytest.mark.parametrize("mistake,make,needles", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_mistakes_are_reported_when_built_naming_the_component(mistake, make, needles):
+    topology = make()  # declaring never raises: the whole topology is checked at once
+    with pytest.raises(TopologyError) as info:
+        topology.build()
+    message = str(info.value)
+    assert message.startswith("topology 't':")
+    for needle in needles:
+        assert needle in message
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{"max_spout_pending": 0}, {"message_timeout_secs": 0}, {"num_ackers": -1},
+     {"executor_queue_size": 0}, {"num_workers": 0}],
+)
+def test_bad_config_is_reported_when_built(setting):
+    name = next(iter(setting))
+    with pytest.raises(TopologyError, match=name):
+        base().bolt("count", Count, inputs={"words": shuffle()}).build(Config(**setting))
+
+
+def test_plan_numbers_tasks_and_splits_them_over_executors():
+    plan = (
+        base()
+        .bolt("count", Count, parallelism=2, tasks=5, inputs={"words": fields("word")})
+        .build(Config(num_workers=3))
+    )
+    assert plan.components["words"].tasks == (1,)
+    assert plan.components["count"].tasks == (2, 3, 4, 5, 6)
+    assert plan.acker_tasks == (7, 8, 9)  # one acker per worker by default
+    count_executors = [plan.executors[e].tasks for e in plan.components["count"].executors]
+    assert count_executors == [(2, 3, 4), (5, 6)]
+    assert routing_map(plan, "words") == {
+        "default": {"count": plan.components["count"].inputs[("words", "default")]},
+        "direct-out": {},
+    }
+
+
+def test_inputs_may_be_a_list_of_names_meaning_shuffle():
+    plan = base().bolt("count", Count, inputs=["words"]).build()
+    assert type(plan.components["count"].inputs[("words", "default")]).__name__ == "Shuffle"
+
+
+def test_assignment_is_a_deterministic_spread_of_executors():
+    topo = (
+        Topology("spread")
+        .spout("src", Source, parallelism=3)
+        .bolt("a", Relay, parallelism=3, inputs={"src": shuffle()})
+        .bolt("b", Recorder, parallelism=2, tasks=4, inputs={"a": shuffle()})
+    )
+    plan = topo.build(Config(num_workers=3))
+    first = assign(plan, 3)
+    again = assign(topo.build(Config(num_workers=3)), 3)
+    assert first == again
+    for name in ("src", "a"):
+        assert {first.task_worker[t] for t in plan.components[name].tasks} == {0, 1, 2}
+    assert set(first.task_worker.values()) == {0, 1, 2}
+    assert set(first.tasks(0)) | set(first.tasks(1)) | set(first.tasks(2)) == set(
+        plan.task_component
+    )
+
+
+def test_edges_inside_a_cycle_are_marked_non_blocking():
+    plan = (
+        Topology("cycle")
+        .spout("src", Source)
+        .bolt("a", Relay, inputs={"src": shuffle(), "b": shuffle()})
+        .bolt("b", Relay, inputs={"a": shuffle()})
+        .bolt("c", Relay, inputs={"b": shuffle()})
+        .build()
+    )
+    assert plan.cycle_edges == {("a", "b"), ("b", "a")}
+
+
+def test_with_component_replaces_only_that_component():
+    topo = base().bolt("count", Count, inputs={"words": shuffle()})
+    other = topo.with_component("count", Recorder)
+    assert topo.build().components["count"].factory is Count
+    assert other.build().components["count"].factory is Recorder
+    with pytest.raises(TopologyError, match="no component 'nope'"):
+        topo.with_component("nope", Recorder)
