@@ -1,0 +1,1 @@
+"""PySpark integration: a Structured Streaming source and sink for brokerless sockets."""
