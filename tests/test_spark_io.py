@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
+import zmq as pyzmq  # the peer is real libzmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryException
+from zmq.utils.monitor import recv_monitor_message
 
+import brokerless
+import brokerless.spark
 from brokerless.spark.wal import (
     Record,
     WALCorruptError,
@@ -132,8 +144,20 @@ def test_wal_has_one_writer(tmp_path):
         WriteAheadLog(tmp_path),
         pytest.raises(WALLockedError, match="in use by another writer"),
     ):
-        WriteAheadLog(tmp_path)
-    WriteAheadLog(tmp_path).close()
+        WriteAheadLog(tmp_path, lock_timeout=0)
+
+
+def test_wal_writer_waits_for_the_previous_one(tmp_path):
+    holder = WriteAheadLog(tmp_path)
+    _fill(holder, 2)
+    opened: list[WriteAheadLog] = []
+    waiter = threading.Thread(target=lambda: opened.append(WriteAheadLog(tmp_path)))
+    waiter.start()
+    holder.close()
+    waiter.join(timeout=10)
+    assert opened, "the second writer never got the log"
+    with opened[0] as wal:
+        assert wal.durable_seq == 2
 
 
 _frames = st.lists(st.binary(max_size=40), min_size=1, max_size=4)
@@ -161,3 +185,270 @@ def test_wal_round_trip(tmp_path_factory, batches, segment_bytes, data):
         upto = data.draw(st.integers(min_value=after, max_value=len(sent)), label="upto")
         got = list(wal.read(after, upto))
     assert got == [Record(s, len(sent[s - 1]), sent[s - 1]) for s in range(after + 1, upto + 1)]
+
+
+# -- Spark: one local session for the module -----------------------------------------------------
+
+SPARK_TIMEOUT = 180  # a test that starts streaming queries (the first one also starts the JVM)
+WAIT = 60.0  # seconds to wait for something that should happen in a few
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Spark's Python workers are other processes: they must import this very brokerless, whether
+    # it comes from a source tree on PYTHONPATH or from an (editable) install.  The JVM passes
+    # its environment on to the workers it starts.
+    package_root = str(Path(brokerless.__file__).resolve().parent.parent)
+    with pytest.MonkeyPatch.context() as env:
+        paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        env.setenv("PYTHONPATH", os.pathsep.join(paths))
+        env.setenv("PYSPARK_PYTHON", sys.executable)
+        env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("brokerless-spark-io")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.host", "127.0.0.1")
+            .getOrCreate()
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    brokerless.spark.register(session)
+    yield session
+    session.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Batches:
+    """A ``foreachBatch`` target: the rows of every batch id (a replayed batch replaces its own)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list] = {}
+        self.changed = threading.Condition()
+
+    def __call__(self, frame, batch_id: int) -> None:
+        rows = frame.collect()
+        with self.changed:
+            self.rows[batch_id] = rows
+            self.changed.notify_all()
+
+    def all_rows(self) -> list:
+        with self.changed:
+            return [row for batch_id in sorted(self.rows) for row in self.rows[batch_id]]
+
+    def wait(self, query: StreamingQuery, predicate, what: str) -> None:
+        """Wait until ``predicate()`` holds; fail early if the query dies."""
+        deadline = time.monotonic() + WAIT
+        with self.changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"timed out waiting for {what}; have {len(self.all_rows())} rows")
+                if not query.isActive:
+                    pytest.fail(f"the query ended while waiting for {what}: {query.exception()}")
+                self.changed.wait(min(left, 0.5))
+
+
+def _read(spark, **options):
+    reader = spark.readStream.format("brokerless")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def _recv(sock, timeout: float = WAIT) -> list[bytes]:
+    assert sock.poll(int(timeout * 1000)), "nothing arrived"
+    return sock.recv_multipart()
+
+
+def _wait_event(monitor, event: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while (left := deadline - time.monotonic()) > 0:
+        if monitor.poll(int(left * 1000)) and recv_monitor_message(monitor)["event"] == event:
+            return
+    pytest.fail(f"no monitor event {event}")
+
+
+@pytest.fixture
+def zctx():
+    context = pyzmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+# -- the source ---------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_delivers_subscribed_messages_with_their_columns(spark, zctx, tmp_path):
+    pub = zctx.socket(pyzmq.XPUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="SUB",
+        topics="a,b",
+        walPath=str(tmp_path / "wal"),
+    )
+    batches = Batches()
+    began = datetime.datetime.now()
+    query = (
+        frame.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        subscriptions = {_recv(pub)[0], _recv(pub)[0]}  # no message before both arrived
+        assert subscriptions == {b"\x01a", b"\x01b"}
+        sent = []
+        for i in range(30):
+            message = [b"abc"[i % 3 : i % 3 + 1], b"%d" % i]
+            pub.send_multipart(message)
+            if message[0] != b"c":
+                sent.append(message)
+        pub.send_multipart([b"b", b"middle", b"last"])
+        sent.append([b"b", b"middle", b"last"])
+        batches.wait(query, lambda: len(batches.all_rows()) >= len(sent), "every message")
+    finally:
+        query.stop()
+    ended = datetime.datetime.now()
+    rows = batches.all_rows()
+    assert [row.frames for row in rows] == sent
+    assert [row.topic for row in rows] == [m[0] for m in sent]
+    assert [row.payload for row in rows] == [m[-1] for m in sent]
+    assert [row.seq for row in rows] == list(range(1, len(sent) + 1))
+    second = datetime.timedelta(seconds=1)
+    assert all(began - second <= row.received_at <= ended + second for row in rows)
+    assert frame.schema.simpleString() == (
+        "struct<topic:binary,payload:binary,frames:array<binary>,received_at:timestamp,seq:bigint>"
+    )
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_admission_control_caps_each_batch(spark, zctx, tmp_path):
+    port = _free_port()
+    push = zctx.socket(pyzmq.PUSH)
+    push.connect(f"tcp://127.0.0.1:{port}")  # queues until the source binds
+    for i in range(23):
+        push.send(b"%d" % i)
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="PULL",
+        bind="true",
+        walPath=str(tmp_path / "wal"),
+        maxRowsPerBatch="5",
+        numPartitions="2",
+    )
+    batches = Batches()
+    query = (
+        frame.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        batches.wait(query, lambda: len(batches.all_rows()) == 23, "23 rows")
+    finally:
+        query.stop()
+    sizes = [len(rows) for _, rows in sorted(batches.rows.items())]
+    assert max(sizes) <= 5
+    assert [row.payload for row in batches.all_rows()] == [b"%d" % i for i in range(23)]
+    assert all(row.topic is None and row.frames == [row.payload] for row in batches.all_rows())
+
+
+def _logged(wal_path: Path, after: int, upto: int) -> bool:
+    """Whether the source's log holds records ``after < seq <= upto`` (read as Spark would)."""
+    try:
+        return sum(1 for _ in read_range(wal_path, after, upto)) == upto - after
+    except WALCorruptError:  # not all there yet (or the last one is being written)
+        return False
+
+
+class CrashInBatch(Batches):
+    """Fails batch ``crash_at`` once every message sent so far is in the log (a crash mid-stream
+    with planned-but-unprocessed and logged-but-unplanned messages)."""
+
+    def __init__(self, crash_at: int, wal_path: Path, logged: int) -> None:
+        super().__init__()
+        self.crash_at, self.wal_path, self.logged = crash_at, wal_path, logged
+        self.doomed: list = []
+
+    def __call__(self, frame, batch_id: int) -> None:
+        if batch_id != self.crash_at:
+            return super().__call__(frame, batch_id)
+        self.doomed = frame.collect()
+        after = min(row.seq for row in self.doomed) - 1
+        deadline = time.monotonic() + WAIT
+        while not _logged(self.wal_path, after, self.logged):
+            assert time.monotonic() < deadline, "the source never logged every message"
+            with self.changed:
+                self.changed.wait(0.05)
+        raise RuntimeError("simulated crash")
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zctx, tmp_path):
+    port = _free_port()
+    checkpoint = tmp_path / "checkpoint"
+    wal_path = checkpoint / "brokerless-wal"
+    push = zctx.socket(pyzmq.PUSH)
+    monitor = push.get_monitor_socket(pyzmq.EVENT_DISCONNECTED)
+    push.connect(f"tcp://127.0.0.1:{port}")  # queues while the source is down
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="PULL",
+        bind="true",
+        walPath=str(wal_path),
+        maxRowsPerBatch="10",
+    )
+
+    def start(target: Batches) -> StreamingQuery:
+        return (
+            frame.writeStream.foreachBatch(target)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    def send(numbers: range) -> None:
+        for i in numbers:
+            push.send(b"%d" % i)
+
+    # Run 1 fails in batch 1, after batch 0 was committed and with 30 messages logged.
+    send(range(30))
+    crashing = CrashInBatch(1, wal_path, 30)
+    first = start(crashing)
+    with pytest.raises(StreamingQueryException, match="simulated crash"):
+        first.awaitTermination(WAIT)
+    assert list(crashing.rows) == [0]
+    _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)  # sent from now on waits for the next run
+    send(range(30, 50))
+
+    # Run 2 plans batch 1 again (same range), then goes on; stopped cleanly once it has 50.
+    batches = Batches()
+    batches.rows.update(crashing.rows)
+    second = start(batches)
+    try:
+        batches.wait(second, lambda: len(batches.all_rows()) >= 50, "50 rows")
+    finally:
+        second.stop()
+    assert batches.rows[1] == crashing.doomed
+    _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)
+    send(range(50, 70))
+
+    # Run 3 picks up what was sent while no query ran.
+    third = start(batches)
+    try:
+        batches.wait(third, lambda: len(batches.all_rows()) >= 70, "70 rows")
+    finally:
+        third.stop()
+    rows = batches.all_rows()
+    assert [row.payload for row in rows] == [b"%d" % i for i in range(70)]
+    assert [row.seq for row in rows] == list(range(1, 71))
+    assert sorted(batches.rows) == list(range(len(batches.rows)))  # no batch id skipped

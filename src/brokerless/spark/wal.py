@@ -25,7 +25,8 @@ only ever appends past what they were told to read.  :meth:`WriteAheadLog.trim` 
 segments whose records are all committed; when the active segment is wholly committed it is
 closed and a fresh empty one started, so a log whose every record is committed holds no data
 and still names the next sequence number.  An exclusive ``flock`` on ``<dir>/.lock`` keeps two
-writers (two queries sharing a directory) from interleaving.
+writers (two queries sharing a directory) from interleaving; a new writer waits a little for
+the previous one, since Spark ends a stopped query's source process without waiting for it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import fcntl
 import os
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -48,6 +50,7 @@ _SUFFIX = ".wal"
 _LOCK = ".lock"
 #: A record larger than this is taken for garbage when recovering (a length field gone wrong).
 _MAX_RECORD = 1 << 31
+_LOCK_POLL = 0.05  # seconds between attempts to take a lock another process holds
 
 
 class WALError(Exception):
@@ -104,6 +107,24 @@ def _decode(body: bytes) -> Record:
     if pos != len(body):
         raise ValueError("frame lengths do not add up to the record")
     return Record(seq, received_at, frames)
+
+
+def _take_lock(directory: Path, timeout: float) -> BinaryIO:
+    """Open and ``flock`` the lock file, polling until ``timeout`` while another process has it."""
+    lock_file = open(directory / _LOCK, "a+b")  # noqa: SIM115 (held until close)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock_file
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                lock_file.close()
+                raise WALLockedError(
+                    f"write-ahead log {directory} is in use by another writer "
+                    "(two queries or two sources must not share a WAL directory)"
+                ) from None
+            time.sleep(_LOCK_POLL)
 
 
 def _scan(stream: BinaryIO, first_seq: int) -> tuple[int, int]:
@@ -184,7 +205,8 @@ class WriteAheadLog:
     """The writer side of a log directory: append, flush (durable), trim, close.
 
     ``fsync=True`` makes :meth:`flush` survive an operating-system crash or power loss;
-    with ``fsync=False`` it survives the process (the data is in the page cache).
+    with ``fsync=False`` it survives the process (the data is in the page cache).  Opening waits
+    up to ``lock_timeout`` seconds for a previous writer to let go (a process Spark is ending).
     """
 
     def __init__(
@@ -193,6 +215,7 @@ class WriteAheadLog:
         *,
         fsync: bool = True,
         segment_bytes: int = 64 << 20,
+        lock_timeout: float = 10.0,
     ) -> None:
         self.directory = Path(directory)
         self.fsync = fsync
@@ -200,15 +223,7 @@ class WriteAheadLog:
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.directory / _LOCK, "a+b")  # noqa: SIM115 (held until close)
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            raise WALLockedError(
-                f"write-ahead log {self.directory} is in use by another writer "
-                "(two queries or two sources must not share a WAL directory)"
-            ) from None
+        self._lock_file = _take_lock(self.directory, lock_timeout)
         segments = _segments(self.directory)
         if not segments:
             segments = [(1, self.directory / _segment_name(1))]
