@@ -14,12 +14,14 @@ import pytest
 import zmq as pyzmq  # the peer is real libzmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryException
 from zmq.utils.monitor import recv_monitor_message
 
 import brokerless
 import brokerless.spark
+from brokerless.spark import HEADER, MessageHeader, parse_header
 from brokerless.spark.wal import (
     Record,
     WALCorruptError,
@@ -452,3 +454,177 @@ def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zc
     assert [row.payload for row in rows] == [b"%d" % i for i in range(70)]
     assert [row.seq for row in rows] == list(range(1, 71))
     assert sorted(batches.rows) == list(range(len(batches.rows)))  # no batch id skipped
+
+
+# -- the sink -----------------------------------------------------------------------------------
+
+
+def test_parse_header():
+    frame = HEADER.pack(7, 1, 42)
+    assert len(frame) == 20
+    assert parse_header(frame) == MessageHeader(batch_id=7, partition_id=1, seq=42)
+    with pytest.raises(ValueError, match="20 bytes"):
+        parse_header(frame + b"x")
+
+
+def _drop_replays(messages: list[list[bytes]]) -> list[bytes]:
+    """The consumer side of the sink's contract: keep the keys of the newest batch id, drop
+    repeated keys and older batch ids."""
+    newest, keys, kept = -1, set(), []
+    for header, payload in messages:
+        batch_id, partition_id, seq = parse_header(header)
+        if batch_id < newest:
+            continue
+        if batch_id > newest:
+            newest, keys = batch_id, set()
+        if (partition_id, seq) not in keys:
+            keys.add((partition_id, seq))
+            kept.append(payload)
+    return kept
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_push_delivers_the_rows_and_a_replayed_batch_is_recognisable(spark, zctx, tmp_path):
+    producer = zctx.socket(pyzmq.PUSH)
+    producer.setsockopt(pyzmq.SNDTIMEO, int(WAIT * 1000))  # waits for the source to connect
+    in_port = producer.bind_to_random_port("tcp://127.0.0.1")
+    consumer = zctx.socket(pyzmq.PULL)
+    out_port = consumer.bind_to_random_port("tcp://127.0.0.1")
+    checkpoint = tmp_path / "checkpoint"
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{in_port}",
+        socketType="PULL",
+        walPath=str(checkpoint / "brokerless-wal"),
+        maxRowsPerBatch="8",
+        numPartitions="2",
+    ).select("payload")
+
+    def start() -> StreamingQuery:
+        return (
+            frame.writeStream.format("brokerless")
+            .option("endpoints", f"tcp://127.0.0.1:{out_port}")
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    query = start()
+    sent = [b"row-%d" % i for i in range(20)]
+    try:
+        for payload in sent:
+            producer.send(payload)
+        first = [_recv(consumer) for _ in sent]
+    finally:
+        query.stop()
+    assert sorted(payload for _, payload in first) == sorted(sent)
+    headers = [parse_header(header) for header, _ in first]
+    per_task: dict[tuple[int, int], list[int]] = {}
+    for h in headers:
+        per_task.setdefault((h.batch_id, h.partition_id), []).append(h.seq)
+    assert all(seqs == list(range(len(seqs))) for seqs in per_task.values())
+    for progress in query.recentProgress:  # the batches that completed (stop may cut the last)
+        sent_in_batch = sum(h.batch_id == progress["batchId"] for h in headers)
+        assert sent_in_batch == progress["numInputRows"]
+
+    # As if the driver died after the sink wrote the last batch and before Spark recorded it:
+    # the restarted query runs that batch again.
+    last = max(h.batch_id for h in headers)
+    for name in (str(last), f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    replayed_count = sum(h.batch_id == last for h in headers)
+    query = start()
+    try:
+        replayed = [_recv(consumer) for _ in range(replayed_count)]
+    finally:
+        query.stop()
+    assert sorted(replayed) == sorted(m for m in first if parse_header(m[0]).batch_id == last)
+    assert sorted(_drop_replays(first + replayed)) == sorted(sent)
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_pub_sends_topic_header_payload_to_a_subscriber(spark, zctx, tmp_path):
+    sub = zctx.socket(pyzmq.SUB)
+    sub.subscribe(b"")
+    port = sub.bind_to_random_port("tcp://127.0.0.1")
+    frame = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 10)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr(
+            "value",
+            "CAST(value AS STRING) AS body",
+            "IF(value % 3 = 0, 'fizz', 'other') AS topic",
+        )
+    )
+    query = (
+        frame.writeStream.format("brokerless")
+        .option("endpoints", f"tcp://127.0.0.1:{port}")
+        .option("socketType", "PUB")
+        .option("topicColumn", "topic")
+        .option("payloadColumn", "body")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    got: dict[int, list] = {0: [], 1: []}
+    try:
+        while len(got[0]) + len(got[1]) < 20:
+            topic, header, body = _recv(sub)
+            batch_id, partition_id, seq = parse_header(header)
+            if batch_id in got:
+                got[batch_id].append((partition_id, seq, topic, body))
+    finally:
+        query.stop()
+    for batch_id, messages in got.items():
+        values = range(10 * batch_id, 10 * batch_id + 10)
+        assert sorted(int(body) for *_, body in messages) == list(values)
+        assert all(
+            topic == (b"fizz" if int(body) % 3 == 0 else b"other") for *_, topic, body in messages
+        )
+        for partition_id in {m[0] for m in messages}:
+            seqs = [seq for p, seq, *_ in messages if p == partition_id]
+            assert seqs == list(range(len(seqs)))
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"endpoints": "tcp://127.0.0.1:1"}, 'option "walPath" is required'),
+        ({"walPath": "/tmp/x"}, 'option "endpoints" is required'),
+        ({"endpoints": "inproc://x", "walPath": "/tmp/x"}, "inproc:// cannot work"),
+        (
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "maxRowPerBatch": "5"},
+            "unknown option 'maxrowperbatch'",
+        ),
+        (
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "socketType": "REQ"},
+            'option "socketType" must be one of SUB, PULL',
+        ),
+        (
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "numPartitions": "0"},
+            'option "numPartitions" must be a positive integer',
+        ),
+    ],
+)
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_options_are_checked_at_load(spark, options, message):
+    with pytest.raises(PySparkException, match=message):
+        _read(spark, **options)
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_rejects_a_payload_column_it_cannot_send(spark, tmp_path):
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 1)
+        .load()
+        .writeStream.format("brokerless")
+        .option("endpoints", "tcp://127.0.0.1:1")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match=r"column 'value' is bigint.*CAST it"):
+        query.awaitTermination(WAIT)

@@ -1,4 +1,4 @@
-"""PySpark integration: ``format("brokerless")``, a Structured Streaming source.
+"""PySpark integration: ``format("brokerless")``, a Structured Streaming source and sink.
 
 Importing this package registers the data source on the active Spark session, if there is one.
 Otherwise (or for another session) call :func:`register`::
@@ -15,8 +15,9 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from .datasource import BrokerlessDataSource
+from .sink import HEADER, MessageHeader, parse_header
 
-__all__ = ["BrokerlessDataSource", "register"]
+__all__ = ["HEADER", "BrokerlessDataSource", "MessageHeader", "parse_header", "register"]
 
 
 def register(spark: SparkSession | None = None) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
+from .sink import BrokerlessStreamWriter, SinkConfig
 from .source import SCHEMA, BrokerlessStreamReader, SourceConfig, SourceError
 
 __all__ = ["BrokerlessDataSource"]
@@ -28,3 +29,6 @@ class BrokerlessDataSource(DataSource):
                 "do not pass .schema(...) to readStream"
             )
         return BrokerlessStreamReader(SourceConfig.from_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return BrokerlessStreamWriter(SinkConfig.from_options(self.options, schema))
