@@ -589,6 +589,14 @@ def test_sink_pub_sends_topic_header_payload_to_a_subscriber(spark, zctx, tmp_pa
 # -- options ------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_register_is_idempotent_and_defaults_to_the_active_session(spark):
+    brokerless.spark.register(spark)
+    brokerless.spark.register()
+    with pytest.raises(PySparkException, match='option "walPath" is required'):
+        _read(spark, endpoints="tcp://127.0.0.1:1")
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -627,4 +635,26 @@ def test_sink_rejects_a_payload_column_it_cannot_send(spark, tmp_path):
         .start()
     )
     with pytest.raises(StreamingQueryException, match=r"column 'value' is bigint.*CAST it"):
+        query.awaitTermination(WAIT)
+
+
+@pytest.mark.parametrize(
+    ("socket_type", "message"),
+    [("PUSH", "still queued after timeoutMs=300"), ("PUB", "no subscriber within timeoutMs=300")],
+)
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_fails_the_task_when_no_peer_takes_the_rows(spark, tmp_path, socket_type, message):
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 3)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS payload")
+        .writeStream.format("brokerless")
+        .option("endpoints", f"tcp://127.0.0.1:{_free_port()}")
+        .option("socketType", socket_type)
+        .option("timeoutMs", "300")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match=message):
         query.awaitTermination(WAIT)

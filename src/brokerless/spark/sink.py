@@ -29,11 +29,12 @@ import struct
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple
 
+import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 import brokerless as zmq
@@ -142,21 +143,21 @@ def _column(schema: StructType, name: str, option: str) -> int:
     return names.index(name)
 
 
-def _as_bytes(value: bytes | bytearray | str | None) -> bytes:
-    if value is None:
-        return b""
-    if isinstance(value, str):
-        return value.encode()
-    return bytes(value)
+def _frames(column: pa.Array) -> list[bytes]:
+    """A binary or string column as message frames (null: an empty frame)."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return [b"" if value is None else value.encode() for value in column.to_pylist()]
+    return [b"" if value is None else value for value in column.to_pylist()]
 
 
-class BrokerlessStreamWriter(DataSourceStreamWriter):
-    """The writer behind ``df.writeStream.format("brokerless")``."""
+class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
+    """The writer behind ``df.writeStream.format("brokerless")`` (takes Arrow batches, not
+    rows: Spark then builds no Python object per row beyond the frames themselves)."""
 
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = TaskContext.get()
         assert context is not None, "write() runs in a Spark task"
         batch_id = context.getLocalProperty(_BATCH_ID)
@@ -165,14 +166,21 @@ class BrokerlessStreamWriter(DataSourceStreamWriter):
                 f"brokerless sink: the task has no {_BATCH_ID!r} property; "
                 "the sink runs in streaming queries only"
             )
+        batches = (batch for batch in iterator if batch.num_rows)
+        first = next(batches, None)
+        if first is None:  # an empty partition opens no socket (and waits for no subscriber)
+            return WriterCommitMessage()
         config = self.config
         zmq_context = zmq.Context()
         try:
             sock = self._open(zmq_context)
-            _send_rows(sock, config, int(batch_id), context.partitionId(), iterator)
+            rows = chain([first], batches)
+            _send_rows(sock, config, int(batch_id), context.partitionId(), rows)
             started = time.monotonic()
             sock.close()  # lingers up to timeoutMs while the queue drains
             zmq_context.term()
+            # A session still holding messages at the linger deadline is dropped with them, so
+            # a close that took the whole linger did not deliver everything.
             if (time.monotonic() - started) * 1000 >= config.timeout_ms:
                 raise SinkError(
                     f"brokerless sink: messages were still queued after timeoutMs="
@@ -208,23 +216,31 @@ class BrokerlessStreamWriter(DataSourceStreamWriter):
 
 
 def _send_rows(
-    sock: zmq.Socket, config: SinkConfig, batch_id: int, partition_id: int, rows: Iterator[Row]
+    sock: zmq.Socket,
+    config: SinkConfig,
+    batch_id: int,
+    partition_id: int,
+    batches: Iterator[pa.RecordBatch],
 ) -> None:
     send, pack = sock.send_multipart, HEADER.pack
-    payload_at, topic_at = config.payload_index, config.topic_index
-    pub = config.socket_type == "PUB"
-    for seq, row in enumerate(rows):
-        header = pack(batch_id, partition_id, seq)
-        payload = _as_bytes(row[payload_at])
-        if pub:
-            topic = b"" if topic_at is None else _as_bytes(row[topic_at])
-            frames = [topic, header, payload]
+    seq = 0
+    for batch in batches:
+        payloads = _frames(batch.column(config.payload_index))
+        if config.socket_type != "PUB":
+            messages = ([pack(batch_id, partition_id, seq + i), p] for i, p in enumerate(payloads))
         else:
-            frames = [header, payload]
-        try:
-            send(frames)
-        except zmq.Again:
-            raise SinkError(
-                f"brokerless sink: could not send within timeoutMs={config.timeout_ms} ms "
-                "(no peer, or peers not reading)"
-            ) from None
+            at = config.topic_index
+            topics = [b""] * len(payloads) if at is None else _frames(batch.column(at))
+            messages = (
+                [t, pack(batch_id, partition_id, seq + i), p]
+                for i, (t, p) in enumerate(zip(topics, payloads, strict=True))
+            )
+        for frames in messages:
+            try:
+                send(frames)
+            except zmq.Again:
+                raise SinkError(
+                    f"brokerless sink: could not send within timeoutMs={config.timeout_ms} ms "
+                    "(no peer, or peers not reading)"
+                ) from None
+        seq += len(payloads)
