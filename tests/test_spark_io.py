@@ -130,6 +130,31 @@ def test_wal_torn_tail_is_dropped_on_reopen(tmp_path, damage):
     assert got[-1].frames == [b"after"]
 
 
+def test_wal_failed_flush_leaves_the_log_at_its_last_good_record(tmp_path, monkeypatch):
+    with WriteAheadLog(tmp_path) as wal:
+        _fill(wal, 2)
+        (segment,) = _segment_files(tmp_path)
+        size = (tmp_path / segment).stat().st_size
+        wal.append([b"unlucky"], 3)
+
+        def failing_fsync(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(OSError, match="Input/output"):
+            wal.flush()
+        assert wal.durable_seq == 2
+        assert (tmp_path / segment).stat().st_size == size
+        monkeypatch.undo()
+        assert wal.flush() == 3
+    with WriteAheadLog(tmp_path) as wal:
+        assert [r.frames for r in wal.read(0, 3)] == [
+            [b"topic", b"payload-0"],
+            [b"topic", b"payload-1"],
+            [b"unlucky"],
+        ]
+
+
 def test_wal_damaged_record_inside_the_range_is_reported(tmp_path):
     with WriteAheadLog(tmp_path) as wal:
         _fill(wal, 3)
@@ -372,25 +397,27 @@ def _logged(wal_path: Path, after: int, upto: int) -> bool:
         return False
 
 
-class CrashInBatch(Batches):
-    """Fails batch ``crash_at`` once every message sent so far is in the log (a crash mid-stream
-    with planned-but-unprocessed and logged-but-unplanned messages)."""
+class CrashAfterFirstRows(Batches):
+    """Fails the first batch that follows one with rows, once every message sent so far is in
+    the log: a crash mid-stream, with rows committed, rows planned but not processed, and rows
+    logged but not planned yet."""
 
-    def __init__(self, crash_at: int, wal_path: Path, logged: int) -> None:
+    def __init__(self, wal_path: Path, logged: int) -> None:
         super().__init__()
-        self.crash_at, self.wal_path, self.logged = crash_at, wal_path, logged
+        self.wal_path, self.logged = wal_path, logged
+        self.crashed_in: int | None = None
         self.doomed: list = []
 
     def __call__(self, frame, batch_id: int) -> None:
-        if batch_id != self.crash_at:
+        if not any(self.rows.values()):
             return super().__call__(frame, batch_id)
-        self.doomed = frame.collect()
+        self.crashed_in, self.doomed = batch_id, frame.collect()
         after = min(row.seq for row in self.doomed) - 1
         deadline = time.monotonic() + WAIT
+        pause = threading.Event()  # the log is another process's file: polled, no event to wait on
         while not _logged(self.wal_path, after, self.logged):
             assert time.monotonic() < deadline, "the source never logged every message"
-            with self.changed:
-                self.changed.wait(0.05)
+            pause.wait(0.05)
         raise RuntimeError("simulated crash")
 
 
@@ -422,17 +449,20 @@ def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zc
         for i in numbers:
             push.send(b"%d" % i)
 
-    # Run 1 fails in batch 1, after batch 0 was committed and with 30 messages logged.
+    # Run 1 fails in the batch after the first with rows, with all 30 messages logged.
     send(range(30))
-    crashing = CrashInBatch(1, wal_path, 30)
+    crashing = CrashAfterFirstRows(wal_path, 30)
     first = start(crashing)
     with pytest.raises(StreamingQueryException, match="simulated crash"):
         first.awaitTermination(WAIT)
-    assert list(crashing.rows) == [0]
+    crashed_in = crashing.crashed_in
+    assert crashed_in is not None
+    assert sorted(crashing.rows) == list(range(crashed_in))
+    assert 0 < len(crashing.all_rows()) < 30
     _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)  # sent from now on waits for the next run
     send(range(30, 50))
 
-    # Run 2 plans batch 1 again (same range), then goes on; stopped cleanly once it has 50.
+    # Run 2 runs the failed batch again (same range), then goes on; stopped cleanly at 50.
     batches = Batches()
     batches.rows.update(crashing.rows)
     second = start(batches)
@@ -440,7 +470,7 @@ def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zc
         batches.wait(second, lambda: len(batches.all_rows()) >= 50, "50 rows")
     finally:
         second.stop()
-    assert batches.rows[1] == crashing.doomed
+    assert batches.rows[crashed_in] == crashing.doomed
     _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)
     send(range(50, 70))
 

@@ -132,7 +132,7 @@ class SourceConfig:
             raise opt.OptionError(
                 'brokerless source: option "topics" applies to socketType SUB only'
             )
-        topics = tuple(t.encode() for t in (raw_topics or "").split(",")) if raw_topics else (b"",)
+        topics = tuple(t.encode() for t in raw_topics.split(",")) if raw_topics else (b"",)
         wal_path = options.get("walPath")
         if not wal_path:
             raise opt.OptionError(

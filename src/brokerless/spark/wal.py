@@ -235,7 +235,7 @@ class WriteAheadLog:
         self._segments = segments
         self._active_records = count
         self._active_size = good_end
-        self._file = open(path, "ab")  # noqa: SIM115 (the active segment stays open)
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 (stays open)
         self._next_seq = first + count
         #: Highest sequence number whose record is flushed (0 when nothing was ever logged).
         self.durable_seq = self._next_seq - 1
@@ -268,10 +268,17 @@ class WriteAheadLog:
                 self._roll()
             data = b"".join(self._pending)
             count = len(self._pending)
-            self._file.write(data)
-            self._file.flush()
-            if self.fsync:
-                os.fsync(self._file.fileno())
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[self._file.write(view) :]
+                if self.fsync:
+                    os.fsync(self._file.fileno())
+            except BaseException:
+                # Nothing of this flush counts: the segment ends at its last good record again
+                # and the records stay pending (a later flush may write them).
+                os.ftruncate(self._file.fileno(), self._active_size)
+                raise
             self._pending.clear()
             self._active_size += len(data)
             self._active_records += count
@@ -315,7 +322,7 @@ class WriteAheadLog:
         self._file.close()
         first = self.durable_seq + 1
         path = self.directory / _segment_name(first)
-        self._file = open(path, "ab")  # noqa: SIM115 (the active segment stays open)
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 (stays open)
         self._segments.append((first, path))
         self._active_records = 0
         self._active_size = 0
