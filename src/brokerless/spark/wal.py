@@ -1,0 +1,334 @@
+"""A sequence-numbered write-ahead log of received messages (no Spark import).
+
+Theory of operation
+-------------------
+The log is a directory of append-only *segment* files, each named by the sequence number of
+its first record (``00000000000000000001.wal``).  Sequence numbers start at 1 and have no gaps;
+a segment holds the records from its name up to the next segment's name minus one.
+
+A record is framed as ``length u32 | crc32 u32 | body`` (big-endian), with
+``body = seq u64 | received_at i64 (µs since the epoch, UTC) | nframes u32 |
+(frame length u32 | frame bytes) * nframes``.  The CRC covers the body, so a record that was
+cut short by a crash, or bytes that are not a record at all, are recognised.
+
+One writer (the source's receiver thread) calls :meth:`WriteAheadLog.append`, which only encodes
+into memory, and then :meth:`WriteAheadLog.flush`, which writes everything pending with one
+``write``, optionally ``fsync``s, and only then advances :attr:`WriteAheadLog.durable_seq`.  So
+a sequence number is never visible to Spark before its record is on disk (group commit: one
+system call per drained batch of messages, not one per message).  Only the last segment can end
+in a torn record; reopening the log truncates it there and continues the sequence after the last
+good record, so a torn record is never served.
+
+Readers are other processes (Spark executors) and never take the writer's lock: they open the
+segment that holds the first wanted number and read forward with :func:`read_range`; the writer
+only ever appends past what they were told to read.  :meth:`WriteAheadLog.trim` deletes
+segments whose records are all committed; when the active segment is wholly committed it is
+closed and a fresh empty one started, so a log whose every record is committed holds no data
+and still names the next sequence number.  An exclusive ``flock`` on ``<dir>/.lock`` keeps two
+writers (two queries sharing a directory) from interleaving; a new writer waits a little for
+the previous one, since Spark ends a stopped query's source process without waiting for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+__all__ = ["Record", "WALCorruptError", "WALError", "WALLockedError", "WriteAheadLog", "read_range"]
+
+_HEADER = struct.Struct(">II")  # body length, crc32 of the body
+_BODY = struct.Struct(">QqI")  # seq, received_at (µs), number of frames
+_FRAME = struct.Struct(">I")  # frame length
+_SUFFIX = ".wal"
+_LOCK = ".lock"
+#: A record larger than this is taken for garbage when recovering (a length field gone wrong).
+_MAX_RECORD = 1 << 31
+_LOCK_POLL = 0.05  # seconds between attempts to take a lock another process holds
+
+
+class WALError(Exception):
+    """Base class of write-ahead log errors."""
+
+
+class WALLockedError(WALError):
+    """Another writer holds the log directory."""
+
+
+class WALCorruptError(WALError):
+    """A record that should be there is missing or damaged."""
+
+
+class Record(NamedTuple):
+    seq: int
+    received_at: int  # microseconds since the epoch, UTC
+    frames: list[bytes]
+
+
+def _segment_name(first_seq: int) -> str:
+    return f"{first_seq:020d}{_SUFFIX}"
+
+
+def _segments(directory: Path) -> list[tuple[int, Path]]:
+    """The segment files, oldest first, as (first sequence number, path)."""
+    found = []
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)].isdigit():
+            found.append((int(name[: -len(_SUFFIX)]), Path(entry.path)))
+    found.sort()
+    return found
+
+
+def _encode(seq: int, received_at: int, frames: Sequence[bytes]) -> bytes:
+    parts = [_BODY.pack(seq, received_at, len(frames))]
+    for frame in frames:
+        parts.append(_FRAME.pack(len(frame)))
+        parts.append(frame)
+    body = b"".join(parts)
+    return _HEADER.pack(len(body), zlib.crc32(body)) + body
+
+
+def _decode(body: bytes) -> Record:
+    seq, received_at, count = _BODY.unpack_from(body)
+    pos = _BODY.size
+    frames = []
+    for _ in range(count):
+        (size,) = _FRAME.unpack_from(body, pos)
+        pos += _FRAME.size
+        frames.append(body[pos : pos + size])
+        pos += size
+    if pos != len(body):
+        raise ValueError("frame lengths do not add up to the record")
+    return Record(seq, received_at, frames)
+
+
+def _take_lock(directory: Path, timeout: float) -> BinaryIO:
+    """Open and ``flock`` the lock file, polling until ``timeout`` while another process has it."""
+    lock_file = open(directory / _LOCK, "a+b")  # noqa: SIM115 (held until close)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock_file
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                lock_file.close()
+                raise WALLockedError(
+                    f"write-ahead log {directory} is in use by another writer "
+                    "(two queries or two sources must not share a WAL directory)"
+                ) from None
+            time.sleep(_LOCK_POLL)
+
+
+def _scan(stream: BinaryIO, first_seq: int) -> tuple[int, int]:
+    """Validate records from the start; return (records good, byte offset after the last one)."""
+    count = 0
+    good_end = 0
+    while True:
+        header = stream.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return count, good_end
+        length, crc = _HEADER.unpack(header)
+        if length < _BODY.size or length > _MAX_RECORD:
+            return count, good_end
+        body = stream.read(length)
+        if len(body) < length or zlib.crc32(body) != crc:
+            return count, good_end
+        try:
+            record = _decode(body)
+        except (ValueError, struct.error):
+            return count, good_end
+        if record.seq != first_seq + count:
+            return count, good_end
+        count += 1
+        good_end += _HEADER.size + length
+
+
+def read_range(directory: str | os.PathLike[str], after: int, upto: int) -> Iterator[Record]:
+    """Records ``after < seq <= upto`` from the log in ``directory``, in order.
+
+    Safe to call from any process while a writer appends, as long as ``upto`` was durable when
+    it was chosen.  Raises :class:`WALCorruptError` when a wanted record is gone or damaged.
+    """
+    if upto <= after:
+        return
+    directory = Path(directory)
+    wanted = after + 1
+    segments = [(first, path) for first, path in _segments(directory) if first <= upto]
+    start = max((i for i, (first, _) in enumerate(segments) if first <= wanted), default=None)
+    if start is None:
+        raise WALCorruptError(
+            f"write-ahead log {directory}: record {wanted} is no longer in the log "
+            "(trimmed, or the directory was replaced)"
+        )
+    for index, (first, path) in enumerate(segments[start:]):
+        if index and first != wanted:
+            raise WALCorruptError(
+                f"write-ahead log {directory}: expected record {wanted}, "
+                f"segment {path.name} starts at {first}"
+            )
+        with open(path, "rb") as stream:
+            seq = first
+            while wanted <= upto:
+                header = stream.read(_HEADER.size)
+                if len(header) < _HEADER.size:
+                    break  # end of this segment; the next one goes on
+                length, crc = _HEADER.unpack(header)
+                if seq < wanted:  # before the range: skip the body unread
+                    stream.seek(length, os.SEEK_CUR)
+                    seq += 1
+                    continue
+                body = stream.read(length)
+                if len(body) < length or zlib.crc32(body) != crc:
+                    raise WALCorruptError(f"write-ahead log {path}: record {seq} is damaged")
+                record = _decode(body)
+                if record.seq != seq:
+                    raise WALCorruptError(
+                        f"write-ahead log {path}: found record {record.seq} where {seq} belongs"
+                    )
+                yield record
+                seq += 1
+                wanted += 1
+        if wanted > upto:
+            return
+    raise WALCorruptError(f"write-ahead log {directory}: records {wanted}..{upto} are missing")
+
+
+class WriteAheadLog:
+    """The writer side of a log directory: append, flush (durable), trim, close.
+
+    ``fsync=True`` makes :meth:`flush` survive an operating-system crash or power loss;
+    with ``fsync=False`` it survives the process (the data is in the page cache).  Opening waits
+    up to ``lock_timeout`` seconds for a previous writer to let go (a process Spark is ending).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        segment_bytes: int = 64 << 20,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        self.directory = Path(directory)
+        self.fsync = fsync
+        self.segment_bytes = segment_bytes
+        self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _take_lock(self.directory, lock_timeout)
+        segments = _segments(self.directory)
+        if not segments:
+            segments = [(1, self.directory / _segment_name(1))]
+            segments[0][1].touch()
+        first, path = segments[-1]
+        with open(path, "r+b") as stream:
+            count, good_end = _scan(stream, first)
+            stream.truncate(good_end)  # a torn or foreign tail is dropped, never served
+        self._segments = segments
+        self._active_records = count
+        self._active_size = good_end
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 (stays open)
+        self._next_seq = first + count
+        #: Highest sequence number whose record is flushed (0 when nothing was ever logged).
+        self.durable_seq = self._next_seq - 1
+
+    def __repr__(self) -> str:
+        return (
+            f"<WriteAheadLog {self.directory} records {self.first_seq}..{self.durable_seq}, "
+            f"{len(self._segments)} segments, {len(self._pending)} pending>"
+        )
+
+    @property
+    def first_seq(self) -> int:
+        """Lowest sequence number still held (``durable_seq + 1`` when empty)."""
+        return self._segments[0][0]
+
+    def append(self, frames: Sequence[bytes], received_at: int) -> int:
+        """Queue a message (``received_at`` in µs since the epoch); durable after :meth:`flush`."""
+        with self._lock:
+            seq = self._next_seq
+            self._pending.append(_encode(seq, received_at, frames))
+            self._next_seq = seq + 1
+            return seq
+
+    def flush(self) -> int:
+        """Write what :meth:`append` queued, make it durable, and return :attr:`durable_seq`."""
+        with self._lock:
+            if not self._pending:
+                return self.durable_seq
+            if self._active_size >= self.segment_bytes and self._active_records:
+                self._roll()
+            data = b"".join(self._pending)
+            count = len(self._pending)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[self._file.write(view) :]
+                if self.fsync:
+                    os.fsync(self._file.fileno())
+            except BaseException:
+                # Nothing of this flush counts: the segment ends at its last good record again
+                # and the records stay pending (a later flush may write them).
+                os.ftruncate(self._file.fileno(), self._active_size)
+                raise
+            self._pending.clear()
+            self._active_size += len(data)
+            self._active_records += count
+            self.durable_seq += count
+            return self.durable_seq
+
+    def read(self, after: int, upto: int) -> Iterator[Record]:
+        """Records ``after < seq <= upto`` (``upto`` at most :attr:`durable_seq`)."""
+        if upto > self.durable_seq:
+            raise ValueError(f"record {upto} is not durable yet (durable up to {self.durable_seq})")
+        return read_range(self.directory, after, upto)
+
+    def trim(self, upto: int) -> int:
+        """Delete the segments whose records are all ``<= upto``; return how many."""
+        with self._lock:
+            if self._active_records and self.durable_seq <= upto:
+                self._roll()
+            dead = 0
+            while len(self._segments) > 1 and self._segments[1][0] - 1 <= upto:
+                self._segments[0][1].unlink()
+                del self._segments[0]
+                dead += 1
+            return dead
+
+    def close(self) -> None:
+        """Flush what is pending, close the files and let go of the directory."""
+        if self._file.closed:
+            return
+        self.flush()
+        self._file.close()
+        self._lock_file.close()  # releases the flock
+
+    def __enter__(self) -> WriteAheadLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _roll(self) -> None:
+        """Start a new segment at the next durable position (lock held)."""
+        self._file.close()
+        first = self.durable_seq + 1
+        path = self.directory / _segment_name(first)
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 (stays open)
+        self._segments.append((first, path))
+        self._active_records = 0
+        self._active_size = 0
+        if self.fsync:  # the new name must survive a crash along with the records put in it
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)

@@ -1,0 +1,690 @@
+"""The Spark SQL source and sink (``format("brokerless")``) and the write-ahead log under it."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq as pyzmq  # the peer is real libzmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryException
+from zmq.utils.monitor import recv_monitor_message
+
+import brokerless
+import brokerless.spark
+from brokerless.spark import HEADER, MessageHeader, parse_header
+from brokerless.spark.wal import (
+    Record,
+    WALCorruptError,
+    WALLockedError,
+    WriteAheadLog,
+    read_range,
+)
+
+# -- the write-ahead log, no Spark ---------------------------------------------------------------
+
+
+def _fill(wal: WriteAheadLog, count: int, *, start: int = 0) -> None:
+    for i in range(start, start + count):
+        wal.append([b"topic", b"payload-%d" % i], 1_000 + i)
+    wal.flush()
+
+
+def _segment_files(path) -> list[str]:
+    return sorted(name for name in os.listdir(path) if name.endswith(".wal"))
+
+
+def test_wal_append_is_invisible_until_flush(tmp_path):
+    with WriteAheadLog(tmp_path) as wal:
+        assert (wal.durable_seq, wal.first_seq) == (0, 1)
+        assert wal.append([b"a"], 7) == 1
+        assert wal.append([b"b", b"c"], 8) == 2
+        assert wal.durable_seq == 0
+        with pytest.raises(ValueError, match="not durable"):
+            list(wal.read(0, 1))
+        assert wal.flush() == 2
+        assert list(wal.read(0, 2)) == [Record(1, 7, [b"a"]), Record(2, 8, [b"b", b"c"])]
+        assert list(wal.read(1, 2)) == [Record(2, 8, [b"b", b"c"])]
+        assert list(wal.read(2, 2)) == []
+
+
+def test_wal_reads_ranges_across_segments(tmp_path):
+    with WriteAheadLog(tmp_path, segment_bytes=100) as wal:
+        for i in range(20):
+            _fill(wal, 1, start=i)
+        assert len(_segment_files(tmp_path)) > 5
+        for after, upto in [(0, 20), (3, 4), (5, 17), (19, 20)]:
+            got = list(read_range(tmp_path, after, upto))
+            assert [r.seq for r in got] == list(range(after + 1, upto + 1))
+            assert [r.frames[1] for r in got] == [b"payload-%d" % (r.seq - 1) for r in got]
+
+
+def test_wal_trim_drops_committed_segments_and_reopen_continues(tmp_path):
+    with WriteAheadLog(tmp_path, segment_bytes=100) as wal:
+        for i in range(10):
+            _fill(wal, 1, start=i)
+        before = _segment_files(tmp_path)
+        wal.trim(4)
+        assert wal.first_seq <= 5
+        assert len(_segment_files(tmp_path)) < len(before)
+        assert [r.seq for r in read_range(tmp_path, 4, 10)] == list(range(5, 11))
+        with pytest.raises(WALCorruptError, match="no longer in the log"):
+            list(read_range(tmp_path, 0, 10))
+        wal.trim(10)  # everything committed: the active segment rolls, no data is left
+        assert _segment_files(tmp_path) == [f"{11:020d}.wal"]
+        assert wal.first_seq == 11
+    with WriteAheadLog(tmp_path) as wal:
+        assert (wal.first_seq, wal.durable_seq) == (11, 10)
+        assert wal.append([b"x"], 1) == 11
+        wal.flush()
+        assert [r.seq for r in wal.read(10, 11)] == [11]
+
+
+def test_wal_reopen_continues_after_the_last_record(tmp_path):
+    with WriteAheadLog(tmp_path) as wal:
+        _fill(wal, 5)
+    with WriteAheadLog(tmp_path) as wal:
+        assert wal.durable_seq == 5
+        _fill(wal, 3, start=5)
+        assert [r.frames[1] for r in wal.read(0, 8)] == [b"payload-%d" % i for i in range(8)]
+
+
+def test_wal_close_flushes_pending_records(tmp_path):
+    with WriteAheadLog(tmp_path) as wal:
+        wal.append([b"late"], 1)
+    assert list(read_range(tmp_path, 0, 1)) == [Record(1, 1, [b"late"])]
+
+
+@pytest.mark.parametrize("damage", ["cut mid-record", "cut mid-header", "garbage", "zeros"])
+def test_wal_torn_tail_is_dropped_on_reopen(tmp_path, damage):
+    with WriteAheadLog(tmp_path) as wal:
+        _fill(wal, 4)
+    (segment,) = _segment_files(tmp_path)
+    path = tmp_path / segment
+    size = path.stat().st_size
+    if damage == "cut mid-record":
+        os.truncate(path, size - 5)
+    elif damage == "cut mid-header":
+        record = size // 4
+        os.truncate(path, 3 * record + 3)
+    else:
+        with open(path, "ab") as f:
+            f.write(os.urandom(37) if damage == "garbage" else bytes(64))
+    with WriteAheadLog(tmp_path) as wal:
+        kept = 4 if damage in ("garbage", "zeros") else 3
+        assert wal.durable_seq == kept
+        assert path.stat().st_size == (size if kept == 4 else 3 * (size // 4))
+        assert wal.append([b"after"], 9) == kept + 1
+        wal.flush()
+        got = list(wal.read(0, kept + 1))
+    assert [r.seq for r in got] == list(range(1, kept + 2))
+    assert got[-1].frames == [b"after"]
+
+
+def test_wal_failed_flush_leaves_the_log_at_its_last_good_record(tmp_path, monkeypatch):
+    with WriteAheadLog(tmp_path) as wal:
+        _fill(wal, 2)
+        (segment,) = _segment_files(tmp_path)
+        size = (tmp_path / segment).stat().st_size
+        wal.append([b"unlucky"], 3)
+
+        def failing_fsync(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(OSError, match="Input/output"):
+            wal.flush()
+        assert wal.durable_seq == 2
+        assert (tmp_path / segment).stat().st_size == size
+        monkeypatch.undo()
+        assert wal.flush() == 3
+    with WriteAheadLog(tmp_path) as wal:
+        assert [r.frames for r in wal.read(0, 3)] == [
+            [b"topic", b"payload-0"],
+            [b"topic", b"payload-1"],
+            [b"unlucky"],
+        ]
+
+
+def test_wal_damaged_record_inside_the_range_is_reported(tmp_path):
+    with WriteAheadLog(tmp_path) as wal:
+        _fill(wal, 3)
+        (segment,) = _segment_files(tmp_path)
+        with open(tmp_path / segment, "r+b") as f:
+            f.seek(-2, os.SEEK_END)
+            f.write(b"??")
+        with pytest.raises(WALCorruptError, match="record 3 is damaged"):
+            list(wal.read(0, 3))
+
+
+def test_wal_has_one_writer(tmp_path):
+    with (
+        WriteAheadLog(tmp_path),
+        pytest.raises(WALLockedError, match="in use by another writer"),
+    ):
+        WriteAheadLog(tmp_path, lock_timeout=0)
+
+
+def test_wal_writer_waits_for_the_previous_one(tmp_path):
+    holder = WriteAheadLog(tmp_path)
+    _fill(holder, 2)
+    opened: list[WriteAheadLog] = []
+    waiter = threading.Thread(target=lambda: opened.append(WriteAheadLog(tmp_path)))
+    waiter.start()
+    holder.close()
+    waiter.join(timeout=10)
+    assert opened, "the second writer never got the log"
+    with opened[0] as wal:
+        assert wal.durable_seq == 2
+
+
+_frames = st.lists(st.binary(max_size=40), min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(st.lists(_frames, min_size=1, max_size=6), min_size=1, max_size=8),
+    segment_bytes=st.integers(min_value=1, max_value=400),
+    data=st.data(),
+)
+def test_wal_round_trip(tmp_path_factory, batches, segment_bytes, data):
+    path = tmp_path_factory.mktemp("wal")
+    sent = [frames for batch in batches for frames in batch]
+    with WriteAheadLog(path, fsync=False, segment_bytes=segment_bytes) as wal:
+        for batch in batches:
+            for frames in batch:
+                wal.append(frames, len(frames))
+            wal.flush()
+        trimmed = data.draw(st.integers(min_value=0, max_value=len(sent)), label="trim")
+        wal.trim(trimmed)
+    with WriteAheadLog(path, fsync=False) as wal:
+        assert wal.durable_seq == len(sent)
+        after = data.draw(st.integers(min_value=trimmed, max_value=len(sent)), label="after")
+        upto = data.draw(st.integers(min_value=after, max_value=len(sent)), label="upto")
+        got = list(wal.read(after, upto))
+    assert got == [Record(s, len(sent[s - 1]), sent[s - 1]) for s in range(after + 1, upto + 1)]
+
+
+# -- Spark: one local session for the module -----------------------------------------------------
+
+SPARK_TIMEOUT = 180  # a test that starts streaming queries (the first one also starts the JVM)
+WAIT = 60.0  # seconds to wait for something that should happen in a few
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Spark's Python workers are other processes: they must import this very brokerless, whether
+    # it comes from a source tree on PYTHONPATH or from an (editable) install.  The JVM passes
+    # its environment on to the workers it starts.
+    package_root = str(Path(brokerless.__file__).resolve().parent.parent)
+    with pytest.MonkeyPatch.context() as env:
+        paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        env.setenv("PYTHONPATH", os.pathsep.join(paths))
+        env.setenv("PYSPARK_PYTHON", sys.executable)
+        env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("brokerless-spark-io")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.host", "127.0.0.1")
+            .getOrCreate()
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    brokerless.spark.register(session)
+    yield session
+    session.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Batches:
+    """A ``foreachBatch`` target: the rows of every batch id (a replayed batch replaces its own)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list] = {}
+        self.changed = threading.Condition()
+
+    def __call__(self, frame, batch_id: int) -> None:
+        rows = frame.collect()
+        with self.changed:
+            self.rows[batch_id] = rows
+            self.changed.notify_all()
+
+    def all_rows(self) -> list:
+        with self.changed:
+            return [row for batch_id in sorted(self.rows) for row in self.rows[batch_id]]
+
+    def wait(self, query: StreamingQuery, predicate, what: str) -> None:
+        """Wait until ``predicate()`` holds; fail early if the query dies."""
+        deadline = time.monotonic() + WAIT
+        with self.changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"timed out waiting for {what}; have {len(self.all_rows())} rows")
+                if not query.isActive:
+                    pytest.fail(f"the query ended while waiting for {what}: {query.exception()}")
+                self.changed.wait(min(left, 0.5))
+
+
+def _read(spark, **options):
+    reader = spark.readStream.format("brokerless")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def _recv(sock, timeout: float = WAIT) -> list[bytes]:
+    assert sock.poll(int(timeout * 1000)), "nothing arrived"
+    return sock.recv_multipart()
+
+
+def _wait_event(monitor, event: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while (left := deadline - time.monotonic()) > 0:
+        if monitor.poll(int(left * 1000)) and recv_monitor_message(monitor)["event"] == event:
+            return
+    pytest.fail(f"no monitor event {event}")
+
+
+@pytest.fixture
+def zctx():
+    context = pyzmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+# -- the source ---------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_delivers_subscribed_messages_with_their_columns(spark, zctx, tmp_path):
+    pub = zctx.socket(pyzmq.XPUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="SUB",
+        topics="a,b",
+        walPath=str(tmp_path / "wal"),
+    )
+    batches = Batches()
+    began = datetime.datetime.now()
+    query = (
+        frame.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        subscriptions = {_recv(pub)[0], _recv(pub)[0]}  # no message before both arrived
+        assert subscriptions == {b"\x01a", b"\x01b"}
+        sent = []
+        for i in range(30):
+            message = [b"abc"[i % 3 : i % 3 + 1], b"%d" % i]
+            pub.send_multipart(message)
+            if message[0] != b"c":
+                sent.append(message)
+        pub.send_multipart([b"b", b"middle", b"last"])
+        sent.append([b"b", b"middle", b"last"])
+        batches.wait(query, lambda: len(batches.all_rows()) >= len(sent), "every message")
+    finally:
+        query.stop()
+    ended = datetime.datetime.now()
+    rows = batches.all_rows()
+    assert [row.frames for row in rows] == sent
+    assert [row.topic for row in rows] == [m[0] for m in sent]
+    assert [row.payload for row in rows] == [m[-1] for m in sent]
+    assert [row.seq for row in rows] == list(range(1, len(sent) + 1))
+    second = datetime.timedelta(seconds=1)
+    assert all(began - second <= row.received_at <= ended + second for row in rows)
+    assert frame.schema.simpleString() == (
+        "struct<topic:binary,payload:binary,frames:array<binary>,received_at:timestamp,seq:bigint>"
+    )
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_admission_control_caps_each_batch(spark, zctx, tmp_path):
+    port = _free_port()
+    push = zctx.socket(pyzmq.PUSH)
+    push.connect(f"tcp://127.0.0.1:{port}")  # queues until the source binds
+    for i in range(23):
+        push.send(b"%d" % i)
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="PULL",
+        bind="true",
+        walPath=str(tmp_path / "wal"),
+        maxRowsPerBatch="5",
+        numPartitions="2",
+    )
+    batches = Batches()
+    query = (
+        frame.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        batches.wait(query, lambda: len(batches.all_rows()) == 23, "23 rows")
+    finally:
+        query.stop()
+    sizes = [len(rows) for _, rows in sorted(batches.rows.items())]
+    assert max(sizes) <= 5
+    assert [row.payload for row in batches.all_rows()] == [b"%d" % i for i in range(23)]
+    assert all(row.topic is None and row.frames == [row.payload] for row in batches.all_rows())
+
+
+def _logged(wal_path: Path, after: int, upto: int) -> bool:
+    """Whether the source's log holds records ``after < seq <= upto`` (read as Spark would)."""
+    try:
+        return sum(1 for _ in read_range(wal_path, after, upto)) == upto - after
+    except WALCorruptError:  # not all there yet (or the last one is being written)
+        return False
+
+
+class CrashAfterFirstRows(Batches):
+    """Fails the first batch that follows one with rows, once every message sent so far is in
+    the log: a crash mid-stream, with rows committed, rows planned but not processed, and rows
+    logged but not planned yet."""
+
+    def __init__(self, wal_path: Path, logged: int) -> None:
+        super().__init__()
+        self.wal_path, self.logged = wal_path, logged
+        self.crashed_in: int | None = None
+        self.doomed: list = []
+
+    def __call__(self, frame, batch_id: int) -> None:
+        if not any(self.rows.values()):
+            return super().__call__(frame, batch_id)
+        self.crashed_in, self.doomed = batch_id, frame.collect()
+        after = min(row.seq for row in self.doomed) - 1
+        deadline = time.monotonic() + WAIT
+        pause = threading.Event()  # the log is another process's file: polled, no event to wait on
+        while not _logged(self.wal_path, after, self.logged):
+            assert time.monotonic() < deadline, "the source never logged every message"
+            pause.wait(0.05)
+        raise RuntimeError("simulated crash")
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zctx, tmp_path):
+    port = _free_port()
+    checkpoint = tmp_path / "checkpoint"
+    wal_path = checkpoint / "brokerless-wal"
+    push = zctx.socket(pyzmq.PUSH)
+    monitor = push.get_monitor_socket(pyzmq.EVENT_DISCONNECTED)
+    push.connect(f"tcp://127.0.0.1:{port}")  # queues while the source is down
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="PULL",
+        bind="true",
+        walPath=str(wal_path),
+        maxRowsPerBatch="10",
+    )
+
+    def start(target: Batches) -> StreamingQuery:
+        return (
+            frame.writeStream.foreachBatch(target)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    def send(numbers: range) -> None:
+        for i in numbers:
+            push.send(b"%d" % i)
+
+    # Run 1 fails in the batch after the first with rows, with all 30 messages logged.
+    send(range(30))
+    crashing = CrashAfterFirstRows(wal_path, 30)
+    first = start(crashing)
+    with pytest.raises(StreamingQueryException, match="simulated crash"):
+        first.awaitTermination(WAIT)
+    crashed_in = crashing.crashed_in
+    assert crashed_in is not None
+    assert sorted(crashing.rows) == list(range(crashed_in))
+    assert 0 < len(crashing.all_rows()) < 30
+    _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)  # sent from now on waits for the next run
+    send(range(30, 50))
+
+    # Run 2 runs the failed batch again (same range), then goes on; stopped cleanly at 50.
+    batches = Batches()
+    batches.rows.update(crashing.rows)
+    second = start(batches)
+    try:
+        batches.wait(second, lambda: len(batches.all_rows()) >= 50, "50 rows")
+    finally:
+        second.stop()
+    assert batches.rows[crashed_in] == crashing.doomed
+    _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)
+    send(range(50, 70))
+
+    # Run 3 picks up what was sent while no query ran.
+    third = start(batches)
+    try:
+        batches.wait(third, lambda: len(batches.all_rows()) >= 70, "70 rows")
+    finally:
+        third.stop()
+    rows = batches.all_rows()
+    assert [row.payload for row in rows] == [b"%d" % i for i in range(70)]
+    assert [row.seq for row in rows] == list(range(1, 71))
+    assert sorted(batches.rows) == list(range(len(batches.rows)))  # no batch id skipped
+
+
+# -- the sink -----------------------------------------------------------------------------------
+
+
+def test_parse_header():
+    frame = HEADER.pack(7, 1, 42)
+    assert len(frame) == 20
+    assert parse_header(frame) == MessageHeader(batch_id=7, partition_id=1, seq=42)
+    with pytest.raises(ValueError, match="20 bytes"):
+        parse_header(frame + b"x")
+
+
+def _drop_replays(messages: list[list[bytes]]) -> list[bytes]:
+    """The consumer side of the sink's contract: keep the keys of the newest batch id, drop
+    repeated keys and older batch ids."""
+    newest, keys, kept = -1, set(), []
+    for header, payload in messages:
+        batch_id, partition_id, seq = parse_header(header)
+        if batch_id < newest:
+            continue
+        if batch_id > newest:
+            newest, keys = batch_id, set()
+        if (partition_id, seq) not in keys:
+            keys.add((partition_id, seq))
+            kept.append(payload)
+    return kept
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_push_delivers_the_rows_and_a_replayed_batch_is_recognisable(spark, zctx, tmp_path):
+    producer = zctx.socket(pyzmq.PUSH)
+    producer.setsockopt(pyzmq.SNDTIMEO, int(WAIT * 1000))  # waits for the source to connect
+    in_port = producer.bind_to_random_port("tcp://127.0.0.1")
+    consumer = zctx.socket(pyzmq.PULL)
+    out_port = consumer.bind_to_random_port("tcp://127.0.0.1")
+    checkpoint = tmp_path / "checkpoint"
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{in_port}",
+        socketType="PULL",
+        walPath=str(checkpoint / "brokerless-wal"),
+        maxRowsPerBatch="8",
+        numPartitions="2",
+    ).select("payload")
+
+    def start() -> StreamingQuery:
+        return (
+            frame.writeStream.format("brokerless")
+            .option("endpoints", f"tcp://127.0.0.1:{out_port}")
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    query = start()
+    sent = [b"row-%d" % i for i in range(20)]
+    try:
+        for payload in sent:
+            producer.send(payload)
+        first = [_recv(consumer) for _ in sent]
+    finally:
+        query.stop()
+    assert sorted(payload for _, payload in first) == sorted(sent)
+    headers = [parse_header(header) for header, _ in first]
+    per_task: dict[tuple[int, int], list[int]] = {}
+    for h in headers:
+        per_task.setdefault((h.batch_id, h.partition_id), []).append(h.seq)
+    assert all(seqs == list(range(len(seqs))) for seqs in per_task.values())
+    for progress in query.recentProgress:  # the batches that completed (stop may cut the last)
+        sent_in_batch = sum(h.batch_id == progress["batchId"] for h in headers)
+        assert sent_in_batch == progress["numInputRows"]
+
+    # As if the driver died after the sink wrote the last batch and before Spark recorded it:
+    # the restarted query runs that batch again.
+    last = max(h.batch_id for h in headers)
+    for name in (str(last), f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    replayed_count = sum(h.batch_id == last for h in headers)
+    query = start()
+    try:
+        replayed = [_recv(consumer) for _ in range(replayed_count)]
+    finally:
+        query.stop()
+    assert sorted(replayed) == sorted(m for m in first if parse_header(m[0]).batch_id == last)
+    assert sorted(_drop_replays(first + replayed)) == sorted(sent)
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_pub_sends_topic_header_payload_to_a_subscriber(spark, zctx, tmp_path):
+    sub = zctx.socket(pyzmq.SUB)
+    sub.subscribe(b"")
+    port = sub.bind_to_random_port("tcp://127.0.0.1")
+    frame = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 10)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr(
+            "value",
+            "CAST(value AS STRING) AS body",
+            "IF(value % 3 = 0, 'fizz', 'other') AS topic",
+        )
+    )
+    query = (
+        frame.writeStream.format("brokerless")
+        .option("endpoints", f"tcp://127.0.0.1:{port}")
+        .option("socketType", "PUB")
+        .option("topicColumn", "topic")
+        .option("payloadColumn", "body")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    got: dict[int, list] = {0: [], 1: []}
+    try:
+        while len(got[0]) + len(got[1]) < 20:
+            topic, header, body = _recv(sub)
+            batch_id, partition_id, seq = parse_header(header)
+            if batch_id in got:
+                got[batch_id].append((partition_id, seq, topic, body))
+    finally:
+        query.stop()
+    for batch_id, messages in got.items():
+        values = range(10 * batch_id, 10 * batch_id + 10)
+        assert sorted(int(body) for *_, body in messages) == list(values)
+        assert all(
+            topic == (b"fizz" if int(body) % 3 == 0 else b"other") for *_, topic, body in messages
+        )
+        for partition_id in {m[0] for m in messages}:
+            seqs = [seq for p, seq, *_ in messages if p == partition_id]
+            assert seqs == list(range(len(seqs)))
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_register_is_idempotent_and_defaults_to_the_active_session(spark):
+    brokerless.spark.register(spark)
+    brokerless.spark.register()
+    with pytest.raises(PySparkException, match='option "walPath" is required'):
+        _read(spark, endpoints="tcp://127.0.0.1:1")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"endpoints": "tcp://127.0.0.1:1"}, 'option "walPath" is required'),
+        ({"walPath": "/tmp/x"}, 'option "endpoints" is required'),
+        ({"endpoints": "inproc://x", "walPath": "/tmp/x"}, "inproc:// cannot work"),
+        (
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "maxRowPerBatch": "5"},
+            "unknown option 'maxrowperbatch'",
+        ),
+        (
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "socketType": "REQ"},
+            'option "socketType" must be one of SUB, PULL',
+        ),
+        (
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "numPartitions": "0"},
+            'option "numPartitions" must be a positive integer',
+        ),
+    ],
+)
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_source_options_are_checked_at_load(spark, options, message):
+    with pytest.raises(PySparkException, match=message):
+        _read(spark, **options)
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_rejects_a_payload_column_it_cannot_send(spark, tmp_path):
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 1)
+        .load()
+        .writeStream.format("brokerless")
+        .option("endpoints", "tcp://127.0.0.1:1")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match=r"column 'value' is bigint.*CAST it"):
+        query.awaitTermination(WAIT)
+
+
+@pytest.mark.parametrize(
+    ("socket_type", "message"),
+    [("PUSH", "still queued after timeoutMs=300"), ("PUB", "no subscriber within timeoutMs=300")],
+)
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_sink_fails_the_task_when_no_peer_takes_the_rows(spark, tmp_path, socket_type, message):
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 3)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS payload")
+        .writeStream.format("brokerless")
+        .option("endpoints", f"tcp://127.0.0.1:{_free_port()}")
+        .option("socketType", socket_type)
+        .option("timeoutMs", "300")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match=message):
+        query.awaitTermination(WAIT)
