@@ -201,9 +201,8 @@ class Pipe:
         if DELIMITER in out:  # always the last item: nothing is written after it
             del out[out.index(DELIMITER) :]
             self._peer_finished()
-        elif lane.writer_blocked and len(q) <= lane.lwm:
-            lane.writer_blocked = False
-            self._notify_peer(ACTIVATE_WRITE)
+        else:
+            self._wake_writer_if_drained()
         return out
 
     def read_queued(self, limit: int) -> list:
@@ -219,10 +218,16 @@ class Pipe:
                 q.appendleft(msg)
                 break
             out.append(msg)
-        if lane.writer_blocked and len(q) <= lane.lwm:
+        self._wake_writer_if_drained()
+        return out
+
+    def _wake_writer_if_drained(self) -> None:
+        """After a batch read: wake a writer blocked at the HWM once down to the low-water
+        mark (``read`` does the same inline: it runs once per message)."""
+        lane = self._in
+        if lane.writer_blocked and len(lane.q) <= lane.lwm:
             lane.writer_blocked = False
             self._notify_peer(ACTIVATE_WRITE)
-        return out
 
     def check_read(self) -> bool:
         """Whether a message is ready; marks the reader asleep when there is none."""
@@ -286,14 +291,12 @@ class Pipe:
         lane = self._out
         n = 0
         if not (self.terminating or lane.conflate):
-            n = min(len(msgs), lane.hwm - len(lane.q)) if lane.hwm else len(msgs)
-            if n > 0:
-                lane.q.extend(msgs if n == len(msgs) else msgs[:n])
-                if lane.reader_asleep:
-                    lane.reader_asleep = False
-                    self._notify_peer(ACTIVATE_READ)
-            else:
-                n = 0
+            n = max(0, min(len(msgs), lane.hwm - len(lane.q))) if lane.hwm else len(msgs)
+        if n:
+            lane.q.extend(msgs if n == len(msgs) else msgs[:n])
+            if lane.reader_asleep:
+                lane.reader_asleep = False
+                self._notify_peer(ACTIVATE_READ)
         for i in range(n, len(msgs)):  # at the HWM: the single-message path marks us blocked
             if not self.write(msgs[i]):
                 return i

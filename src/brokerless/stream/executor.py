@@ -289,6 +289,7 @@ class Executor:
     """Base: one thread, one queue, the tasks of one component."""
 
     kind = ""
+    close_method: str | None = None
 
     def __init__(self, worker: Worker, plan: ExecutorPlan, queue: BoundedQueue, bound: int | None
                  ) -> None:
@@ -377,7 +378,13 @@ class Executor:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Stop the components (in this executor's thread)."""
+        """Stop the components (in this executor's thread): each task that started calls
+        ``close_method`` (Storm's ``close`` for spouts, ``cleanup`` for bolts)."""
+        if self.close_method is None:
+            return
+        for state in self.states.values():
+            if not state.broken:
+                self._call(state, self.close_method)
 
     def pending(self) -> tuple[int, int]:
         return 0, 0
@@ -406,6 +413,7 @@ class Executor:
 
 class SpoutExecutor(Executor):
     kind = "spout"
+    close_method = "close"
 
     def open(self) -> None:
         config = self.config
@@ -500,14 +508,10 @@ class SpoutExecutor(Executor):
             self.metrics.failed += 1
             self._call(self.states[task], "fail", msg_id)
 
-    def close(self) -> None:
-        for state in self.states.values():
-            if not state.broken:
-                self._call(state, "close")
-
 
 class BoltExecutor(Executor):
     kind = "bolt"
+    close_method = "cleanup"
 
     def open(self) -> None:
         for task in self.task_ids:
@@ -559,11 +563,6 @@ class BoltExecutor(Executor):
         metrics = self.metrics
         metrics.latency.add(time.perf_counter_ns() - start)
         metrics.processed += 1
-
-    def close(self) -> None:
-        for state in self.states.values():
-            if not state.broken:
-                self._call(state, "cleanup")
 
 
 class AckerExecutor(Executor):

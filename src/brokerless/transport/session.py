@@ -123,13 +123,6 @@ class Session:
         if self.engine is None:
             self._finish()
 
-    def push(self, msg: Any) -> bool:
-        """A message from the wire for the socket; False when the pipe is full."""
-        pipe = self.pipe
-        if pipe is None:
-            return True  # the socket is gone: drop
-        return pipe.write(msg)
-
     def push_many(self, msgs: list) -> int:
         """Messages from the wire for the socket; returns how many the pipe took."""
         pipe = self.pipe

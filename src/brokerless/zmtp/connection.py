@@ -172,7 +172,6 @@ class Connection:
                     exc.messages = self._traffic(exc.messages)
                     raise
                 return self._traffic(items)
-            self.had_events = True
             if self.state is ERROR_STATE:
                 raise ProtocolError("connection already failed")
             if self.state is GREETING:
