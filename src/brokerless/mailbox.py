@@ -32,6 +32,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+#: A command that only wakes the owner (it re-checks its state; nothing else to do).
+WAKE = "wake"
+
 
 class Signaler:
     """A pollable wake-up flag: an eventfd where the OS has one, else a pipe."""

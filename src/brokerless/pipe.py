@@ -205,10 +205,12 @@ class Pipe:
             self._wake_writer_if_drained()
         return out
 
-    def read_queued(self, limit: int) -> list:
-        """Up to ``limit`` messages queued now, without ever marking the reader asleep (so the
-        writer keeps not signalling: the caller arranges the next read).  The delimiter stays
-        for the regular reader."""
+    def read_queued(self, limit: int) -> tuple[list, bool]:
+        """Up to ``limit`` messages queued now, for a reader that is not the end's owner (the
+        socket's thread writing directly for its I/O thread); the delimiter stays for the
+        owner.  Returns the messages and whether the lane is now empty with the reader marked
+        asleep (as :meth:`read` does), so the next message is signalled; False means more wait
+        and the caller arranges the next read."""
         lane = self._in
         q = lane.q
         out: list = []
@@ -219,7 +221,18 @@ class Pipe:
                 break
             out.append(msg)
         self._wake_writer_if_drained()
-        return out
+        if q:
+            return out, False
+        lane.reader_asleep = True
+        if q:
+            lane.reader_asleep = False
+            return out, False
+        return out, True
+
+    def hold_reader_awake(self) -> None:
+        """The reader is about to look at this end by its own means (it reads the connection
+        that feeds it): writers need not signal it until it next finds the end empty."""
+        self._in.reader_asleep = False
 
     def _wake_writer_if_drained(self) -> None:
         """After a batch read: wake a writer blocked at the HWM once down to the low-water

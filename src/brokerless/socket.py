@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import select
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +29,12 @@ from .deadline import Deadline
 from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
 from .error import Again, ZMQBindError, ZMQError, error
 from .frame import Frame, MessageTracker
+from .mailbox import WAKE
 from .monitor import Monitor
 from .patterns import PATTERNS
 from .pipe import Pipe
 from .transport import endpoint as _endpoint
+from .transport.session import Session
 
 if TYPE_CHECKING:
     from .context import Context
@@ -66,6 +69,7 @@ class Socket:
         "_commands",
         "_connected",
         "_fault",
+        "_lent_poll",
         "_mailbox",
         "_monitor",
         "_options",
@@ -112,6 +116,8 @@ class Socket:
         self._fault: Callable[[], ZMQError] | None = None  # set once closed or terminated
         self._closed = False
         self._monitor: Monitor | None = None
+        # (engine, poll object watching its descriptor and our mailbox) for _wait_reading
+        self._lent_poll: tuple[Any, Any] | None = None
         for option, value in (options or {}).items():
             self.setsockopt(option, value)
 
@@ -189,6 +195,9 @@ class Socket:
                 self.pipe_terminated(pipe)
             else:
                 self._pattern.read_activated(pipe)  # read what is left, then it goes
+
+    def _on_wake(self, _: Any) -> None:
+        pass  # woken from a lent read (see _wait_for): the caller's loop looks again
 
     def _on_stop(self, _: Any) -> None:
         if not self._closed:
@@ -330,6 +339,7 @@ class Socket:
             pipe.terminate()
             pipe.drop_inbound()
         self._pipes.clear()
+        self._lent_poll = None
         for command, arg in self._mailbox.commands:  # pipes handed to us we never attached
             if command == ATTACH:
                 arg.terminate()
@@ -429,7 +439,7 @@ class Socket:
             self._process_commands()
         msg = self._xrecv()
         if msg is None:
-            msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO)
+            msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True)
         return msg
 
     def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
@@ -443,7 +453,7 @@ class Socket:
                 self._process_commands()
             msg = self._xrecv()
             if msg is None:
-                msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO)
+                msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True)
             if msg.__class__ is list:
                 self._rx_parts = msg
                 self._rx_pos = 1
@@ -501,9 +511,15 @@ class Socket:
     # -- waiting --------------------------------------------------------------------------------
 
     def _wait_for(
-        self, attempt: Callable[[], Any], flags: int, timeout_option: SocketOption
+        self,
+        attempt: Callable[[], Any],
+        flags: int,
+        timeout_option: SocketOption,
+        reading: bool = False,
     ) -> Any:
-        """Retry ``attempt`` as commands arrive until it succeeds (truthy) or time runs out."""
+        """Retry ``attempt`` as commands arrive until it succeeds (truthy) or time runs out.
+        ``reading``: waiting for a message, so with one network peer this thread reads the
+        connection itself while it waits (see ``_wait_reading``)."""
         if flags & NOBLOCK:
             raise Again(EAGAIN, "Resource temporarily unavailable")
         deadline = Deadline(self._options[timeout_option])
@@ -516,7 +532,44 @@ class Socket:
             wait_ms = deadline.wait_ms()
             if wait_ms is None:
                 raise Again(EAGAIN, "Resource temporarily unavailable")
-            mailbox.wait(wait_ms)
+            if not (reading and self._wait_reading(wait_ms)):
+                mailbox.wait(wait_ms)
+
+    def _wait_reading(self, wait_ms: int) -> bool:
+        """Wait for a command or for data on the connection behind this socket's only pipe,
+        reading that data here -- no hand-over to the I/O thread, whose turn may be a GIL
+        switch away (see "Lent input" in :mod:`brokerless.transport.engine`).  False when
+        there is no such connection or it cannot be lent now: then wait as usual."""
+        if len(self._pipes) != 1:
+            return False
+        for pipe in self._pipes:
+            session = pipe.peer.owner
+        if session.__class__ is not Session or session.engine is None:
+            return False
+        engine = session.engine
+        if not engine.lend_input():
+            return False
+        mailbox = self._mailbox
+        lent_poll = self._lent_poll
+        if lent_poll is None or lent_poll[0] is not engine:
+            poller = select.poll()
+            poller.register(engine.fileno, select.POLLIN)
+            poller.register(mailbox.fileno(), select.POLLIN)
+            self._lent_poll = lent_poll = (engine, poller)
+        pipe.hold_reader_awake()  # what we read goes into the pipe unsignalled: we look next
+        try:
+            mailbox.use_fd()
+            if mailbox.commands:
+                return True
+            for fd, _ in lent_poll[1].poll(wait_ms):
+                if fd == engine.fileno:
+                    engine.read_lent()
+                else:
+                    mailbox.clear_fd()
+        finally:
+            engine.return_input()
+            self._pattern.read_activated(pipe)
+        return True
 
     def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:
         """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events."""
@@ -686,6 +739,7 @@ STOP = "stop"
 
 # Command dispatch (a class-level table: bound methods would make every socket a cycle).
 _HANDLERS: dict[str, Callable[[Socket, Any], None]] = {
+    WAKE: Socket._on_wake,
     _pipe.ACTIVATE_READ: Socket._on_activate_read,
     _pipe.ACTIVATE_WRITE: Socket._on_activate_write,
     _pipe.PIPE_TERM: Socket._on_pipe_term,

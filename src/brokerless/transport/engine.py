@@ -16,6 +16,15 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
   the engine goes idle until the pipe signals new messages (``restart_output``).
 * **Faults** (the peer's: garbage, wrong socket type, oversize frame, stalled handshake, missed
   heartbeats, a reset) close this connection only, with a reason, through ``session.engine_failed``.
+* **Lent input:** a message that has to wait for the I/O thread to get the GIL costs a thread
+  hand-over per message, so a socket's thread about to block in ``recv`` with one network peer
+  borrows the input side (``lend_input``): the I/O thread stops watching the descriptor, the
+  socket's thread polls it together with its own mailbox and decodes what arrives straight into
+  the pipe (``read_lent``), then gives the input back (``return_input``).  ``in_lock`` is held by
+  whoever reads (either thread; the other only tries it and backs off).  Whatever needs the I/O
+  thread -- events (READY, PING), protocol errors, a broken connection, the end of the stream --
+  is left to it in order.  Closing while lent wakes the borrower, who closes the descriptor when
+  it gives the input back, so a descriptor is never closed under a poll.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..constants import SocketOption
+from ..mailbox import WAKE
 from ..monitor import (
     PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
     PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED,
@@ -48,6 +58,7 @@ RECV_BUFFER = 256 * 1024
 BATCH_BYTES = 256 * 1024
 BATCH_MESSAGES = 4096
 ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
+DIRECT_GAP = 20e-6  # seconds: a direct write this soon after the previous one is a burst
 IOV_MAX = 512
 
 
@@ -79,9 +90,18 @@ class Engine:
         self._last_rx = time.monotonic()
         self._handshake_ivl = options[_O.HANDSHAKE_IVL] / 1000
         self.fileno = sock.fileno()
-        # Guards the output side (_out, sendmsg): the I/O thread and, for direct writes, the
-        # socket's thread.  Re-entrant because I/O-thread paths nest (flush -> restart_output).
+        # Guards the output side (_out, sendmsg, the connection's command output): the I/O
+        # thread and, for direct writes, the socket's thread.  Re-entrant because I/O-thread
+        # paths nest (flush -> restart_output).
         self.out_lock = threading.RLock()
+        # Held by whoever reads the descriptor and decodes (see "Lent input"); the order is
+        # in_lock, then out_lock.  Re-entrant: a fault met while reading closes the engine.
+        self.in_lock = threading.RLock()
+        # Guards the selector registration and the hand-over of the descriptor (_lent, close).
+        self._interest_lock = threading.Lock()
+        self._lent = False  # the socket's thread is reading (see lend_input)
+        self._restart_wanted = False  # restart_input found the input lent: run it again after
+        self._last_direct = 0.0  # when the socket's thread last wrote directly (monotonic)
 
     def __repr__(self) -> str:
         return f"<Engine {self.session.endpoint} {self.conn.state}>"
@@ -89,7 +109,8 @@ class Engine:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._update_interest()
+        with self._interest_lock:
+            self._update_interest()
         with self.out_lock:
             self._queue(self.conn.data_to_send())
             self._flush()
@@ -105,7 +126,15 @@ class Engine:
             self.alive = False
         for timer in self._timers.values():
             timer.cancel()
-        self.io.unregister(self.sock)
+        with self._interest_lock:
+            self.io.unregister(self.sock)
+            self._events = 0
+            if self._lent:  # the borrower polls the descriptor: it closes it when done
+                self.session.socket.send_command(WAKE, None)
+            else:
+                self._close_socket()
+
+    def _close_socket(self) -> None:
         try:
             self.sock.close()
         except OSError:
@@ -124,7 +153,10 @@ class Engine:
     # -- selector -----------------------------------------------------------------------------
 
     def _update_interest(self) -> None:
-        events = (READ if self._reading else 0) | (WRITE if self._writing else 0)
+        """Watch what is wanted now (with ``_interest_lock`` held: both threads come here)."""
+        if not self.alive:
+            return
+        events = (READ if self._reading and not self._lent else 0) | (WRITE if self._writing else 0)
         if events == self._events:
             return
         if not self._events:
@@ -135,9 +167,20 @@ class Engine:
             self.io.modify(self.sock, events, self._on_ready)
         self._events = events
 
+    def _set_reading(self, reading: bool) -> None:
+        self._reading = reading
+        with self._interest_lock:
+            self._update_interest()
+
     def _on_ready(self, mask: int) -> None:
-        if mask & READ:
-            self._in_event()
+        # Reading may have stopped since the selector reported READ (a lent read met the HWM):
+        # then nothing may be read ahead of what waits.  In_lock busy: the socket's thread reads.
+        if mask & READ and self._reading and self.in_lock.acquire(False):
+            try:
+                if self._reading:
+                    self._in_event()
+            finally:
+                self.in_lock.release()
         if mask & WRITE and self.alive:
             with self.out_lock:
                 self._flush()
@@ -175,9 +218,9 @@ class Engine:
         self.fail(f"protocol error: {exc}", failure_code(exc))
 
     def _send_reply(self) -> None:
-        reply = self.conn.data_to_send()
-        if reply:
-            with self.out_lock:
+        with self.out_lock:
+            reply = self.conn.data_to_send()
+            if reply:
                 self._queue(reply)
                 self._flush()
 
@@ -214,20 +257,108 @@ class Engine:
             return True
         self._pending_in = items[lo + taken :]
         self._pending_events = events
-        self._reading = False
-        self._update_interest()
+        self._set_reading(False)
         return False
 
-    def restart_input(self) -> None:
-        """The pipe has room again: deliver what waited, then read on."""
-        pending, self._pending_in = self._pending_in, []
-        if pending:
-            self._deliver(pending, self._pending_events)
-            if self._pending_in:
+    def restart_input(self, _: Any = None) -> None:
+        """The pipe has room again (or a lent read left work here): deliver what waited, then
+        read on (I/O thread)."""
+        self._restart_wanted = True  # before trying the lock: see return_input
+        if not self.in_lock.acquire(False):
+            return  # the socket's thread reads; it calls us again when it gives the input back
+        try:
+            self._restart_wanted = False
+            pending, self._pending_in = self._pending_in, []
+            if pending:
+                self._deliver(pending, self._pending_events)
+                if self._pending_in:
+                    return
+            if not self._reading and self.alive:
+                self._set_reading(True)
+        finally:
+            self.in_lock.release()
+
+    # -- lent input (the socket's thread reads; see the module docstring) -----------------------
+
+    def lend_input(self) -> bool:
+        """Let the calling socket thread read the descriptor (``read_lent``) until it calls
+        ``return_input``; False when the I/O thread must go on reading (busy, not in traffic,
+        input stopped at the HWM or waiting for the I/O thread)."""
+        if not self.in_lock.acquire(False):
+            return False
+        with self._interest_lock:
+            if (self.alive and self._reading and not self._pending_in
+                    and self.conn.state == "TRAFFIC"):
+                self._lent = True
+                self._update_interest()
+                return True
+        self._release_input()
+        return False
+
+    def return_input(self) -> None:
+        """The borrower is done: the I/O thread watches the descriptor again (or, if the
+        engine was closed meanwhile, the borrower closes it)."""
+        with self._interest_lock:
+            self._lent = False
+            if self.alive:
+                self._update_interest()
+            else:
+                self._close_socket()
+        self._release_input()
+
+    def _release_input(self) -> None:
+        self.in_lock.release()
+        if self._restart_wanted:  # restart_input found the lock taken: it runs again now
+            self.io.call_soon(self._restart_and_wake)
+
+    def read_lent(self) -> None:
+        """Read and decode what the descriptor holds, into the pipe (the borrowing thread,
+        after its poll said readable).  What only the I/O thread may handle is left to it:
+        events are queued for ``restart_input`` with reading stopped, so nothing read later
+        overtakes them; a broken or ended stream is simply not read (the I/O thread then sees
+        it when it watches again)."""
+        if not self.alive:
+            return
+        try:
+            n = self.sock.recv_into(self._rbuf)
+        except (BlockingIOError, InterruptedError, OSError):
+            return  # OSError: the connection broke; the I/O thread meets it and says why
+        if n == 0:
+            return  # the end of the stream stays readable for the I/O thread
+        self._last_rx = time.monotonic()
+        with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
+            try:
+                items = self.conn.receive_data(self._rview[:n])
+            except ProtocolError as exc:
+                self._reading = False
+                self.io.call_soon(self._protocol_failed, exc)
                 return
-        if not self._reading and self.alive:
-            self._reading = True
-            self._update_interest()
+            reply = self.conn.data_to_send()
+            if reply:
+                self._queue(reply)
+                try:
+                    self._send_out()
+                except OSError:
+                    pass  # the I/O thread meets the same error on its turn and closes
+                if self._out:
+                    self.io.call_soon(self._after_direct)
+        if not items:
+            return
+        if self.conn.had_events:
+            self._pending_in = items
+            self._pending_events = True
+            self._reading = False
+            self.io.call_soon(self._restart_and_wake)
+        else:
+            self._push_run(items, 0, len(items), False)
+
+    def _restart_and_wake(self, _: Any = None) -> None:
+        """The I/O thread's part of a lent read that left work here (events to deliver, or a
+        restart_input that found the input lent): do it, then wake the socket's thread, which
+        may borrow the input again."""
+        self.restart_input()
+        if self.alive:
+            self.session.socket.send_command(WAKE, None)
 
     # -- output -------------------------------------------------------------------------------
 
@@ -237,31 +368,39 @@ class Engine:
 
     def try_direct_output(self) -> bool:
         """The socket's thread, having just queued into an idle connection, writes it to the
-        OS socket itself: no hand-over to the I/O thread, no wait for the GIL.  Only what is
-        queued now is taken, and the reader is not marked asleep, so a burst that follows is
-        not signalled message by message: the I/O thread is asked once to take it in one
-        batch (and to finish any write the kernel did not take).  Returns False when the I/O
-        thread must do it all (busy connection, handshake not done)."""
+        OS socket itself: no hand-over to the I/O thread, no wait for the GIL.  A write that
+        follows the previous one within ``DIRECT_GAP`` is a burst under way: that one is left
+        to the I/O thread (returns False), which takes the rest of the burst in batches instead
+        of a system call per message.  When the write empties the pipe the next message is
+        signalled again; otherwise (more queued, or the kernel took only part) the I/O thread
+        is asked to finish.  Returns False when the I/O thread must do it all (burst, busy
+        connection, handshake not done)."""
+        now = time.monotonic()
+        if now - self._last_direct < DIRECT_GAP:
+            self._last_direct = now
+            return False
         lock = self.out_lock
         if not lock.acquire(False):
             return False
         try:
             if not self.alive or self.conn.state != "TRAFFIC" or self._out:
                 return False
-            msgs = self.session.pull_queued(BATCH_MESSAGES)
+            self._last_direct = now
+            msgs, drained = self.session.pull_queued(BATCH_MESSAGES)
             self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
             try:
                 self._send_out()
             except OSError:
-                pass  # the I/O thread meets the same error on its turn and closes
+                drained = False  # the I/O thread meets the same error on its turn and closes
         finally:
             lock.release()
-        self.io.call_soon(self._after_direct)
+        if not drained or self._out:
+            self.io.call_soon(self._after_direct)
         return True
 
     def _after_direct(self, _: Any) -> None:
         """The I/O thread's turn after a direct write: finish what the kernel did not take,
-        then take what was queued behind it (the reader was left awake, so nothing else will
+        then take what was queued behind it (the pipe was not left empty, so nothing else will
         announce those messages)."""
         with self.out_lock:
             if self._out:
@@ -300,7 +439,8 @@ class Engine:
         writing = bool(self._out)
         if writing != self._writing and self.alive:
             self._writing = writing
-            self._update_interest()
+            with self._interest_lock:
+                self._update_interest()
         if not writing:
             self.session.output_flushed(self)
 
@@ -311,7 +451,7 @@ class Engine:
         sock = self.sock
         while out:
             try:
-                n = sock.sendmsg(list(_head(out)))
+                n = sock.sendmsg(out if len(out) <= IOV_MAX else list(_head(out)))
             except (BlockingIOError, InterruptedError):
                 return
             while n:
@@ -345,8 +485,8 @@ class Engine:
         if self._heartbeat_timeout > 0 and idle >= self._heartbeat_ivl + self._heartbeat_timeout:
             self.fail("heartbeat timed out: no traffic from the peer")
             return
-        self.conn.send_ping(self._heartbeat_ttl // 100)
         with self.out_lock:
+            self.conn.send_ping(self._heartbeat_ttl // 100)
             self._queue(self.conn.data_to_send())
             self._flush()
         self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)

@@ -135,10 +135,11 @@ class Session:
         pipe = self.pipe
         return [] if pipe is None else pipe.read_many(limit)
 
-    def pull_queued(self, limit: int) -> list:
-        """What the socket has queued now (for a direct write by the socket's thread)."""
+    def pull_queued(self, limit: int) -> tuple[list, bool]:
+        """What the socket has queued now (for a direct write by the socket's thread), and
+        whether that emptied the pipe (see ``Pipe.read_queued``)."""
         pipe = self.pipe
-        return [] if pipe is None else pipe.read_queued(limit)
+        return ([], False) if pipe is None else pipe.read_queued(limit)
 
     # -- engine events ------------------------------------------------------------------------
 
@@ -166,7 +167,7 @@ class Session:
             return
         self.engine = None
         self.last_error = reason
-        if engine.conn.state == "TRAFFIC":
+        if engine.conn.peer is not None:  # the handshake had completed (a fault may follow)
             self.socket._emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
         elif code:
             self.socket._emit(Event.HANDSHAKE_FAILED_PROTOCOL, code, self.endpoint)
