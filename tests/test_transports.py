@@ -125,3 +125,46 @@ def test_heartbeat_keeps_an_idle_live_peer(make):
     assert recv_within(pull) == b"still here"
     pull.disable_monitor()
     monitor.close()
+
+
+
+def _keepalive_settings(port: int) -> dict[str, tuple[int, int]]:
+    """The OS settings (SO_KEEPALIVE, TCP_KEEPIDLE) of this process's tcp connections on
+    127.0.0.1 using ``port``: the side whose local port it is ("bound") and the other side
+    ("connecting"), read from duplicates of the process's open socket descriptors."""
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue  # not a socket (or already closed)
+        with sock:
+            if sock.family != socket.AF_INET or sock.type != socket.SOCK_STREAM:
+                continue
+            try:
+                local, remote = sock.getsockname()[1], sock.getpeername()[1]
+            except OSError:
+                continue  # a listener
+            side = "bound" if local == port else "connecting" if remote == port else None
+            if side:
+                found[side] = (
+                    sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                )
+    return found
+
+
+@pytest.mark.parametrize("keepalive_on", ["bound", "connecting"])
+def test_tcp_keepalive_options_reach_the_os(make, keepalive_on):
+    on = {"TCP_KEEPALIVE": 1, "TCP_KEEPALIVE_IDLE": 300}
+    off = {"TCP_KEEPALIVE": 0}
+    pull = make(zmq.PULL, **(on if keepalive_on == "bound" else off))
+    addr = bind(pull, "tcp://127.0.0.1:*")
+    push = make(zmq.PUSH, **(on if keepalive_on == "connecting" else off))
+    connect(push, addr, pull)
+    push.send(b"x")
+    assert recv_within(pull) == b"x"
+    settings = _keepalive_settings(int(addr.rsplit(":", 1)[1]))
+    other = "connecting" if keepalive_on == "bound" else "bound"
+    assert settings[keepalive_on] == (1, 300)
+    assert settings[other][0] == 0
