@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from .component import DEFAULT_STREAM, Bolt, Component, Spout, Stream, TopologyContext
 from .config import Config
+from .control import WorkerProcessError
 from .grouping import (
     Grouping,
     all_,
@@ -57,7 +58,7 @@ from .grouping import (
 )
 from .local import LocalRun, run_local
 from .metrics import ComponentStats, ErrorReport, Statistics
-from .multiprocess import MultiprocessRun, WorkerProcessError, run_multiprocess
+from .multiprocess import MultiprocessRun, run_multiprocess
 from .queues import Shutdown
 from .run import TopologyRun
 from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer
