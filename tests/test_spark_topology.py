@@ -27,6 +27,7 @@ from brokerless.stream import Topology, TopologyError, WorkerProcessError, all_,
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
 
+from .processes import descendants, gone
 from .spark_topologies import CountThenReport, KillOwnProcess
 from .stream_topologies import Counter, Sink, Source, wait_for
 
@@ -175,28 +176,6 @@ def test_the_demo_prints_the_top_words_of_the_text(spark):
     assert "Equal to a plain collections.Counter over the same text." in text
     for i, (word, count) in enumerate(ranking, 1):
         assert re.search(rf"^ +{i}\. {word} +{count:,}$", text, re.M)
-
-
-def descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
-            try:
-                kids = {int(p) for p in children.read_text().split()}
-            except OSError:  # the task ended meanwhile
-                continue
-            todo += kids - found
-            found |= kids
-    return found
-
-
-def gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @pytest.mark.timeout(240)

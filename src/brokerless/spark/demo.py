@@ -221,6 +221,13 @@ class Display:
             self.out.write(f"{head}; top: {leaders}\n")
         self.out.flush()
 
+    def close(self) -> None:
+        """Erase the live view on a terminal (the final report replaces it)."""
+        if self.tty and self._drawn:
+            self.out.write(f"\x1b[{self._drawn}F\x1b[J")
+            self.out.flush()
+            self._drawn = 0
+
 
 def run_demo(
     *,
@@ -266,11 +273,15 @@ def run_demo(
                       f"{workers} workers on Spark {session.sparkContext.master} "
                       f"(started in {time.monotonic() - began:.1f} s)\n")
             out.flush()
-            final = _follow(run, sub, Display(out, total, top), timeout)
+            display = Display(out, total, top)
+            final = _follow(run, sub, display, timeout)
+            running = time.monotonic() - display.started
+            display.close()
         ranking = [(word, count) for word, count in final["top"]]
         elapsed = time.monotonic() - began
         out.write(f"\nTop {top} words of {TITLE} ({total:,} lines, {final['words']:,} words, "
-                  f"{final['distinct']:,} distinct; {workers} workers, {elapsed:.1f} s in all"
+                  f"{final['distinct']:,} distinct; {workers} workers counted "
+                  f"{final['words'] / running:,.0f} words/s, {elapsed:.1f} s in all"
                   + (f", {run.attempt} attempts" if run.attempt > 1 else "") + "):\n")
         for i, (word, count) in enumerate(ranking, 1):
             out.write(f"  {i:2}. {word:<14} {count:>6,}\n")
@@ -304,8 +315,6 @@ def _follow(run: Any, sub: zmq.Socket, display: Display, timeout: float) -> dict
             stats = run.statistics()
             display.show(stats["lines"].acked, stats["count"].processed, run.attempt,
                          latest["top"])
-    stats = run.statistics()
-    display.show(stats["lines"].acked, stats["count"].processed, run.attempt, latest["top"])
     run.stop()  # the top bolt publishes its final report as it stops
     while sub.poll(10_000):
         report = msgpack.unpackb(sub.recv_multipart()[1])

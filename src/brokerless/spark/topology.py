@@ -477,47 +477,33 @@ def _task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]:
 # -- entry points -------------------------------------------------------------------------------
 
 
-def run_on_spark(
-    topology: Topology | str,
-    *,
-    workers: int | None = None,
-    spark: SparkSession | None = None,
-    master: str | None = None,
-    config: Config | None = None,
-    capture: bool = False,
-    max_attempts: int = 3,
-    start_timeout: float = 120.0,
-    driver_timeout: float = 15.0,
-) -> SparkRun:
+def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
     """Start ``topology`` (or a ``"module:name"`` reference) on Spark as ``workers`` barrier
-    tasks; returns the running topology (a context manager).
+    tasks; returns the running topology (a context manager).  The options are
+    :class:`SparkRun`'s:
 
-    ``spark``: the session to use; else ``master`` (a master URL) or the active session, else
-    ``local[workers]`` (started, and stopped with the run).  ``config`` replaces the
-    topology's own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every
-    emitted tuple in the driver (``captured()``).  A lost worker restarts the whole topology,
-    up to ``max_attempts`` attempts in all (state comes back by replay from the start: see
-    the module doc).  ``driver_timeout``: seconds a worker goes on without a connection to
-    the driver before it stops by itself."""
-    return SparkRun(topology, workers=workers, spark=spark, master=master, config=config,
-                    capture=capture, max_attempts=max_attempts, start_timeout=start_timeout,
-                    driver_timeout=driver_timeout)
+    * ``workers``: overrides the topology's ``num_workers``; ``config`` replaces its config;
+    * ``spark``: the session to use; else ``master`` (a master URL) or the active session,
+      else ``local[workers]`` (started, and stopped with the run);
+    * ``capture``: gather every emitted tuple in the driver (``captured()``);
+    * ``max_attempts`` (3): a lost worker restarts the whole topology, up to this many
+      attempts in all (state comes back by replay from the start: see the module doc);
+    * ``start_timeout`` (120 s): how long the workers may take to start;
+    * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver
+      before it stops by itself."""
+    return SparkRun(topology, **options)
 
 
 def complete_on_spark(
     topology: Topology,
     mocked_sources: Mapping[str, Sequence[Sequence[Any]]] | None = None,
     *,
-    workers: int | None = None,
-    spark: SparkSession | None = None,
-    master: str | None = None,
-    config: Config | None = None,
     timeout: float = 120.0,
-    max_attempts: int = 3,
+    **options: Any,
 ) -> CompletedTopology:
     """``complete_topology`` on Spark: run until every spout is exhausted and every tuple is
-    processed, and return what each component emitted (of the attempt that finished)."""
-    topology = finite_topology(topology, mocked_sources, workers, config)
-    run = SparkRun(topology, workers=workers, spark=spark, master=master, config=config,
-                   capture=True, max_attempts=max_attempts)
-    return run_to_completion(run, timeout)
+    processed, and return what each component emitted (in the attempt that finished).
+    ``options`` are :func:`run_on_spark`'s."""
+    topology = finite_topology(topology, mocked_sources, options.get("workers"),
+                               options.get("config"))
+    return run_to_completion(SparkRun(topology, capture=True, **options), timeout)
