@@ -208,7 +208,8 @@ class Display:
         then, before = self._last
         rate = (counted - before) / (now - then) if now > then and counted >= before else 0.0
         self._last = (now, counted)
-        done = f"{lines_done:,}/{self.total:,} lines ({100 * lines_done / self.total:.0f}%)"
+        share = 100 * lines_done / max(1, self.total)
+        done = f"{lines_done:,}/{self.total:,} lines ({share:.0f}%)"
         head = (f"[{now - self.started:5.1f} s] {done}, {counted:,} words counted, "
                 f"{rate:,.0f} words/s" + (f", attempt {attempt}" if attempt > 1 else ""))
         if self.tty:
@@ -244,7 +245,7 @@ def run_demo(
     """Run the demo (see the module doc) and return the final top words.  ``spark``: a
     session to run on; else one is started on ``master`` (default ``local[workers]``) and
     stopped at the end."""
-    from .topology import SparkRun, _bind_host, session_builder
+    from .topology import SparkRun, bind_address, session_builder
 
     out = out or sys.stdout
     total = len(book_lines(lines))
@@ -262,7 +263,7 @@ def run_demo(
     sub.linger = 0
     try:
         host = session.sparkContext.getConf().get("spark.driver.host")
-        sub.bind(tcp_endpoint(_bind_host(host), 0))
+        sub.bind(tcp_endpoint(bind_address(host), 0))
         sub.subscribe(_TOPIC)
         port = int(sub.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1])
         topology = sherlock_topology(lines=lines, rate=rate, top=top,
@@ -338,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-length", type=int, default=1,
                         help="count only words at least this long (default 1)")
     args = parser.parse_args(argv)
+    for name in ("workers", "top", "lines", "rate"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name} must be positive, not {value}")
     try:
         run_demo(workers=args.workers, master=args.master, top=args.top, lines=args.lines,
                  rate=args.rate, min_length=args.min_length)

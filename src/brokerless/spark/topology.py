@@ -177,7 +177,7 @@ def check_slots(sc: SparkContext, workers: int, name: str) -> None:
         )
 
 
-def _bind_host(host: str) -> str:
+def bind_address(host: str) -> str:
     """Where to bind for peers that reach this machine at ``host``: that address itself when
     it is a loopback one (nothing else can reach it anyway), else every interface."""
     try:
@@ -270,7 +270,7 @@ class SparkRun(ControlledRun):
             check_slots(sc, n, plan.name)
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
             self.control_endpoint = self._open_control(
-                tcp_endpoint(_bind_host(driver_host), 0), advertise=driver_host)
+                tcp_endpoint(bind_address(driver_host), 0), advertise=driver_host)
         except BaseException:
             if self._owns_session:
                 self.spark.stop()
@@ -446,7 +446,7 @@ def _task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]:
             plan = topology.build(config)
             n = config.num_workers
             host = barrier.getTaskInfos()[index].address.rsplit(":", 1)[0]
-            messaging = (SocketMessaging(context, "tcp", host=_bind_host(host), advertise=host)
+            messaging = (SocketMessaging(context, "tcp", host=bind_address(host), advertise=host)
                          if n > 1 else None)
             worker = Worker(plan, assign(plan, n), index, messaging, capture=job["capture"])
             endpoint = worker.bind()

@@ -32,11 +32,13 @@ Local mode runs a topology in one process (``run_local``); multi-process mode ru
 worker processes over ipc or tcp (``run_multiprocess``, or
 ``python -m brokerless.stream run module:topology --workers N``); ``complete_topology`` runs
 one to completion on fixed input in either mode and returns what each component emitted.
+(``brokerless.spark.run_on_spark`` runs the workers as Spark tasks.)
 Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
 ``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
 move, back pressure), ``executor``, ``acker`` (reliability), ``queues``, ``messaging``,
-``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``, ``multiprocess``,
-``testing``, ``cli``, ``examples`` (word count).
+``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``, ``control`` (the
+driver-workers channel of workers in other processes), ``multiprocess``, ``testing``, ``cli``,
+``examples`` (word count).
 """
 
 from __future__ import annotations
