@@ -9,6 +9,7 @@ its own, in the driver process it interrupts.
 from __future__ import annotations
 
 import collections
+import gc
 import io
 import os
 import re
@@ -161,6 +162,17 @@ def test_stop_from_the_driver_lets_workers_flush_and_ends_the_job(spark, tmp_pat
     assert [int(r.split()[0]) for r in reports] == list(tasks)
     flushed = sum(int(r.split()[1]) for r in reports)
     assert flushed == run.statistics()["report"].processed > 3000  # the final reports
+
+
+@pytest.mark.timeout(120)
+def test_a_run_dropped_without_stop_cancels_its_job(spark):
+    topology = (Topology("dropped").spout("counter", Counter)
+                .bolt("sink", Sink, inputs={"counter": all_()}))
+    run = run_on_spark(topology, spark=spark, workers=2)
+    finished = run._job.finished
+    del run
+    gc.collect()
+    assert finished.wait(60)  # its tasks do not serve a run nobody holds
 
 
 @pytest.mark.timeout(180)

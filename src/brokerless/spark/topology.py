@@ -69,6 +69,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -276,6 +277,10 @@ class SparkRun(ControlledRun):
                 self.spark.stop()
             raise
         self._group = f"brokerless-{plan.name}-{uuid.uuid4().hex[:8]}"
+        self._groups: list[str] = []  # every attempt's job group
+        # a run dropped without stop(): its tasks would serve nobody until the session ends
+        self._abandoned = weakref.finalize(self, _abandon, sc, self._groups, self._control,
+                                           self._context)
         self._job_template = {
             "topology": shipped,
             "control": self.control_endpoint,
@@ -324,7 +329,9 @@ class SparkRun(ControlledRun):
         job = dict(self._job_template, attempt=self.attempt)
         sc = self.spark.sparkContext
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(_task, job))
-        self._job = _Job(sc, f"{self._group}-{self.attempt}",
+        group = f"{self._group}-{self.attempt}"
+        self._groups.append(group)
+        self._job = _Job(sc, group,
                          f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd)
 
     def _attempt_failed(self, cause: str) -> None:
@@ -393,6 +400,7 @@ class SparkRun(ControlledRun):
                         self.spark.sparkContext.cancelJobGroup(job.group)
                         job.finished.wait(timeout)
             finally:
+                self._abandoned.detach()
                 self._close_control()
                 if self._owns_session:
                     self.spark.stop()
@@ -405,6 +413,18 @@ class SparkRun(ControlledRun):
     @property
     def job_finished(self) -> bool:
         return self._job is not None and self._job.finished.is_set()
+
+
+def _abandon(sc: SparkContext, groups: list[str], control: zmq.Socket,
+             context: zmq.Context) -> None:
+    """What stop() would have ended, for a run dropped without it."""
+    for group in groups:
+        try:
+            sc.cancelJobGroup(group)
+        except Exception:  # the session has ended: so have its jobs
+            pass
+    control.close(linger=0)
+    context.term()
 
 
 def _session(spark: SparkSession | None, master: str | None, workers: int
