@@ -1,9 +1,10 @@
-# `make demo` runs the main job, `make test` runs the test suite; both create .venv when missing.
+# `make demo` runs the main job (the demo pipeline on Spark local mode), `make test` the test suite;
+# both create .venv when missing. `make tour` runs examples/tour.py, a tour of the messaging patterns.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo tour test lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -12,6 +13,9 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 demo: $(BIN)/.installed
+	$(BIN)/python -m brokerless.spark.demo
+
+tour: $(BIN)/.installed
 	$(BIN)/python examples/tour.py
 
 test: $(BIN)/.installed

@@ -1,6 +1,6 @@
 """A short runnable tour of brokerless's messaging patterns over inproc.
 
-Run it with ``make demo`` (or ``python examples/tour.py``).  Every section is ordinary pyzmq code
+Run it with ``make tour`` (or ``python examples/tour.py``).  Every section is ordinary pyzmq code
 with ``import brokerless as zmq``; each prints what it shows.
 """
 

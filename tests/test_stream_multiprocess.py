@@ -19,28 +19,13 @@ from brokerless.stream import Topology, TopologyError, all_, complete_topology, 
 from brokerless.stream.examples import SENTENCES, final_counts, word_count_topology
 from brokerless.stream.multiprocess import WorkerProcessError, run_multiprocess
 
+from .processes import child_pids, gone
 from .stream_topologies import Counter, Recorder, ValueSpout, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = collections.Counter(w for s in SENTENCES for w in s.split())
-
-
-def child_pids() -> set[int]:
-    pids: set[int] = set()
-    for children in Path("/proc/self/task").glob("*/children"):
-        pids.update(int(p) for p in children.read_text().split())
-    return pids
-
-
-def gone(pid: int) -> bool:
-    """The process has exited (a zombie waiting for a parent that never reaps counts)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @pytest.fixture(autouse=True)

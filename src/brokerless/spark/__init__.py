@@ -1,4 +1,5 @@
-"""PySpark integration: ``format("brokerless")``, a Structured Streaming source and sink.
+"""PySpark integration: topologies on Spark (``run_on_spark``, a barrier stage of workers;
+see ``topology.py``) and ``format("brokerless")``, a Structured Streaming source and sink.
 
 Importing this package registers the data source on the active Spark session, if there is one.
 Otherwise (or for another session) call :func:`register`::
@@ -16,8 +17,20 @@ from pyspark.sql import SparkSession
 
 from .datasource import BrokerlessDataSource
 from .sink import HEADER, MessageHeader, parse_header
+from .topology import SparkRun, complete_on_spark, run_on_spark, session_builder, task_slots
 
-__all__ = ["HEADER", "BrokerlessDataSource", "MessageHeader", "parse_header", "register"]
+__all__ = [
+    "HEADER",
+    "BrokerlessDataSource",
+    "MessageHeader",
+    "SparkRun",
+    "complete_on_spark",
+    "parse_header",
+    "register",
+    "run_on_spark",
+    "session_builder",
+    "task_slots",
+]
 
 
 def register(spark: SparkSession | None = None) -> None:

@@ -32,17 +32,20 @@ Local mode runs a topology in one process (``run_local``); multi-process mode ru
 worker processes over ipc or tcp (``run_multiprocess``, or
 ``python -m brokerless.stream run module:topology --workers N``); ``complete_topology`` runs
 one to completion on fixed input in either mode and returns what each component emitted.
+(``brokerless.spark.run_on_spark`` runs the workers as Spark tasks.)
 Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
 ``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
 move, back pressure), ``executor``, ``acker`` (reliability), ``queues``, ``messaging``,
-``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``, ``multiprocess``,
-``testing``, ``cli``, ``examples`` (word count).
+``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``, ``control`` (the
+driver-workers channel of workers in other processes), ``multiprocess``, ``testing``, ``cli``,
+``examples`` (word count).
 """
 
 from __future__ import annotations
 
 from .component import DEFAULT_STREAM, Bolt, Component, Spout, Stream, TopologyContext
 from .config import Config
+from .control import WorkerProcessError
 from .grouping import (
     Grouping,
     all_,
@@ -57,7 +60,7 @@ from .grouping import (
 )
 from .local import LocalRun, run_local
 from .metrics import ComponentStats, ErrorReport, Statistics
-from .multiprocess import MultiprocessRun, WorkerProcessError, run_multiprocess
+from .multiprocess import MultiprocessRun, run_multiprocess
 from .queues import Shutdown
 from .run import TopologyRun
 from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer

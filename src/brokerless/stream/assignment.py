@@ -1,9 +1,10 @@
 """Deterministic placement of executors, and so of tasks, on workers.
 
 The assignment is a pure function of the plan and the number of workers: every worker (a
-process of ``run_multiprocess``, or later a Spark barrier task) computes the same map from the
-same inputs, with no coordinator.  Executors are dealt round-robin in plan order (component by
-component, in declaration order, ackers last), which spreads each component over the workers.
+process of ``run_multiprocess``, or a barrier task of ``brokerless.spark.run_on_spark``)
+computes the same map from the same inputs, with no coordinator.  Executors are dealt
+round-robin in plan order (component by component, in declaration order, ackers last), which
+spreads each component over the workers.
 """
 
 from __future__ import annotations

@@ -102,8 +102,15 @@ class LocalMessaging(Messaging):
         self._network.inboxes.pop(self._endpoint, None)
 
 
+def tcp_endpoint(host: str, port: int) -> str:
+    """``tcp://host:port`` (an IPv6 address in brackets)."""
+    return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+
+
 class SocketMessaging(Messaging):
-    """Brokerless PUSH/PULL sockets over ``ipc`` (in ``directory``) or ``tcp``."""
+    """Brokerless PUSH/PULL sockets over ``ipc`` (in ``directory``) or ``tcp``.  On tcp the
+    virtual port binds on ``host`` (``"*"``: every interface) and is announced as
+    ``advertise`` when given: the address other machines reach this one at."""
 
     def __init__(
         self,
@@ -111,6 +118,7 @@ class SocketMessaging(Messaging):
         transport: str = "ipc",
         directory: str | None = None,
         host: str = "127.0.0.1",
+        advertise: str | None = None,
     ) -> None:
         if transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', not {transport!r}")
@@ -120,6 +128,7 @@ class SocketMessaging(Messaging):
         self._transport = transport
         self._directory = directory
         self._host = host
+        self._advertise = advertise
         self._pull: zmq.Socket | None = None
         self._endpoint = ""
         self._pushes: dict[int, tuple[str, zmq.Socket]] = {}
@@ -134,8 +143,11 @@ class SocketMessaging(Messaging):
             address = f"tcp://{self._host}:0"
         pull.bind(address)
         self._pull = pull
-        self._endpoint = pull.getsockopt(zmq.LAST_ENDPOINT).decode()
-        return self._endpoint
+        endpoint = pull.getsockopt(zmq.LAST_ENDPOINT).decode()
+        if self._transport == "tcp" and self._advertise is not None:
+            endpoint = tcp_endpoint(self._advertise, int(endpoint.rsplit(":", 1)[1]))
+        self._endpoint = endpoint
+        return endpoint
 
     def connect(self, endpoints: Sequence[str]) -> None:
         for worker, endpoint in enumerate(endpoints):

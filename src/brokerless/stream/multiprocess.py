@@ -12,8 +12,8 @@ everyone the list of endpoints (``start``); that is the two-phase start-up a Spa
 stage will reuse.  From then on tuples go worker to worker; the control channel only carries
 questions (``activity`` rounds for completion, ``stats``), the worker's errors and -- when
 capturing -- the tuples it emitted, and at the end ``stop`` and each worker's ``final``
-report.  Control messages are pickled (the driver only talks to processes it started, over a
-socket in a directory only its user can enter).
+report.  The control channel itself (``control.py``) is shared with the Spark runner; its
+messages are pickled and signed with a key the driver gives each worker on its stdin.
 
 No orphans: a worker keeps its stdin open and exits at once when it reaches end-of-file, which
 happens when the driver process ends for any reason, even SIGKILL.  Workers ignore SIGINT: on
@@ -43,19 +43,17 @@ import brokerless as zmq
 
 from .assignment import assign
 from .config import Config
+from .control import ControlledRun, WorkerChannel, WorkerProcessError, serve, started_info
 from .messaging import SocketMessaging
-from .metrics import ErrorReport, Statistics
-from .run import TopologyRun, plan_for
+from .run import plan_for
 from .topology import Topology, TopologyError
-from .worker import Activity, Worker
+from .worker import Worker
+
+__all__ = ["MultiprocessRun", "WorkerProcessError", "load_topology", "run_multiprocess",
+           "worker_main"]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
 _LENGTH = struct.Struct("!Q")
-_WORKER_POLL_MS = 50
-
-
-class WorkerProcessError(RuntimeError):
-    """A worker process failed or died."""
 
 
 def load_topology(reference: str) -> Topology:
@@ -71,10 +69,8 @@ def load_topology(reference: str) -> Topology:
     return found
 
 
-class MultiprocessRun(TopologyRun):
+class MultiprocessRun(ControlledRun):
     """A topology running in worker processes (see the module doc)."""
-
-    poll_interval = 0.01
 
     def __init__(
         self,
@@ -103,24 +99,9 @@ class MultiprocessRun(TopologyRun):
                 ) from exc
         self.transport = transport
         n = plan.config.num_workers
-        self._lock = threading.RLock()
         self._directory = tempfile.mkdtemp(prefix="brokerless-stream-")
-        self._context = zmq.Context()
-        self._control = self._context.socket(zmq.ROUTER)
-        self._control.linger = 0
-        self._control.rcvhwm = 0
-        control = f"ipc://{self._directory}/control"
-        self._control.bind(control)
-        self._endpoints: dict[int, str] = {}
-        self._started: set[int] = set()
-        self._replies: dict[tuple[str, int], dict[int, Any]] = {}
-        self._finals: dict[int, dict[str, Any]] = {}
-        self._captured: list[tuple[str, str, tuple[Any, ...]]] = []
-        self._errors: list[ErrorReport] = []
-        self._failures: dict[int, str] = {}
-        self._asked = 0
-        self._stopped = False
-        self.hung_threads: list[str] = []  # threads stuck in user code when workers stopped
+        control = self._open_control(f"ipc://{self._directory}/control")
+        self._new_attempt(n)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])]
@@ -134,17 +115,19 @@ class MultiprocessRun(TopologyRun):
                     stdin=subprocess.PIPE, env=env,
                 )
                 self.processes.append(process)
-                job = {"index": index, "topology": shipped, "config": plan.config,
-                       "transport": transport, "directory": self._directory,
-                       "control": control, "capture": capture, "sys_path": list(sys.path)}
+                job = {"index": index, "attempt": self.attempt, "key": self._signer.key,
+                       "topology": shipped, "config": plan.config, "transport": transport,
+                       "directory": self._directory, "control": control, "capture": capture,
+                       "sys_path": list(sys.path)}
                 data = pickle.dumps(job)
                 process.stdin.write(_LENGTH.pack(len(data)) + data)
                 process.stdin.flush()
-            self._wait(lambda: len(self._endpoints) == n, start_timeout, "workers to bind")
-            endpoints = [self._endpoints[i] for i in range(n)]
+            ready = self.state.ready
+            self._wait(lambda: len(ready) == n, start_timeout, "workers to bind")
+            endpoints = [ready[i] for i in range(n)]
             for index in range(n):
                 self._send(index, ("start", endpoints))
-            self._wait(lambda: len(self._started) == n, start_timeout, "workers to start")
+            self._wait(lambda: len(self.state.started) == n, start_timeout, "workers to start")
         except BaseException:
             self.stop()
             raise
@@ -158,47 +141,11 @@ class MultiprocessRun(TopologyRun):
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
-    # -- the control channel -----------------------------------------------------------------
-
-    def _send(self, index: int, message: tuple[Any, ...]) -> None:
-        self._control.send_multipart([b"w%d" % index, pickle.dumps(message)])
-
-    def _pump(self, timeout: float) -> None:
-        """Handle what the workers sent, waiting up to ``timeout`` seconds for the first."""
-        control = self._control
-        if not control.poll(int(timeout * 1000)):
-            self._check_alive()
-            return
-        while control.poll(0):
-            identity, payload = control.recv_multipart()
-            self._handle(int(identity[1:]), pickle.loads(payload))
-        self._check_alive()
-
-    def _handle(self, index: int, message: tuple[Any, ...]) -> None:
-        kind = message[0]
-        if kind == "ready":
-            self._endpoints[index] = message[1]
-        elif kind == "started":
-            self._started.add(index)
-        elif kind == "events":
-            self._captured += message[1]
-            self._errors += message[2]
-        elif kind in ("activity", "stats"):
-            self._replies.setdefault((kind, message[1]), {})[index] = message[2]
-        elif kind == "final":
-            final = message[1]
-            self._captured += final["captured"]
-            self._errors += final["errors"]
-            self.hung_threads += final["hung"]
-            self._finals[index] = final
-        elif kind == "failed":
-            self._failures[index] = message[1]
-
     def _check_alive(self) -> None:
         if self._stopped:  # stopping: whatever happened, stop() finishes the clean-up
             return
-        if self._failures:
-            index, text = next(iter(self._failures.items()))
+        if self.state.failures:
+            index, text = next(iter(self.state.failures.items()))
             raise WorkerProcessError(f"worker {index} of {self.plan.name!r} failed:\n{text}")
         for index, process in enumerate(self.processes):
             code = process.poll()
@@ -208,53 +155,6 @@ class MultiprocessRun(TopologyRun):
                     f"code {code}"
                 )
 
-    def _wait(self, done: Any, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{self.plan.name!r}: timed out waiting for {what}")
-            self._pump(min(remaining, 0.1))
-
-    def _ask(self, kind: str, timeout: float = 30.0) -> list[Any]:
-        """Ask every worker; returns their answers in worker order."""
-        with self._lock:
-            self._asked += 1
-            key = (kind, self._asked)
-            for index in range(len(self.processes)):
-                self._send(index, (kind, self._asked))
-            n = len(self.processes)
-            self._wait(lambda: len(self._replies.get(key, ())) == n, timeout,
-                       f"the workers' {kind}")
-            answers = self._replies.pop(key)
-            return [answers[i] for i in range(n)]
-
-    # -- TopologyRun ---------------------------------------------------------------------------
-
-    def activity(self) -> list[Activity]:
-        return self._ask("activity")
-
-    def statistics(self) -> Statistics:
-        if self._stopped:
-            return Statistics.merge(f["snapshot"] for _, f in sorted(self._finals.items()))
-        return Statistics.merge(self._ask("stats"))
-
-    def errors(self) -> list[ErrorReport]:
-        with self._lock:
-            if not self._stopped:
-                self._pump(0)
-            return list(self._errors)
-
-    def captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:
-        with self._lock:
-            if not self._stopped:
-                self._pump(0)
-            return list(self._captured)
-
-    def _pause(self, seconds: float) -> None:
-        with self._lock:
-            self._pump(seconds)
-
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the workers, collect their final reports, end the processes."""
         with self._lock:
@@ -263,13 +163,9 @@ class MultiprocessRun(TopologyRun):
             self._stopped = True
             try:
                 running = [i for i, p in enumerate(self.processes) if p.poll() is None]
-                for index in running:
-                    self._send(index, ("stop",))
                 deadline = time.monotonic() + timeout
-                while (len(self._finals) < len(running) and not self._failures
-                       and time.monotonic() < deadline
-                       and any(p.poll() is None for p in self.processes)):
-                    self._pump(0.1)
+                self._stop_workers(running, timeout,
+                                   lambda: any(p.poll() is None for p in self.processes))
                 for process in self.processes:
                     try:
                         process.wait(max(0.1, deadline - time.monotonic()))
@@ -277,8 +173,7 @@ class MultiprocessRun(TopologyRun):
                         pass
             finally:
                 self._finalizer()
-                self._control.close(linger=0)
-                self._context.term()
+                self._close_control()
 
 
 def _kill(processes: list[subprocess.Popen[bytes]], directory: str) -> None:
@@ -343,64 +238,24 @@ def worker_main(stdin_fd: int = 0) -> int:
 
     threading.Thread(target=orphaned, name="driver-watch", daemon=True).start()
     context = zmq.Context()
-    control = context.socket(zmq.DEALER)
-    control.setsockopt(zmq.ROUTING_ID, b"w%d" % job["index"])
-    control.sndhwm = 0
-    control.connect(job["control"])
+    channel = WorkerChannel(context, job["control"], job["key"], job["attempt"], job["index"])
     try:
-        return _serve(job, context, control, stopping)
+        shipped = job["topology"]
+        topology = load_topology(shipped) if isinstance(shipped, str) else pickle.loads(shipped)
+        config: Config = job["config"]
+        plan = topology.build(config)
+        n = config.num_workers
+        messaging = (SocketMessaging(context, job["transport"], job["directory"]) if n > 1
+                     else None)
+        worker = Worker(plan, assign(plan, n), job["index"], messaging, capture=job["capture"])
+        endpoint = worker.bind()
+        channel.send(("ready", endpoint))
+        serve(worker, channel, started_info(worker, endpoint))
+        return 0
     except Exception:
-        control.send_pyobj(("failed", traceback.format_exc()))
+        channel.send(("failed", traceback.format_exc()))
         return 1
     finally:
         stopping.set()
-        control.close(linger=5000)
+        channel.close()
         context.term()
-
-
-def _serve(job: dict[str, Any], context: zmq.Context, control: zmq.Socket,
-           stopping: threading.Event) -> int:
-    shipped = job["topology"]
-    topology = load_topology(shipped) if isinstance(shipped, str) else pickle.loads(shipped)
-    config: Config = job["config"]
-    plan = topology.build(config)
-    n = config.num_workers
-    messaging = (SocketMessaging(context, job["transport"], job["directory"]) if n > 1
-                 else None)
-    worker = Worker(plan, assign(plan, n), job["index"], messaging, capture=job["capture"])
-    control.send_pyobj(("ready", worker.bind()))
-    reported = 0
-
-    def events() -> None:
-        nonlocal reported
-        captured = worker.take_captured()
-        errors = worker.errors[reported:]
-        if captured or errors:
-            reported += len(errors)
-            control.send_pyobj(("events", captured, errors))
-
-    try:
-        while True:
-            if control.poll(_WORKER_POLL_MS):
-                command = control.recv_pyobj()
-                kind = command[0]
-                if kind == "start":
-                    worker.start(command[1])
-                    control.send_pyobj(("started",))
-                elif kind == "activity":
-                    control.send_pyobj(("activity", command[1], worker.activity()))
-                elif kind == "stats":
-                    control.send_pyobj(("stats", command[1], worker.snapshot()))
-                elif kind == "stop":
-                    break
-            events()
-    finally:
-        stopping.set()
-        hung = worker.stop()
-    control.send_pyobj(("final", {
-        "snapshot": worker.snapshot(),
-        "captured": worker.take_captured(),
-        "errors": worker.errors[reported:],
-        "hung": hung,
-    }))
-    return 0

@@ -58,6 +58,11 @@ class TopologyRun(ABC):
 
     plan: TopologyPlan
     poll_interval = 0.005
+    #: Changes when the run replaces its workers (a restart): rounds of reports from different
+    #: epochs never confirm each other.
+    epoch = 0
+    _settled: tuple[int, _Totals] | None = None  # the last round's totals, if it looked finished
+    _last_wave: Sequence[Activity] = ()
 
     @abstractmethod
     def activity(self) -> list[Activity]:
@@ -80,24 +85,29 @@ class TopologyRun(ABC):
     def _pause(self, seconds: float) -> None:
         """Wait between rounds of reports (and do any housekeeping)."""
 
+    def done(self) -> bool:
+        """Take one round of reports; True when it and the round before it both look finished
+        with the same totals (see the module doc: any time may pass between the rounds)."""
+        wave = self.activity()
+        totals = settled_totals(wave)
+        key = None if totals is None else (self.epoch, totals)
+        confirmed = key is not None and key == self._settled
+        self._settled = key
+        self._last_wave = wave
+        return confirmed
+
     def wait_until_done(self, timeout: float = 60.0) -> None:
         """Wait until every spout is exhausted and every tuple processed (see the module doc);
         raises TimeoutError with the workers' last reports after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        previous: _Totals | None = None
-        while True:
-            wave = self.activity()
-            totals = settled_totals(wave)
-            if totals is not None and totals == previous:
-                return
-            if totals is not None:
-                previous = totals
+        while not self.done():
+            if self._settled is not None:
                 continue  # confirm with a second round at once
-            previous = None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(
-                    f"topology {self.plan.name!r} not finished after {timeout} s: {wave}"
+                    f"topology {self.plan.name!r} not finished after {timeout} s: "
+                    f"{self._last_wave}"
                 )
             self._pause(min(self.poll_interval, remaining))
 

@@ -5,7 +5,9 @@
 
 The mocked spouts emit the given tuples (spread over the spout's tasks) with message ids, so
 the run ends exactly when all of them are acked or failed and nothing is left in flight (see
-``run.py``).  It works the same in local and multi-process mode.
+``run.py``).  It works the same in local and multi-process mode (and on Spark, through
+``brokerless.spark.complete_on_spark``, built from :func:`finite_topology` and
+:func:`run_to_completion`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from .component import DEFAULT_STREAM, Spout, Stream
 from .config import Config
 from .metrics import ErrorReport, Statistics
-from .run import plan_for
+from .run import TopologyRun, plan_for
 from .topology import Topology, TopologyError
 
 
@@ -89,6 +91,38 @@ def mock_sources(topology: Topology, mocked_sources: Mapping[str, Sequence[Seque
     return topology
 
 
+def finite_topology(
+    topology: Topology,
+    mocked_sources: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+    workers: int | None = None,
+    config: Config | None = None,
+) -> Topology:
+    """``topology`` with its mocked spouts replaced; raises TopologyError if a spout left
+    never says it is exhausted (a run to completion could not end)."""
+    if mocked_sources:
+        topology = mock_sources(topology, mocked_sources)
+    endless = [c.name for c in plan_for(topology, workers, config).components.values()
+               if c.kind == "spout" and not c.finite]
+    if endless:
+        raise TopologyError(
+            f"topology {topology.name!r}: spout(s) {endless} never say they are exhausted: "
+            "mock them (mocked_sources=...) or implement exhausted()"
+        )
+    return topology
+
+
+def run_to_completion(run: TopologyRun, timeout: float = 60.0) -> CompletedTopology:
+    """Wait until ``run`` (started with ``capture=True``) is done, stop it, and gather what
+    each component emitted."""
+    with run:
+        run.wait_until_done(timeout)
+        run.stop()
+        tuples: dict[str, dict[str, list[list[Any]]]] = {}
+        for component, stream, values in run.captured():
+            tuples.setdefault(component, {}).setdefault(stream, []).append(list(values))
+        return CompletedTopology(tuples, run.statistics(), run.errors())
+
+
 def complete_topology(
     topology: Topology,
     mocked_sources: Mapping[str, Sequence[Sequence[Any]]] | None = None,
@@ -101,20 +135,13 @@ def complete_topology(
 ) -> CompletedTopology:
     """Run ``topology`` until every spout is exhausted and every tuple processed, capturing
     every emitted tuple.  ``mode`` is "local" (this process) or "multiprocess" (``workers``
-    processes over ``transport``).  Spouts not mocked must implement ``exhausted()``."""
-    if mocked_sources:
-        topology = mock_sources(topology, mocked_sources)
-    endless = [c.name for c in plan_for(topology, workers, config).components.values()
-               if c.kind == "spout" and not c.finite]
-    if endless:
-        raise TopologyError(
-            f"topology {topology.name!r}: spout(s) {endless} never say they are exhausted: "
-            "mock them (mocked_sources=...) or implement exhausted()"
-        )
+    processes over ``transport``); ``brokerless.spark.complete_on_spark`` does the same on
+    Spark.  Spouts not mocked must implement ``exhausted()``."""
+    topology = finite_topology(topology, mocked_sources, workers, config)
     if mode == "local":
         from .local import run_local
 
-        run = run_local(topology, workers=workers, config=config, capture=True)
+        run: TopologyRun = run_local(topology, workers=workers, config=config, capture=True)
     elif mode == "multiprocess":
         from .multiprocess import run_multiprocess
 
@@ -123,10 +150,4 @@ def complete_topology(
         )
     else:
         raise ValueError(f"mode must be 'local' or 'multiprocess', not {mode!r}")
-    with run:
-        run.wait_until_done(timeout)
-        run.stop()
-        tuples: dict[str, dict[str, list[list[Any]]]] = {}
-        for component, stream, values in run.captured():
-            tuples.setdefault(component, {}).setdefault(stream, []).append(list(values))
-        return CompletedTopology(tuples, run.statistics(), run.errors())
+    return run_to_completion(run, timeout)

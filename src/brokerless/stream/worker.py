@@ -265,6 +265,10 @@ class Worker:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
+    @property
+    def started(self) -> bool:
+        return self._started
+
     def bind(self) -> str:
         """Open this worker's virtual port; returns its endpoint ('' with a single worker)."""
         return self.messaging.bind() if self.messaging is not None else ""

@@ -1,0 +1,37 @@
+"""Looking at processes through /proc: the tests that start processes check none is left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def child_pids(pid: int | None = None) -> set[int]:
+    """The children of process ``pid`` (default: this one)."""
+    pids: set[int] = set()
+    for children in Path(f"/proc/{pid or os.getpid()}/task").glob("*/children"):
+        try:
+            pids.update(int(p) for p in children.read_text().split())
+        except OSError:  # the thread or the process ended meanwhile
+            continue
+    return pids
+
+
+def descendants(pid: int) -> set[int]:
+    """The children of ``pid``, their children, and so on."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        children = child_pids(todo.pop()) - found
+        found |= children
+        todo += children
+    return found
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for a parent that never reaps counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
