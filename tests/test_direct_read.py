@@ -1,11 +1,11 @@
-"""A thread blocked in ``recv`` on a socket with one network peer reads that connection itself.
+"""A REQ's or REP's thread blocked in ``recv`` with one network peer reads that connection itself.
 
 brokerless lends the connection's input to the waiting thread (no hand-over to the I/O thread,
 see "Lent input" in ``brokerless/transport/engine.py``).  Whatever happens on the connection
 while a thread waits there must still be handled as the I/O thread would: the peer's heartbeats
-answered, a silent peer dropped, garbage costing only that connection, PINGs between messages
+answered, a silent peer dropped, garbage costing only that connection, PINGs between requests
 neither delivered nor reordering anything -- and the waiting thread must get the next good
-peer's message afterwards.  Each test keeps a thread in ``recv`` for the whole scenario.  The
+peer's request afterwards.  A REP echo thread stays in ``recv`` for the whole scenario.  The
 peers are libzmq or raw sockets speaking hand-written ZMTP, so the same tests hold for pyzmq.
 """
 
@@ -20,47 +20,60 @@ import zmq as libzmq
 
 import brokerless as zmq
 from tests.helpers import bind, connect
-from tests.test_faults import OVERSIZE_HEADER, frame, handshake
+from tests.test_faults import OVERSIZE_HEADER, frame, handshake, read_exact
 
 pytestmark = pytest.mark.timeout(30)
 
 DEADLINE = 5.0  # seconds
 
 
-class Receiver:
-    """A thread that stays in ``recv`` (RCVTIMEO ``DEADLINE``) until it has ``count`` messages."""
+class Echo:
+    """A thread that answers ``count`` requests on a REP socket, waiting in ``recv`` (RCVTIMEO
+    ``DEADLINE``) in between."""
 
-    def __init__(self, sock, count: int) -> None:
-        self.messages: list[bytes] = []
+    def __init__(self, rep, count: int) -> None:
+        self.requests: list[bytes] = []
         self.error: BaseException | None = None
-        sock.setsockopt(zmq.RCVTIMEO, int(DEADLINE * 1000))
-        self._thread = threading.Thread(target=self._run, args=(sock, count), daemon=True)
+        rep.setsockopt(zmq.RCVTIMEO, int(DEADLINE * 1000))
+        self._thread = threading.Thread(target=self._run, args=(rep, count), daemon=True)
         self._thread.start()
 
-    def _run(self, sock, count: int) -> None:
+    def _run(self, rep, count: int) -> None:
         try:
             for _ in range(count):
-                self.messages.append(sock.recv())
+                request = rep.recv()
+                self.requests.append(request)
+                rep.send(request)
         except BaseException as exc:  # reported by result()
             self.error = exc
 
     def result(self) -> list[bytes]:
         self._thread.join(DEADLINE * 2)
-        assert not self._thread.is_alive(), "the receiving thread is still blocked"
+        assert not self._thread.is_alive(), "the echo thread is still blocked"
         if self.error is not None:
             raise self.error
-        return self.messages
+        return self.requests
 
 
-def _address(transport: str, tmp_path) -> str:
-    return "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{tmp_path}/direct"
+def _request(body: bytes) -> bytes:
+    """A request as a REQ sends it: an empty delimiter frame, then the body."""
+    return frame(b"", more=True) + frame(body)
 
 
-def _raw_client(addr: str) -> socket.socket:
+def _raw_req(addr: str) -> socket.socket:
     host, port = addr[len("tcp://") :].rsplit(":", 1)
     raw = socket.create_connection((host, int(port)), timeout=DEADLINE)
-    handshake(raw, b"PUSH")
+    handshake(raw, b"REQ")
     return raw
+
+
+def _read_frames(raw: socket.socket, count: int) -> list[tuple[int, bytes]]:
+    """The next ``count`` short frames as (flags, body)."""
+    frames = []
+    for _ in range(count):
+        flags, size = read_exact(raw, 2)
+        frames.append((flags, read_exact(raw, size)))
+    return frames
 
 
 def _closed_by_peer(raw: socket.socket) -> bool:
@@ -87,84 +100,99 @@ def _events(monitor, want: int) -> list[int]:
     return seen
 
 
+def _ask(make, addr: str, body: bytes) -> bytes:
+    req = make(zmq.REQ)
+    connect(req, addr)
+    req.send(body)
+    return req.recv()
+
+
 @pytest.mark.parametrize("transport", ["tcp", "ipc"])
 def test_libzmq_heartbeats_are_answered_while_a_thread_waits_in_recv(make, transport, tmp_path):
-    pull = make(zmq.PULL)
-    addr = bind(pull, _address(transport, tmp_path))
+    rep = make(zmq.REP)
+    addr = bind(rep, "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{tmp_path}/rep")
     lctx = libzmq.Context()
-    push = lctx.socket(libzmq.PUSH)
-    push.setsockopt(libzmq.LINGER, 0)
+    req = lctx.socket(libzmq.REQ)
+    req.setsockopt(libzmq.LINGER, 0)
+    req.setsockopt(libzmq.RCVTIMEO, int(DEADLINE * 1000))
     for option, value in (("HEARTBEAT_IVL", 50), ("HEARTBEAT_TIMEOUT", 200)):
-        push.setsockopt(getattr(libzmq, option), value)
-    theirs = push.get_monitor_socket(libzmq.EVENT_HANDSHAKE_SUCCEEDED | libzmq.EVENT_DISCONNECTED)
+        req.setsockopt(getattr(libzmq, option), value)
+    theirs = req.get_monitor_socket(libzmq.EVENT_HANDSHAKE_SUCCEEDED | libzmq.EVENT_DISCONNECTED)
     try:
-        push.connect(addr)
+        req.connect(addr)
         assert _events(theirs, libzmq.EVENT_HANDSHAKE_SUCCEEDED) == [
             libzmq.EVENT_HANDSHAKE_SUCCEEDED
         ]
-        receiver = Receiver(pull, 1)
+        echo = Echo(rep, 1)
         # Three heartbeat timeouts in which only our answers to libzmq's PINGs keep it up:
         # libzmq must not disconnect (a bounded wait for an event that must not come).
         assert not theirs.poll(600), "libzmq dropped us: PINGs went unanswered"
-        push.send(b"still connected")
-        assert receiver.result() == [b"still connected"]
+        req.send(b"still connected")
+        assert req.recv() == b"still connected"
+        assert echo.result() == [b"still connected"]
     finally:
-        push.disable_monitor()
+        req.disable_monitor()
         theirs.close(linger=0)
-        push.close(linger=0)
+        req.close(linger=0)
         lctx.term()
 
 
 def test_a_silent_peer_is_dropped_while_a_thread_waits_in_recv(make):
-    pull = make(zmq.PULL, HEARTBEAT_IVL=100, HEARTBEAT_TIMEOUT=300)
-    monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
-    addr = bind(pull, "tcp://127.0.0.1:*")
-    receiver = Receiver(pull, 1)
-    with _raw_client(addr) as raw:  # handshakes, then reads nothing and answers no PING
+    rep = make(zmq.REP, HEARTBEAT_IVL=100, HEARTBEAT_TIMEOUT=300)
+    monitor = rep.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    addr = bind(rep, "tcp://127.0.0.1:*")
+    echo = Echo(rep, 1)
+    with _raw_req(addr) as raw:  # handshakes, then reads nothing and answers no PING
         assert _events(monitor, zmq.EVENT_DISCONNECTED)[-2:] == [
             zmq.EVENT_HANDSHAKE_SUCCEEDED,
             zmq.EVENT_DISCONNECTED,
         ]
         assert _closed_by_peer(raw), "the dropped connection's descriptor was not closed"
-    push = make(zmq.PUSH)
-    connect(push, addr)
-    push.send(b"after")
-    assert receiver.result() == [b"after"]
-    pull.disable_monitor()
+    assert _ask(make, addr, b"after") == b"after"
+    assert echo.result() == [b"after"]
+    rep.disable_monitor()
     monitor.close()
 
 
 def test_garbage_while_a_thread_waits_in_recv_costs_only_that_connection(make):
-    pull = make(zmq.PULL, MAXMSGSIZE=1024)
-    monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-    addr = bind(pull, "tcp://127.0.0.1:*")
-    receiver = Receiver(pull, 2)
-    with _raw_client(addr) as raw:
-        raw.sendall(frame(b"good") + OVERSIZE_HEADER + b"y" * 100)
+    rep = make(zmq.REP, MAXMSGSIZE=1024)
+    monitor = rep.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    addr = bind(rep, "tcp://127.0.0.1:*")
+    echo = Echo(rep, 2)
+    with _raw_req(addr) as raw:
+        raw.sendall(_request(b"good") + OVERSIZE_HEADER + b"y" * 100)
         assert _events(monitor, zmq.EVENT_DISCONNECTED) == [zmq.EVENT_DISCONNECTED]
         assert _closed_by_peer(raw)
-    push = make(zmq.PUSH)
-    connect(push, addr)
-    push.send(b"after")
-    assert receiver.result() == [b"good", b"after"]
-    pull.disable_monitor()
+    assert _ask(make, addr, b"after") == b"after"
+    assert echo.result() == [b"good", b"after"]
+    rep.disable_monitor()
     monitor.close()
 
 
-def test_a_ping_between_messages_is_answered_while_a_thread_waits_in_recv(make):
-    pull = make(zmq.PULL)
-    addr = bind(pull, "tcp://127.0.0.1:*")
-    receiver = Receiver(pull, 3)
+def test_a_ping_between_requests_is_answered_while_a_thread_waits_in_recv(make):
+    rep = make(zmq.REP)
+    addr = bind(rep, "tcp://127.0.0.1:*")
+    echo = Echo(rep, 2)
     ping = frame(b"\x04PING" + (0).to_bytes(2, "big") + b"hb-1", command=True)
-    with _raw_client(addr) as raw:
-        raw.sendall(frame(b"one") + ping + frame(b"two"))
-        pong = frame(b"\x04PONG" + b"hb-1", command=True)
-        raw.settimeout(DEADLINE)
-        got = b""
-        while len(got) < len(pong):
-            chunk = raw.recv(len(pong) - len(got))
-            assert chunk, "closed instead of answering the PING"
-            got += chunk
-        assert got == pong
-        raw.sendall(frame(b"three"))
-        assert receiver.result() == [b"one", b"two", b"three"]
+    with _raw_req(addr) as raw:
+        raw.sendall(_request(b"one") + ping + _request(b"two"))
+        frames = _read_frames(raw, 5)  # a PONG and two replies of two frames each
+    pong = (0x04, b"\x04PONG" + b"hb-1")
+    assert pong in frames
+    frames.remove(pong)
+    assert frames == [(0x01, b""), (0x00, b"one"), (0x01, b""), (0x00, b"two")]
+    assert echo.result() == [b"one", b"two"]
+
+
+def test_requests_beyond_the_hwm_are_answered_in_order_while_a_thread_waits_in_recv(make):
+    """More requests at once than the REP's pipe holds (RCVHWM 100): reading stops at the HWM
+    and resumes as the thread takes them, whichever thread read them off the connection."""
+    count = 1000
+    rep = make(zmq.REP, RCVHWM=100)
+    addr = bind(rep, "tcp://127.0.0.1:*")
+    echo = Echo(rep, count)
+    with _raw_req(addr) as raw:
+        raw.sendall(b"".join(_request(b"%d" % i) for i in range(count)))
+        replies = [body for _, body in _read_frames(raw, 2 * count)[1::2]]
+    assert replies == [b"%d" % i for i in range(count)]
+    assert echo.result() == replies

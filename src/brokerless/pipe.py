@@ -205,12 +205,13 @@ class Pipe:
             self._wake_writer_if_drained()
         return out
 
-    def read_queued(self, limit: int) -> tuple[list, bool]:
+    def read_queued(self, limit: int, settle: bool) -> tuple[list, bool]:
         """Up to ``limit`` messages queued now, for a reader that is not the end's owner (the
         socket's thread writing directly for its I/O thread); the delimiter stays for the
-        owner.  Returns the messages and whether the lane is now empty with the reader marked
-        asleep (as :meth:`read` does), so the next message is signalled; False means more wait
-        and the caller arranges the next read."""
+        owner.  With ``settle``, emptying the lane marks the reader asleep (as :meth:`read`
+        does) so the next message is signalled; without, the reader stays awake and writers
+        keep not signalling.  Returns the messages and whether the reader is now asleep (else
+        the caller arranges the next read)."""
         lane = self._in
         q = lane.q
         out: list = []
@@ -221,7 +222,7 @@ class Pipe:
                 break
             out.append(msg)
         self._wake_writer_if_drained()
-        if q:
+        if q or not settle:
             return out, False
         lane.reader_asleep = True
         if q:

@@ -538,9 +538,11 @@ class Socket:
     def _wait_reading(self, wait_ms: int) -> bool:
         """Wait for a command or for data on the connection behind this socket's only pipe,
         reading that data here -- no hand-over to the I/O thread, whose turn may be a GIL
-        switch away (see "Lent input" in :mod:`brokerless.transport.engine`).  False when
-        there is no such connection or it cannot be lent now: then wait as usual."""
-        if len(self._pipes) != 1:
+        switch away (see "Lent input" in :mod:`brokerless.transport.engine`).  Lock-step
+        sockets only (REQ, REP: each wait is for one reply): a stream's receiver is better
+        served by the I/O thread reading ahead in large batches.  False when there is no such
+        connection or it cannot be lent now: then wait as usual."""
+        if len(self._pipes) != 1 or not self._pattern.lock_step:
             return False
         for pipe in self._pipes:
             session = pipe.peer.owner

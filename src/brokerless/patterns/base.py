@@ -39,6 +39,8 @@ class Pattern:
     socket_type: ClassVar[SocketType]
     #: Type-specific options this socket type accepts (generic ones are always accepted).
     options_accepted: ClassVar[frozenset[SocketOption]] = frozenset()
+    #: Each message sent is followed by a wait for one (REQ, REP): never a burst of sends.
+    lock_step: ClassVar[bool] = False
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         self.options = options

@@ -160,6 +160,7 @@ class Router(Pattern):
 class Req(Dealer):
     socket_type = SocketType.REQ
     options_accepted = frozenset({_O.REQ_CORRELATE, _O.REQ_RELAXED, _O.PROBE_ROUTER})
+    lock_step = True
 
     def __init__(self, options) -> None:
         super().__init__(options)
@@ -241,6 +242,7 @@ class Req(Dealer):
 class Rep(Router):
     socket_type = SocketType.REP
     options_accepted = frozenset()
+    lock_step = True
 
     def __init__(self, options) -> None:
         super().__init__(options)

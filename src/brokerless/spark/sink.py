@@ -40,6 +40,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 import brokerless as zmq
 
 from . import options as opt
+from .endpoints import attach
 
 __all__ = ["HEADER", "BrokerlessStreamWriter", "MessageHeader", "SinkConfig", "parse_header"]
 
@@ -196,18 +197,13 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
         sock = zmq_context.socket(zmq.XPUB if pub else zmq.PUSH)
         sock.setsockopt(zmq.LINGER, config.timeout_ms)
         sock.setsockopt(zmq.SNDTIMEO, config.timeout_ms)
-        for endpoint in config.endpoints:
-            try:
-                if config.bind:
-                    sock.bind(endpoint)
-                else:
-                    sock.connect(endpoint)
-            except zmq.ZMQError as exc:
-                hint = " (bind mode: one task at a time; use df.coalesce(1))" if config.bind else ""
-                raise SinkError(
-                    f"brokerless sink: cannot {'bind' if config.bind else 'connect'} "
-                    f"{endpoint}: {exc}{hint}"
-                ) from exc
+        hint = " (bind mode: one task at a time; use df.coalesce(1))" if config.bind else ""
+        attach(
+            sock, config.endpoints, config.bind,
+            lambda verb, endpoint, exc: SinkError(
+                f"brokerless sink: cannot {verb} {endpoint}: {exc}{hint}"
+            ),
+        )
         if pub and not sock.poll(config.timeout_ms):
             raise SinkError(
                 f"brokerless sink: no subscriber within timeoutMs={config.timeout_ms} ms"

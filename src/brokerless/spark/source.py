@@ -58,6 +58,7 @@ from pyspark.sql.types import (
 import brokerless as zmq
 
 from . import options as opt
+from .endpoints import attach
 from .wal import Record, WriteAheadLog, read_range
 
 __all__ = ["SCHEMA", "BrokerlessStreamReader", "SourceConfig", "SourceError", "WalRange"]
@@ -199,15 +200,12 @@ class _Receiver:
         if config.socket_type == "SUB":
             for topic in config.topics:
                 sock.setsockopt(zmq.SUBSCRIBE, topic)
-        verb = "bind" if config.bind else "connect"
-        for endpoint in config.endpoints:
-            try:
-                if config.bind:
-                    sock.bind(endpoint)
-                else:
-                    sock.connect(endpoint)
-            except zmq.ZMQError as exc:
-                raise SourceError(f"brokerless source: cannot {verb} {endpoint}: {exc}") from exc
+        attach(
+            sock, config.endpoints, config.bind,
+            lambda verb, endpoint, exc: SourceError(
+                f"brokerless source: cannot {verb} {endpoint}: {exc}"
+            ),
+        )
         return sock
 
     def _run(self) -> None:

@@ -135,8 +135,9 @@ class _Output:
                     if task not in local:
                         remote = True
             if remote:
-                blob = dumps_values(self.serializer, values, route.fields.names,
-                                    self.component, stream)
+                blob = dumps_values(
+                    self.serializer, values, route.fields.names, self.component, stream
+                )
         outbox = self.outbox
         sent = []
         for tasks, blocking in groups:
@@ -144,11 +145,17 @@ class _Output:
                 anchors = make_anchors() if make_anchors is not None else None
                 queue = local.get(task)
                 if queue is not None:
-                    outbox.local(queue, (task, Tuple(values, self.component, stream, self.task,
-                                                     route.fields, anchors), None), blocking)
+                    outbox.local(
+                        queue,
+                        (
+                            task,
+                            Tuple(values, self.component, stream, self.task, route.fields, anchors),
+                            None,
+                        ),
+                        blocking,
+                    )
                 else:
-                    outbox.remote(task, encode([TUPLE, self.task, stream, anchors, blob]),
-                                  blocking)
+                    outbox.remote(task, encode([TUPLE, self.task, stream, anchors, blob]), blocking)
                 sent.append(task)
         metrics = self.metrics
         metrics.emitted += 1
@@ -222,8 +229,7 @@ class _BoltCollector:
     ) -> list[int]:
         if anchors is None:
             current = self.state.current
-            anchors = (current,) if current is not None and self.state.component.auto_anchor \
-                else ()
+            anchors = (current,) if current is not None and self.state.component.auto_anchor else ()
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
         tracked = []
@@ -291,8 +297,9 @@ class Executor:
     kind = ""
     close_method: str | None = None
 
-    def __init__(self, worker: Worker, plan: ExecutorPlan, queue: BoundedQueue, bound: int | None
-                 ) -> None:
+    def __init__(
+        self, worker: Worker, plan: ExecutorPlan, queue: BoundedQueue, bound: int | None
+    ) -> None:
         self.worker = worker
         self.id = plan.id
         self.component = plan.component
@@ -332,8 +339,7 @@ class Executor:
         finally:
             self.close()
 
-    def _create(self, task: int, kind: type[Component], collector: type[Any], setup: str
-                ) -> None:
+    def _create(self, task: int, kind: type[Component], collector: type[Any], setup: str) -> None:
         """Make ``task``'s component and collector and call its ``setup`` method (open or
         prepare); if any of that fails the error is reported and the task is broken."""
         worker = self.worker
@@ -423,8 +429,7 @@ class SpoutExecutor(Executor):
         for task in self.task_ids:
             self._create(task, Spout, _SpoutCollector, "open")
         self._active = [s for s in self.states.values() if not s.broken]
-        self._local_ackers = [i for i, t in enumerate(self._acker_tasks)
-                              if t in self.worker.tasks]
+        self._local_ackers = [i for i, t in enumerate(self._acker_tasks) if t in self.worker.tasks]
 
     def pending(self) -> tuple[int, int]:
         return len(self.pending_trees), self.pending_trees.max_per_task
@@ -570,8 +575,9 @@ class AckerExecutor(Executor):
 
     def open(self) -> None:
         now = time.monotonic()
-        self.ledgers = {t: AckerLedger(self.config.message_timeout_secs, now)
-                        for t in self.task_ids}
+        self.ledgers = {
+            t: AckerLedger(self.config.message_timeout_secs, now) for t in self.task_ids
+        }
 
     def loop(self) -> None:
         take = self.queue.take

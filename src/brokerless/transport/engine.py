@@ -17,8 +17,9 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
 * **Faults** (the peer's: garbage, wrong socket type, oversize frame, stalled handshake, missed
   heartbeats, a reset) close this connection only, with a reason, through ``session.engine_failed``.
 * **Lent input:** a message that has to wait for the I/O thread to get the GIL costs a thread
-  hand-over per message, so a socket's thread about to block in ``recv`` with one network peer
-  borrows the input side (``lend_input``): the I/O thread stops watching the descriptor, the
+  hand-over per message -- the whole latency budget of a request and its reply -- so a REQ's or
+  REP's thread about to block in ``recv`` with one network peer borrows the input side
+  (``lend_input``): the I/O thread stops watching the descriptor, the
   socket's thread polls it together with its own mailbox and decodes what arrives straight into
   the pipe (``read_lent``), then gives the input back (``return_input``).  ``in_lock`` is held by
   whoever reads (either thread; the other only tries it and backs off).  Whatever needs the I/O
@@ -58,7 +59,6 @@ RECV_BUFFER = 256 * 1024
 BATCH_BYTES = 256 * 1024
 BATCH_MESSAGES = 4096
 ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
-DIRECT_GAP = 20e-6  # seconds: a direct write this soon after the previous one is a burst
 IOV_MAX = 512
 
 
@@ -101,7 +101,6 @@ class Engine:
         self._interest_lock = threading.Lock()
         self._lent = False  # the socket's thread is reading (see lend_input)
         self._restart_wanted = False  # restart_input found the input lent: run it again after
-        self._last_direct = 0.0  # when the socket's thread last wrote directly (monotonic)
 
     def __repr__(self) -> str:
         return f"<Engine {self.session.endpoint} {self.conn.state}>"
@@ -366,42 +365,38 @@ class Engine:
         if data:
             self._out.append(data)
 
-    def try_direct_output(self) -> bool:
+    def try_direct_output(self, settle: bool) -> bool:
         """The socket's thread, having just queued into an idle connection, writes it to the
-        OS socket itself: no hand-over to the I/O thread, no wait for the GIL.  A write that
-        follows the previous one within ``DIRECT_GAP`` is a burst under way: that one is left
-        to the I/O thread (returns False), which takes the rest of the burst in batches instead
-        of a system call per message.  When the write empties the pipe the next message is
-        signalled again; otherwise (more queued, or the kernel took only part) the I/O thread
-        is asked to finish.  Returns False when the I/O thread must do it all (burst, busy
-        connection, handshake not done)."""
-        now = time.monotonic()
-        if now - self._last_direct < DIRECT_GAP:
-            self._last_direct = now
-            return False
+        OS socket itself: no hand-over to the I/O thread, no wait for the GIL.  For a socket
+        whose every send is followed by a wait for a reply (``settle``: REQ, REP) that is all:
+        once the pipe is empty its next message is signalled again, and the I/O thread has
+        nothing to do.  Otherwise more sends may follow at once: the pipe's reader stays awake,
+        so they are not signalled (and written) one by one, and the I/O thread is asked once
+        to take them in batches -- as it is to finish a write the kernel took only part of.
+        Returns False when the I/O thread must do it all (busy connection, handshake not
+        done)."""
         lock = self.out_lock
         if not lock.acquire(False):
             return False
         try:
             if not self.alive or self.conn.state != "TRAFFIC" or self._out:
                 return False
-            self._last_direct = now
-            msgs, drained = self.session.pull_queued(BATCH_MESSAGES)
+            msgs, asleep = self.session.pull_queued(BATCH_MESSAGES, settle)
             self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
             try:
                 self._send_out()
             except OSError:
-                drained = False  # the I/O thread meets the same error on its turn and closes
+                asleep = False  # the I/O thread meets the same error on its turn and closes
         finally:
             lock.release()
-        if not drained or self._out:
+        if not asleep or self._out:
             self.io.call_soon(self._after_direct)
         return True
 
     def _after_direct(self, _: Any) -> None:
         """The I/O thread's turn after a direct write: finish what the kernel did not take,
-        then take what was queued behind it (the pipe was not left empty, so nothing else will
-        announce those messages)."""
+        then take what was queued behind it (the pipe's reader was left awake, so nothing else
+        will announce those messages)."""
         with self.out_lock:
             if self._out:
                 self._flush()

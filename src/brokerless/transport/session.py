@@ -86,7 +86,11 @@ class Session:
         an idle connection are written by that thread itself (``Engine.try_direct_output``)."""
         if command == _pipe.ACTIVATE_READ and arg is self.pipe:
             engine = self.engine
-            if engine is not None and not self.io.is_current and engine.try_direct_output():
+            if (
+                engine is not None
+                and not self.io.is_current
+                and engine.try_direct_output(self.socket._pattern.lock_step)
+            ):
                 return
         self.io.call_soon(self._on_command, (command, arg))
 
@@ -135,11 +139,11 @@ class Session:
         pipe = self.pipe
         return [] if pipe is None else pipe.read_many(limit)
 
-    def pull_queued(self, limit: int) -> tuple[list, bool]:
+    def pull_queued(self, limit: int, settle: bool) -> tuple[list, bool]:
         """What the socket has queued now (for a direct write by the socket's thread), and
-        whether that emptied the pipe (see ``Pipe.read_queued``)."""
+        whether its next message will be signalled (see ``Pipe.read_queued``)."""
         pipe = self.pipe
-        return ([], False) if pipe is None else pipe.read_queued(limit)
+        return ([], False) if pipe is None else pipe.read_queued(limit, settle)
 
     # -- engine events ------------------------------------------------------------------------
 
