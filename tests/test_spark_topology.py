@@ -168,11 +168,14 @@ def test_stop_from_the_driver_lets_workers_flush_and_ends_the_job(spark, tmp_pat
 def test_a_run_dropped_without_stop_cancels_its_job(spark):
     topology = (Topology("dropped").spout("counter", Counter)
                 .bolt("sink", Sink, inputs={"counter": all_()}))
-    run = run_on_spark(topology, spark=spark, workers=2)
-    finished = run._job.finished
+    # The workers would give up on a silent driver after driver_timeout; here they may not
+    # before the test ends, so only cancelling the job can end it in time.
+    run = run_on_spark(topology, spark=spark, workers=2, driver_timeout=300)
+    job = run._job
     del run
     gc.collect()
-    assert finished.wait(60)  # its tasks do not serve a run nobody holds
+    assert job.finished.wait(60)  # its tasks do not serve a run nobody holds
+    assert "cancel" in str(job.error).lower()
 
 
 @pytest.mark.timeout(180)

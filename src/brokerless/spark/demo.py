@@ -31,6 +31,7 @@ import argparse
 import collections
 import heapq
 import re
+import secrets
 import sys
 import time
 from collections.abc import Sequence
@@ -125,12 +126,15 @@ class TopWords(Bolt):
     ``n`` on a PUB socket connected to ``endpoint`` (none: does not publish) at most every
     ``interval`` seconds, and once more, marked final, when it stops.  A message is
     ``[b"top", msgpack {"top": [[word, count], ...], "words": words counted, "distinct": n,
-    "final": bool}]``."""
+    "final": bool, "token": token}]``; the driver reads only reports carrying its run's
+    ``token``."""
 
-    def __init__(self, n: int = 10, endpoint: str | None = None, interval: float = 0.2) -> None:
+    def __init__(self, n: int = 10, endpoint: str | None = None, interval: float = 0.2,
+                 token: str = "") -> None:
         self.n = n
         self.endpoint = endpoint
         self.interval = interval
+        self.token = token
 
     def prepare(self, conf: Config, context: TopologyContext) -> None:
         self.counts: dict[str, int] = {}
@@ -157,7 +161,7 @@ class TopWords(Bolt):
     def _publish(self, final: bool) -> None:
         if self._pub is not None:
             report = {"top": top_words(self.counts, self.n), "words": self.updates,
-                      "distinct": len(self.counts), "final": final}
+                      "distinct": len(self.counts), "final": final, "token": self.token}
             self._pub.send_multipart([_TOPIC, msgpack.packb(report)])
 
     def cleanup(self) -> None:
@@ -174,6 +178,7 @@ def sherlock_topology(
     top: int = 10,
     publish_to: str | None = None,
     min_length: int = 1,
+    token: str = "",
 ) -> Topology:
     """The demo's topology (see the module doc) over the first ``lines`` lines (all: None)."""
     return (
@@ -182,7 +187,8 @@ def sherlock_topology(
         .bolt("split", partial(SplitWords, min_length), parallelism=2,
               inputs={"lines": shuffle()})
         .bolt("count", CountBolt, parallelism=2, tasks=4, inputs={"split": fields("word")})
-        .bolt("top", partial(TopWords, top, publish_to), inputs={"count": global_()})
+        .bolt("top", partial(TopWords, top, publish_to, token=token),
+              inputs={"count": global_()})
     )
 
 
@@ -266,16 +272,17 @@ def run_demo(
         sub.bind(tcp_endpoint(bind_address(host), 0))
         sub.subscribe(_TOPIC)
         port = int(sub.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1])
+        token = secrets.token_hex(16)  # the SUB listens on every interface: whose report?
         topology = sherlock_topology(lines=lines, rate=rate, top=top,
                                      publish_to=tcp_endpoint(host, port),
-                                     min_length=min_length)
+                                     min_length=min_length, token=token)
         with SparkRun(topology, workers=workers, spark=session) as run:
             out.write(f"{TITLE}: {total:,} lines -> split -> count -> top {top}, "
                       f"{workers} workers on Spark {session.sparkContext.master} "
                       f"(started in {time.monotonic() - began:.1f} s)\n")
             out.flush()
             display = Display(out, total, top)
-            final = _follow(run, sub, display, timeout)
+            final = _follow(run, sub, token, display, timeout)
             running = time.monotonic() - display.started
             display.close()
         ranking = [(word, count) for word, count in final["top"]]
@@ -299,7 +306,21 @@ def run_demo(
             session.stop()
 
 
-def _follow(run: Any, sub: zmq.Socket, display: Display, timeout: float) -> dict[str, Any]:
+def _report(sub: zmq.Socket, token: str) -> dict[str, Any] | None:
+    """The next message on ``sub`` if it is a report of this run's top bolt, else None
+    (anything else reaching the port is skipped)."""
+    frames = sub.recv_multipart()
+    try:
+        report = msgpack.unpackb(frames[-1])
+    except Exception:
+        return None
+    if len(frames) != 2 or not isinstance(report, dict) or report.get("token") != token:
+        return None
+    return report
+
+
+def _follow(run: Any, sub: zmq.Socket, token: str, display: Display, timeout: float
+            ) -> dict[str, Any]:
     """Show progress until the run is done; stop it; return the top bolt's final report."""
     latest: dict[str, Any] = {"top": [], "words": 0, "distinct": 0}
     deadline = time.monotonic() + timeout
@@ -309,7 +330,7 @@ def _follow(run: Any, sub: zmq.Socket, display: Display, timeout: float) -> dict
             raise TimeoutError(f"the demo did not finish within {timeout:g} s")
         if sub.poll(int(display.refresh * 1000 / 2)):
             while sub.poll(0):  # (a final report now is an old attempt's: only shown)
-                latest = msgpack.unpackb(sub.recv_multipart()[1])
+                latest = _report(sub, token) or latest
         now = time.monotonic()
         if now - shown >= display.refresh:
             shown = now
@@ -318,8 +339,8 @@ def _follow(run: Any, sub: zmq.Socket, display: Display, timeout: float) -> dict
                          latest["top"])
     run.stop()  # the top bolt publishes its final report as it stops
     while sub.poll(10_000):
-        report = msgpack.unpackb(sub.recv_multipart()[1])
-        if report["final"]:
+        report = _report(sub, token)
+        if report is not None and report["final"]:
             return report
     raise TimeoutError("the top bolt's final report did not arrive")
 

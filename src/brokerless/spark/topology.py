@@ -473,7 +473,11 @@ def _task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]:
         except Exception:
             channel.send(("failed", traceback.format_exc()))
             raise
-        endpoints = barrier.allGather(endpoint)
+        try:
+            endpoints = barrier.allGather(endpoint)
+        except BaseException:  # another task failed the barrier: Spark retries the stage
+            worker.stop()  # closes its bound socket, or term() below would wait for it
+            raise
         try:
             worker.start(endpoints)
         except Exception:

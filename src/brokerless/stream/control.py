@@ -74,21 +74,28 @@ class Restarted(Exception):
 
 
 class Signer:
-    """Pickles and signs control messages; unpickles only what carries the key's signature."""
+    """Pickles and signs control messages; unpickles only what carries the key's signature.
+
+    The signature covers the worker's routing id (attempt and index) with the payload, so a
+    message cannot be passed off as another worker's or another attempt's."""
 
     def __init__(self, key: bytes) -> None:
         self.key = key
 
-    def pack(self, message: Any) -> list[bytes]:
-        payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
-        return [hmac.digest(self.key, payload, hashlib.sha256), payload]
+    def _digest(self, identity: bytes, payload: bytes) -> bytes:
+        return hmac.digest(self.key, identity + b"\0" + payload, hashlib.sha256)
 
-    def unpack(self, frames: list[bytes]) -> Any:
-        """The message, or None when ``frames`` is not a message signed with the key."""
+    def pack(self, message: Any, identity: bytes) -> list[bytes]:
+        payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        return [self._digest(identity, payload), payload]
+
+    def unpack(self, frames: list[bytes], identity: bytes) -> Any:
+        """The message, or None when ``frames`` is not a message signed with the key for
+        ``identity``."""
         if len(frames) != 2:
             return None
         signature, payload = frames
-        if not hmac.compare_digest(signature, hmac.digest(self.key, payload, hashlib.sha256)):
+        if not hmac.compare_digest(signature, self._digest(identity, payload)):
             return None
         return pickle.loads(payload)
 
@@ -137,6 +144,12 @@ class ControlledRun(TopologyRun):
         self._control.linger = 0
         self._control.rcvhwm = 0
         self._control.sndhwm = 0
+        # A worker that reconnects (after a network hiccup the driver did not notice yet)
+        # takes its routing id over from the stale connection, which heartbeats also drop:
+        # neither a dead connection nor a stranger holding the id can shut a worker out.
+        self._control.router_handover = 1
+        self._control.heartbeat_ivl = _HEARTBEAT_MS
+        self._control.heartbeat_timeout = 5 * _HEARTBEAT_MS
         self._control.bind(bind)
         self._asked = 0
         self._stopped = False
@@ -177,7 +190,7 @@ class ControlledRun(TopologyRun):
 
     def _send(self, index: int, message: tuple[Any, ...], attempt: int | None = None) -> None:
         identity = worker_identity(self.attempt if attempt is None else attempt, index)
-        self._control.send_multipart([identity, *self._signer.pack(message)])
+        self._control.send_multipart([identity, *self._signer.pack(message, identity)])
 
     def _pump(self, timeout: float) -> None:
         """Handle what the workers sent, waiting up to ``timeout`` seconds for the first."""
@@ -187,7 +200,7 @@ class ControlledRun(TopologyRun):
             while control.poll(0):
                 identity, *frames = control.recv_multipart()
                 attempt, _, index = identity.partition(b":")
-                message = self._signer.unpack(frames)
+                message = self._signer.unpack(frames, identity)
                 if attempt == current and message is not None:
                     self._handle(int(index), message)
         self._check_alive()
@@ -265,6 +278,8 @@ class ControlledRun(TopologyRun):
     # -- TopologyRun ---------------------------------------------------------------------------
 
     def activity(self) -> list[Activity]:
+        if self._stopped:
+            raise RuntimeError(f"topology {self.plan.name!r} is stopped: its workers are gone")
         return self._ask("activity")
 
     def statistics(self) -> Statistics:
@@ -299,7 +314,8 @@ class WorkerChannel:
         self._signer = Signer(key)
         self._driver_timeout = driver_timeout
         control = self._control = context.socket(zmq.DEALER)
-        control.setsockopt(zmq.ROUTING_ID, worker_identity(attempt, index))
+        self._identity = worker_identity(attempt, index)
+        control.setsockopt(zmq.ROUTING_ID, self._identity)
         control.sndhwm = 0
         control.linger = 0
         self._poller = zmq.Poller()
@@ -314,7 +330,7 @@ class WorkerChannel:
         control.connect(endpoint)
 
     def send(self, message: tuple[Any, ...]) -> None:
-        self._control.send_multipart(self._signer.pack(message))
+        self._control.send_multipart(self._signer.pack(message, self._identity))
 
     def recv(self, timeout: float) -> tuple[Any, ...] | None:
         """The driver's next command, or None after ``timeout`` seconds."""
@@ -336,7 +352,7 @@ class WorkerChannel:
                 )
         if self._control in ready:
             while self._control.poll(0):
-                command = self._signer.unpack(self._control.recv_multipart())
+                command = self._signer.unpack(self._control.recv_multipart(), self._identity)
                 if command is not None:
                     return command
         return None
