@@ -758,6 +758,28 @@ def test_frame_over_max_msg_size_refused_from_the_header():
     assert conn.state is ERROR_STATE
 
 
+def test_a_fault_in_the_read_that_completes_the_handshake_comes_after_it():
+    """READY, messages and an oversize frame in one read: the handshake completes and the
+    messages before the fault are handed over with the error, as libzmq, which handles frame
+    by frame, delivers them."""
+    conn = Connection(T.PULL, max_msg_size=1000)
+    oversize = b"\x02" + (1001).to_bytes(8, "big")
+    with pytest.raises(MessageTooLarge) as info:
+        conn.receive_data(greeting() + ready(b"PUSH") + frame(b"first") + oversize)
+    ready_event, *messages = info.value.messages
+    assert isinstance(ready_event, Ready) and ready_event.socket_type is T.PUSH
+    assert messages == [b"first"]
+    assert conn.state is ERROR_STATE
+
+
+def test_a_fault_before_the_handshake_completes_hands_over_nothing():
+    conn = Connection(T.PULL, max_msg_size=1000)
+    with pytest.raises(MessageTooLarge) as info:  # a frame over MAXMSGSIZE before READY
+        conn.receive_data(greeting() + b"\x06" + (1001).to_bytes(8, "big"))
+    assert info.value.messages == []
+    assert conn.state is ERROR_STATE
+
+
 def test_short_frame_over_max_msg_size_refused_from_the_header():
     dec = FrameDecoder(max_msg_size=10)
     assert dec.feed(b"\x00\x0a" + bytes(10)) == [bytes(10)]

@@ -203,7 +203,14 @@ class Connection:
         return bytes(data[need:])
 
     def _receive_handshake(self, data: Any) -> list:
-        items = self.decoder.feed(data)
+        # A fault further on in the same read comes after the frames before it: those still
+        # count (the handshake completes, messages after it are delivered), as in libzmq,
+        # which handles frame by frame.
+        fault: ProtocolError | None = None
+        try:
+            items = self.decoder.feed(data)
+        except ProtocolError as exc:
+            items, fault = exc.messages, exc
         for i, item in enumerate(items):
             if item.__class__ is not Command:
                 raise HandshakeError("message received before the handshake completed")
@@ -212,13 +219,21 @@ class Connection:
                 self._out.append(encode_command(body))
             if metadata is not None:
                 ready = self._complete(metadata)
+                self.had_events = True  # READY is an event
                 try:
-                    return [ready, *self._traffic(items[i + 1 :])]
+                    rest = self._traffic(items[i + 1 :])
                 except ProtocolError as exc:
                     exc.messages = [ready, *exc.messages]
                     raise
                 finally:
-                    self.had_events = True  # READY is an event
+                    self.had_events = True
+                if fault is not None:
+                    fault.messages = [ready, *rest]
+                    raise fault
+                return [ready, *rest]
+        if fault is not None:
+            fault.messages = []
+            raise fault
         return []
 
     def _complete(self, metadata: dict[str, bytes]) -> Ready:
