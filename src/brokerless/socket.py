@@ -544,8 +544,8 @@ class Socket:
         connection or it cannot be lent now: then wait as usual."""
         if len(self._pipes) != 1 or not self._pattern.lock_step:
             return False
-        for pipe in self._pipes:
-            session = pipe.peer.owner
+        (pipe,) = self._pipes
+        session = pipe.peer.owner
         if session.__class__ is not Session or session.engine is None:
             return False
         engine = session.engine

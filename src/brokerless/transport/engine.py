@@ -335,12 +335,7 @@ class Engine:
             reply = self.conn.data_to_send()
             if reply:
                 self._queue(reply)
-                try:
-                    self._send_out()
-                except OSError:
-                    pass  # the I/O thread meets the same error on its turn and closes
-                if self._out:
-                    self.io.call_soon(self._after_direct)
+                self._write_direct(more_queued=False)
         if not items:
             return
         if self.conn.had_events:
@@ -383,15 +378,21 @@ class Engine:
                 return False
             msgs, asleep = self.session.pull_queued(BATCH_MESSAGES, settle)
             self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
-            try:
-                self._send_out()
-            except OSError:
-                asleep = False  # the I/O thread meets the same error on its turn and closes
+            self._write_direct(more_queued=not asleep)
         finally:
             lock.release()
-        if not asleep or self._out:
-            self.io.call_soon(self._after_direct)
         return True
+
+    def _write_direct(self, more_queued: bool) -> None:
+        """Write what is queued from the socket's thread (``out_lock`` held).  What the kernel
+        does not take, messages still queued in the pipe (``more_queued``) and a broken
+        connection (met again, and closed, on its turn) are left to the I/O thread."""
+        try:
+            self._send_out()
+        except OSError:
+            pass
+        if more_queued or self._out:
+            self.io.call_soon(self._after_direct)
 
     def _after_direct(self, _: Any) -> None:
         """The I/O thread's turn after a direct write: finish what the kernel did not take,
