@@ -14,6 +14,7 @@ import socket
 import sys
 
 import pytest
+import zmq as libzmq  # the reference peer, whichever implementation is under test
 
 AGAINST_PYZMQ = os.environ.get("BROKERLESS_TEST_AGAINST") == "pyzmq"
 if AGAINST_PYZMQ:
@@ -81,6 +82,31 @@ def make(ctx):
     for sock in made:
         if not sock.closed:
             sock.close(linger=0)
+
+
+@pytest.fixture
+def lctx():
+    """A libzmq context (through pyzmq) for the peers a test pits against ``make``'s sockets."""
+    context = libzmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def lmake(lctx):
+    """libzmq socket factory, as ``make``: linger 0, blocking calls bounded (5 s), options by
+    name; closed with its context after the test."""
+
+    def factory(kind, **options):
+        sock = lctx.socket(kind)
+        sock.setsockopt(libzmq.LINGER, 0)
+        sock.setsockopt(libzmq.RCVTIMEO, 5000)
+        sock.setsockopt(libzmq.SNDTIMEO, 5000)
+        for name, value in options.items():
+            sock.setsockopt(getattr(libzmq, name), value)
+        return sock
+
+    return factory
 
 
 @pytest.fixture(params=TRANSPORTS)

@@ -108,33 +108,22 @@ def _ask(make, addr: str, body: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc"])
-def test_libzmq_heartbeats_are_answered_while_a_thread_waits_in_recv(make, transport, tmp_path):
+def test_libzmq_heartbeats_are_answered_while_a_thread_waits_in_recv(
+    make, lmake, transport, tmp_path
+):
     rep = make(zmq.REP)
     addr = bind(rep, "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{tmp_path}/rep")
-    lctx = libzmq.Context()
-    req = lctx.socket(libzmq.REQ)
-    req.setsockopt(libzmq.LINGER, 0)
-    req.setsockopt(libzmq.RCVTIMEO, int(DEADLINE * 1000))
-    for option, value in (("HEARTBEAT_IVL", 50), ("HEARTBEAT_TIMEOUT", 200)):
-        req.setsockopt(getattr(libzmq, option), value)
+    req = lmake(libzmq.REQ, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=200)
     theirs = req.get_monitor_socket(libzmq.EVENT_HANDSHAKE_SUCCEEDED | libzmq.EVENT_DISCONNECTED)
-    try:
-        req.connect(addr)
-        assert _events(theirs, libzmq.EVENT_HANDSHAKE_SUCCEEDED) == [
-            libzmq.EVENT_HANDSHAKE_SUCCEEDED
-        ]
-        echo = Echo(rep, 1)
-        # Three heartbeat timeouts in which only our answers to libzmq's PINGs keep it up:
-        # libzmq must not disconnect (a bounded wait for an event that must not come).
-        assert not theirs.poll(600), "libzmq dropped us: PINGs went unanswered"
-        req.send(b"still connected")
-        assert req.recv() == b"still connected"
-        assert echo.result() == [b"still connected"]
-    finally:
-        req.disable_monitor()
-        theirs.close(linger=0)
-        req.close(linger=0)
-        lctx.term()
+    req.connect(addr)
+    assert _events(theirs, libzmq.EVENT_HANDSHAKE_SUCCEEDED) == [libzmq.EVENT_HANDSHAKE_SUCCEEDED]
+    echo = Echo(rep, 1)
+    # Three heartbeat timeouts in which only our answers to libzmq's PINGs keep it up:
+    # libzmq must not disconnect (a bounded wait for an event that must not come).
+    assert not theirs.poll(600), "libzmq dropped us: PINGs went unanswered"
+    req.send(b"still connected")
+    assert req.recv() == b"still connected"
+    assert echo.result() == [b"still connected"]
 
 
 def test_a_silent_peer_is_dropped_while_a_thread_waits_in_recv(make):

@@ -291,13 +291,6 @@ def wait_closed(raw: socket.socket, stream: Stream, timeout: float = DEADLINE) -
 
 
 @pytest.fixture
-def lctx():
-    context = libzmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
-@pytest.fixture
 def raw_clients():
     made: list[socket.socket] = []
 
@@ -311,14 +304,17 @@ def raw_clients():
         sock.close()
 
 
-def _libzmq_socket(lctx, kind, **options):
-    sock = lctx.socket(kind)
-    sock.setsockopt(libzmq.LINGER, 0)
-    sock.setsockopt(libzmq.RCVTIMEO, 5000)
-    sock.setsockopt(libzmq.SNDTIMEO, 5000)
-    for name, value in options.items():
-        sock.setsockopt(getattr(libzmq, name), value)
-    return sock
+def _pub_with_subscribers(make, lmake, **options) -> tuple:
+    """A bound PUB (SNDHWM 0 and ``options``), its address, and a brokerless and a libzmq SUB
+    (RCVHWM 0) subscribed to everything and connected to it."""
+    pub = make(zmq.PUB, SNDHWM=0, **options)
+    pub.bind("tcp://127.0.0.1:*")
+    address = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
+    subs = [make(zmq.SUB, RCVHWM=0), lmake(libzmq.SUB, RCVHWM=0)]
+    for sub in subs:
+        sub.setsockopt(libzmq.SUBSCRIBE, b"")
+        sub.connect(address)
+    return pub, address, subs
 
 
 def _port(sock) -> int:
@@ -341,16 +337,12 @@ def _sync_subscribers(pub, subs) -> None:
 
 
 @pytest.fixture(params=["PUB", "PULL"])
-def attacked(request, make, lctx):
+def attacked(request, make, lmake):
     """``(port, stream, valid peer type, invalid peer type, fresh_peer_check)``."""
     if request.param == "PUB":
-        pub = make(zmq.PUB, SNDHWM=0, MAXMSGSIZE=MAXMSGSIZE, HANDSHAKE_IVL=HANDSHAKE_IVL)
-        pub.bind("tcp://127.0.0.1:*")
-        address = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
-        subs = [make(zmq.SUB, RCVHWM=0), _libzmq_socket(lctx, libzmq.SUB, RCVHWM=0)]
-        for sub in subs:
-            sub.setsockopt(libzmq.SUBSCRIBE, b"")
-            sub.connect(address)
+        pub, address, subs = _pub_with_subscribers(
+            make, lmake, MAXMSGSIZE=MAXMSGSIZE, HANDSHAKE_IVL=HANDSHAKE_IVL
+        )
         _sync_subscribers(pub, subs)
         stream = Stream({b"pub": pub}, subs)
 
@@ -365,7 +357,7 @@ def attacked(request, make, lctx):
     pull = make(zmq.PULL, RCVHWM=0, MAXMSGSIZE=MAXMSGSIZE, HANDSHAKE_IVL=HANDSHAKE_IVL)
     pull.bind("tcp://127.0.0.1:*")
     address = pull.getsockopt(zmq.LAST_ENDPOINT).decode()
-    pushes = {b"bl": make(zmq.PUSH, SNDHWM=0), b"lib": _libzmq_socket(lctx, libzmq.PUSH, SNDHWM=0)}
+    pushes = {b"bl": make(zmq.PUSH, SNDHWM=0), b"lib": lmake(libzmq.PUSH, SNDHWM=0)}
     for push in pushes.values():
         push.connect(address)
     stream = Stream(pushes, [pull])
@@ -455,16 +447,10 @@ def test_a_well_behaved_raw_peer_is_not_dropped(attacked, raw_clients):
     fresh_peer_works()
 
 
-def test_a_subscriber_that_never_reads_holds_nobody_back(make, lctx, raw_clients):
+def test_a_subscriber_that_never_reads_holds_nobody_back(make, lmake, raw_clients):
     """A raw SUB subscribes to everything and never reads: its connection backs up (the PUB's
     queue for it grows, SNDHWM 0), while the good subscribers get all 20 MB, in order."""
-    pub = make(zmq.PUB, SNDHWM=0)
-    pub.bind("tcp://127.0.0.1:*")
-    address = pub.getsockopt(zmq.LAST_ENDPOINT).decode()
-    subs = [make(zmq.SUB, RCVHWM=0), _libzmq_socket(lctx, libzmq.SUB, RCVHWM=0)]
-    for sub in subs:
-        sub.setsockopt(libzmq.SUBSCRIBE, b"")
-        sub.connect(address)
+    pub, _, subs = _pub_with_subscribers(make, lmake)
     raw = raw_clients(_port(pub))
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     handshake(raw, b"SUB")

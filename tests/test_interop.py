@@ -54,29 +54,6 @@ def _reply_to(msg: list[bytes]) -> list[bytes]:
 
 
 @pytest.fixture
-def lctx():
-    context = libzmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
-@pytest.fixture
-def lmake(lctx):
-    """libzmq socket factory: linger 0, bounded blocking calls, options by name."""
-
-    def factory(kind, **options):
-        sock = lctx.socket(kind)
-        sock.setsockopt(libzmq.LINGER, 0)
-        sock.setsockopt(libzmq.RCVTIMEO, TIMEOUT_MS)
-        sock.setsockopt(libzmq.SNDTIMEO, TIMEOUT_MS)
-        for name, value in options.items():
-            sock.setsockopt(getattr(libzmq, name), value)
-        return sock
-
-    return factory
-
-
-@pytest.fixture
 def bmake(make):
     """brokerless socket factory (conftest's ``make``) with this module's timeouts."""
 

@@ -30,27 +30,6 @@ _names = itertools.count()
 
 
 @pytest.fixture
-def lctx():
-    context = libzmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
-@pytest.fixture
-def lmake(lctx):
-    def factory(kind, **options):
-        sock = lctx.socket(kind)
-        sock.setsockopt(libzmq.LINGER, 0)
-        sock.setsockopt(libzmq.RCVTIMEO, 2000)
-        sock.setsockopt(libzmq.SNDTIMEO, 2000)
-        for name, value in options.items():
-            sock.setsockopt(getattr(libzmq, name), value)
-        return sock
-
-    return factory
-
-
-@pytest.fixture
 def address(tmp_path):
     """``address(transport)``: an endpoint nobody is bound to (a free port, a fresh path)."""
 
