@@ -8,9 +8,15 @@ socket that never gets any, so it just lets time pass (and lets libzmq's reaper 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import textwrap
 import threading
 
+import pytest
+
 import brokerless as zmq
+from tests.conftest import AGAINST_PYZMQ
 
 
 def _pause(sock, ms: int = 10) -> None:
@@ -167,3 +173,45 @@ def test_router_handover_drops_the_replaced_connection(make):
     while router.poll(200):
         got.append(router.recv_multipart())
     assert got == [[b"A", b"from-new"]]
+
+
+# -- a program that ends without closing what it sent through --------------------------------
+
+_SENDER = """
+import sys
+import {module} as zmq
+
+def send(endpoint):
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.connect(endpoint)
+    for i in range(10):
+        push.send(bytes([i]) * 1_000_000)
+    return ctx, push
+
+if sys.argv[2] == "main":
+    def main():
+        send(sys.argv[1])   # returns without close() or term()
+    main()
+else:
+    kept = send(sys.argv[1])  # still referenced when the interpreter exits
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "module"])
+def test_messages_queued_by_a_program_that_exits_are_delivered(lmake, where, tmp_path):
+    """The I/O thread is a daemon: a program that queues messages and returns from main()
+    without closing anything must still deliver them (pyzmq does: the context is terminated
+    at exit, which honours LINGER)."""
+    pull = lmake(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    script = tmp_path / "sender.py"
+    module = "zmq" if AGAINST_PYZMQ else "brokerless"
+    script.write_text(textwrap.dedent(_SENDER.format(module=module)))
+    subprocess.run(
+        [sys.executable, str(script), f"tcp://127.0.0.1:{port}", where], check=True, timeout=30
+    )
+    received = []
+    while len(received) < 10 and pull.poll(5000):
+        received.append(pull.recv()[0])
+    assert received == list(range(10))

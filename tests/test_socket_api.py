@@ -569,3 +569,49 @@ def test_bind_and_connect_as_context_managers_undo_on_exit(make, endpoint):
     with pytest.raises(zmq.ZMQError) as info:
         pull.unbind(addr)  # already unbound
     assert info.value.errno == errno.ENOENT
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_empty_message_arriving_while_recv_waits_is_returned(make, endpoint):
+    """Over the wire the message reaches the socket while ``recv`` already waits for it; an
+    empty one is a message like any other (a wait that looked for a truthy result dropped it
+    and waited on)."""
+    a, b = make(zmq.PAIR), make(zmq.PAIR)
+    connect(b, bind(a, endpoint()), a)
+    a.send(b"")
+    assert b.recv() == b""
+    a.send(b"after")
+    assert b.recv() == b"after"
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_req_rep_exchange_of_empty_messages(make, endpoint):
+    rep, req = make(zmq.REP), make(zmq.REQ)
+    connect(req, bind(rep, endpoint()), rep)
+    for _ in range(3):
+        req.send(b"")
+        assert rep.recv() == b""
+        rep.send(b"")
+        assert req.recv() == b""
+
+
+@pytest.mark.parametrize("transport", ["inproc"])
+def test_empty_message_sent_to_a_waiting_receiver_is_not_skipped(make, endpoint):
+    """The receiver thread is already waiting (RCVTIMEO) when the empty message comes."""
+    a, b = make(zmq.PAIR), make(zmq.PAIR)
+    connect(b, bind(a, endpoint()), a)
+    got: list = []
+    waiting = threading.Event()
+
+    def receive() -> None:
+        waiting.set()
+        got.append(b.recv())
+        got.append(b.recv())
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    assert waiting.wait(2)
+    a.send(b"")
+    a.send(b"next")
+    thread.join(5)
+    assert got == [b"", b"next"]

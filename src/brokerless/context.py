@@ -3,12 +3,19 @@
 There is no global state: two contexts share nothing, inproc names included.  ``term()`` is
 libzmq's: sockets blocked in another thread are woken with ETERM, then it waits until every
 socket has been closed.  ``destroy()`` closes them itself first.
+
+A program that ends without closing its sockets still delivers what it queued: at interpreter
+exit every context this process left open is destroyed, which waits for each socket's LINGER
+(as libzmq does when pyzmq's context is terminated at exit; the I/O threads are daemons, so
+without this the messages would die with them).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
+import warnings
 import weakref
 from typing import Any
 
@@ -53,6 +60,8 @@ class Context:
         self._io_threads: list[IOThread] = []
         self._next_io = 0
         self._sessions = 0  # network sessions still running (lingering ones included)
+        self._pid = os.getpid()
+        _open_contexts.add(self)
         for name, value in kwargs.items():
             self.set(getattr(ContextOption, name.upper()), value)
 
@@ -164,6 +173,15 @@ class Context:
             sock.close(linger=linger)
         self.term()
 
+    def __del__(self) -> None:
+        # Dropped without term().  Nothing of it can still be queued -- a socket with a
+        # connection keeps its context reachable -- so only its I/O threads are left to stop.
+        if getattr(self, "_closed", True) or self._pid != os.getpid():
+            return
+        warnings.warn(f"unclosed context {self!r}", ResourceWarning, stacklevel=2, source=self)
+        for io in self._io_threads:
+            io.stop()
+
     def __enter__(self) -> Context:
         return self
 
@@ -215,6 +233,18 @@ class Context:
         raise ZMQError(
             EPROTONOSUPPORT, f"Protocol not supported: brokerless has no {name}:// transport"
         )
+
+
+_open_contexts: weakref.WeakSet[Context] = weakref.WeakSet()
+
+
+@atexit.register
+def _destroy_open_contexts() -> None:
+    """Interpreter exit: deliver what open sockets queued, within their LINGER (module doc)."""
+    pid = os.getpid()
+    for context in list(_open_contexts):
+        if context._pid == pid and not context.closed:
+            context.destroy()
 
 
 def _default_option_property(opt: SocketOption) -> property:

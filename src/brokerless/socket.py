@@ -398,12 +398,12 @@ class Socket:
             self._process_commands()
         pattern = self._pattern
         if not pattern.xprepare_send(part):
-            self._wait_for(lambda: pattern.xprepare_send(part), flags, _O.SNDTIMEO)
+            self._wait_for(lambda: pattern.xprepare_send(part) or None, flags, _O.SNDTIMEO)
         self._tx_parts = [part]
 
     def _send_blocking(self, msg: Any, flags: int) -> None:
         xsend = self._xsend
-        self._wait_for(lambda: xsend(msg), flags, _O.SNDTIMEO)
+        self._wait_for(lambda: xsend(msg) or None, flags, _O.SNDTIMEO)
 
     def send_multipart(
         self, msg_parts: Sequence[Any], flags: int = 0, copy: bool = True, track: bool = False
@@ -517,7 +517,8 @@ class Socket:
         timeout_option: SocketOption,
         reading: bool = False,
     ) -> Any:
-        """Retry ``attempt`` as commands arrive until it succeeds (truthy) or time runs out.
+        """Retry ``attempt`` as commands arrive until it returns something other than None (an
+        empty message ``b""`` is a result too) or time runs out.
         ``reading``: waiting for a message, so with one network peer this thread reads the
         connection itself while it waits (see ``_wait_reading``)."""
         if flags & NOBLOCK:
@@ -527,7 +528,7 @@ class Socket:
         while True:
             self._process_commands()
             result = attempt()
-            if result:
+            if result is not None:
                 return result
             wait_ms = deadline.wait_ms()
             if wait_ms is None:
