@@ -1,10 +1,11 @@
 # `make demo` runs the main job (the demo pipeline on Spark local mode), `make test` the test suite;
 # both create .venv when missing. `make tour` runs examples/tour.py, a tour of the messaging patterns.
+# `make fuzz` runs every fuzz target (fuzz/) for FUZZ_SECONDS each (default 60).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo tour test lint bench clean
+.PHONY: demo tour test lint bench fuzz clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,5 +26,14 @@ test: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python bench/compare.py
 
+FUZZ_SECONDS ?= 60
+
+$(BIN)/.fuzz-installed: $(BIN)/.installed
+	$(BIN)/python -m pip install -q -e '.[fuzz]'
+	touch $@
+
+fuzz: $(BIN)/.fuzz-installed
+	$(BIN)/python -m fuzz.run --seconds $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .fuzz

@@ -7,6 +7,7 @@ so they check the codec against the specification and not against itself.
 from __future__ import annotations
 
 import itertools
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +18,7 @@ from brokerless.zmtp import (
     ERROR_STATE,
     GREETING,
     HANDSHAKE,
+    MAX_FRAME_SIZE,
     TRAFFIC,
     Connection,
     FrameDecoder,
@@ -27,6 +29,7 @@ from brokerless.zmtp import (
     Pong,
     ProtocolError,
     Ready,
+    UnexpectedFrame,
     encode_message,
 )
 from brokerless.zmtp.frames import encode_batch
@@ -807,6 +810,43 @@ def test_huge_declared_size_refused_without_a_limit():
         FrameDecoder().feed(b"\x02" + b"\xff" * 8)
 
 
+def test_a_frame_no_process_could_hold_is_refused_from_its_header_without_a_limit():
+    """Issue 11 point 2: with MAXMSGSIZE unset, a header claiming more than MAX_FRAME_SIZE
+    (2^62 here) is refused as soon as its size is in, and the messages before it are kept."""
+    assert min(1 << 48, sys.maxsize) == MAX_FRAME_SIZE
+    header = b"\x02" + (1 << 62).to_bytes(8, "big")
+    conn, _ = facing(T.PULL, b"PUSH")
+    assert conn.receive_data(wire(b"first") + header[:8]) == [b"first"]
+    with pytest.raises(MessageTooLarge, match="more than any process can hold") as info:
+        conn.receive_data(header[8:] + b"body")
+    assert info.value.messages == []
+    assert conn.state is ERROR_STATE and conn.decoder.buffered == 0
+    dec = FrameDecoder()
+    assert dec.feed(b"\x02" + MAX_FRAME_SIZE.to_bytes(8, "big")) == []  # the ceiling itself waits
+    with pytest.raises(MessageTooLarge):
+        FrameDecoder().feed(b"\x06" + (MAX_FRAME_SIZE + 1).to_bytes(8, "big"))  # commands too
+
+
+def test_closing_drops_a_partial_frame_at_once():
+    """A large frame's partial body is released when the connection is over, not when the last
+    reference to it goes; input after that is refused."""
+    conn, _ = facing(T.PULL, b"PUSH")
+    conn.receive_data(b"\x03" + (1 << 30).to_bytes(8, "big") + bytes(1 << 20))
+    assert conn.decoder.buffered == 9 + (1 << 20)
+    conn.close()
+    assert conn.decoder.buffered == 0 and conn.state is ERROR_STATE
+    with pytest.raises(ProtocolError):
+        conn.receive_data(bytes(10))
+
+
+def test_a_protocol_error_drops_the_partial_message():
+    conn, _ = facing(T.PULL, b"PUSH")
+    assert conn.receive_data(wire(b"a" * 300)[:-1]) == []
+    with pytest.raises(ProtocolError):
+        conn.receive_data(b"a" + b"\xf0\x00")
+    assert conn.decoder.buffered == 0
+
+
 def test_huge_declared_size_within_limit_waits_without_buffering_it():
     dec = FrameDecoder()
     assert dec.feed(b"\x02" + (1 << 40).to_bytes(8, "big") + b"abc") == []
@@ -820,9 +860,36 @@ def test_message_before_ready_is_refused():
     assert conn.state is ERROR_STATE
 
 
+@pytest.mark.parametrize(
+    "early",
+    [
+        pytest.param(frame(b"before-handshake", more=True), id="more"),
+        pytest.param(frame(b"x" * 300, more=True), id="long-more"),
+        pytest.param(frame(b"before-handshake"), id="final"),
+    ],
+)
+def test_a_data_frame_before_ready_is_refused_however_the_input_is_split(early):
+    """Issue 11 point 6: greeting + frame(MORE) + READY + frame used to deliver
+    ``[b"before-handshake", b"after"]``, a message begun before the handshake and completed
+    after it.  Any data frame before READY is refused from its header, whatever the split, and
+    nothing is ever delivered."""
+    data = greeting() + early + ready(b"PUSH") + wire(b"after")
+    seen_by = 64 + 2  # the decoder looks at a frame once two of its octets are in
+    for cut in range(1, len(data)):
+        conn = Connection(T.PULL)
+        delivered = []
+        with pytest.raises(UnexpectedFrame, match="before the handshake") as info:
+            delivered += conn.receive_data(data[:cut])
+            assert cut < seen_by, "the early frame's header was accepted"
+            delivered += conn.receive_data(data[cut:])
+        assert delivered == [] and info.value.messages == []
+        assert conn.state is ERROR_STATE
+
+
 def test_other_command_during_null_handshake_is_refused():
+    """libzmq reports it as ZMTP_UNEXPECTED_COMMAND, as it does a data frame there."""
     conn = Connection(T.PULL)
-    with pytest.raises(ProtocolError):
+    with pytest.raises(UnexpectedFrame):
         conn.receive_data(greeting() + command(b"PING", b"\x00\x00"))
 
 

@@ -43,9 +43,10 @@ from ..monitor import (
     PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
     PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED,
     PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+    PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
     PROTOCOL_ERROR_ZMTP_UNSPECIFIED,
 )
-from ..zmtp import Connection, HandshakeError, Ping, ProtocolError, Ready
+from ..zmtp import Connection, HandshakeError, Ping, ProtocolError, Ready, UnexpectedFrame
 
 if TYPE_CHECKING:
     from ..io import IOThread, Timer
@@ -123,6 +124,7 @@ class Engine:
             if not self.alive:
                 return
             self.alive = False
+            self.conn.close()  # a large partial frame is freed now, whatever holds the engine
         for timer in self._timers.values():
             timer.cancel()
         with self._interest_lock:
@@ -509,6 +511,8 @@ class Engine:
 def failure_code(exc: ProtocolError) -> int:
     """libzmq's ZMTP failure code for a protocol error (HANDSHAKE_FAILED_PROTOCOL's value)."""
     text = str(exc)
+    if isinstance(exc, UnexpectedFrame):
+        return PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND
     if isinstance(exc, HandshakeError):
         if "mechanism" in text:
             return PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH

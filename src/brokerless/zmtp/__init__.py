@@ -16,13 +16,14 @@ from .connection import (
     Pong,
     Ready,
 )
-from .errors import HandshakeError, MessageTooLarge, PeerError, ProtocolError
-from .frames import FrameDecoder, encode_message
+from .errors import HandshakeError, MessageTooLarge, PeerError, ProtocolError, UnexpectedFrame
+from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
 
 __all__ = [
     "ERROR_STATE",
     "GREETING",
     "HANDSHAKE",
+    "MAX_FRAME_SIZE",
     "TRAFFIC",
     "VALID_PEERS",
     "Connection",
@@ -34,5 +35,6 @@ __all__ = [
     "Pong",
     "ProtocolError",
     "Ready",
+    "UnexpectedFrame",
     "encode_message",
 ]

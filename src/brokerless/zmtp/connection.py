@@ -15,6 +15,12 @@ commands become the ``\\x01topic`` / ``\\x00topic`` messages pub-sub pipes carry
 talking to a ZMTP 3.1 peer sends its subscription messages as those commands (to a 3.0 peer, as
 messages).  A broken rule raises :class:`ProtocolError` and parks the machine in ERROR: the
 transport closes that connection and reports the reason; nothing else is affected.
+
+In HANDSHAKE only commands are taken, one at a time (the decoder is ``handshaking``): a data
+frame there is a protocol error, even one with MORE whose message would only complete after
+READY.  Once READY is in, the rest of the same input is decoded as traffic.  ``close`` (and any
+protocol error) drops what the decoder holds at once, so a large partial frame never outlives
+its connection.
 """
 
 from __future__ import annotations
@@ -108,7 +114,7 @@ class Connection:
         self.mechanism = mechanism(props, as_server)
         self.state = GREETING
         self.peer: Ready | None = None
-        self.decoder = FrameDecoder(max_msg_size)
+        self.decoder = FrameDecoder(max_msg_size, handshaking=True)
         self._greeting_in = bytearray()
         self._out: list[bytes] = [build_greeting(self.mechanism.name, as_server)]
         self._subscriptions_as_commands = False
@@ -166,22 +172,23 @@ class Connection:
         """Feed received bytes; returns messages and events (see the module docstring)."""
         try:
             if self.state is TRAFFIC:
-                try:
-                    items = self.decoder.feed(data)
-                except ProtocolError as exc:
-                    exc.messages = self._traffic(exc.messages)
-                    raise
-                return self._traffic(items)
+                return self._receive_traffic(data)
             if self.state is ERROR_STATE:
-                raise ProtocolError("connection already failed")
+                raise ProtocolError("connection already failed or closed")
             if self.state is GREETING:
                 data = self._receive_greeting(data)
                 if self.state is GREETING:
                     return []
             return self._receive_handshake(data)
         except ProtocolError:
-            self.state = ERROR_STATE
+            self.close()
             raise
+
+    def close(self) -> None:
+        """The connection is over: park in ERROR and drop buffered input now (see the module
+        docstring)."""
+        self.state = ERROR_STATE
+        self.decoder.release()
 
     def _receive_greeting(self, data: Any) -> bytes:
         buf = self._greeting_in
@@ -203,38 +210,29 @@ class Connection:
         return bytes(data[need:])
 
     def _receive_handshake(self, data: Any) -> list:
-        # A fault further on in the same read comes after the frames before it: those still
-        # count (the handshake completes, messages after it are delivered), as in libzmq,
-        # which handles frame by frame.
-        fault: ProtocolError | None = None
-        try:
-            items = self.decoder.feed(data)
-        except ProtocolError as exc:
-            items, fault = exc.messages, exc
-        for i, item in enumerate(items):
-            if item.__class__ is not Command:
-                raise HandshakeError("message received before the handshake completed")
-            replies, metadata = self.mechanism.receive(item)
+        # The decoder hands over one command per feed while handshaking, and refuses data
+        # frames; a fault in a later frame is met after READY and the messages before it, as in
+        # libzmq, which handles frame by frame.
+        decoder = self.decoder
+        while True:
+            commands = decoder.feed(data)
+            if not commands:
+                return []
+            data = b""  # the rest of the input waits in the decoder
+            replies, metadata = self.mechanism.receive(commands[0])
             for body in replies:
                 self._out.append(encode_command(body))
             if metadata is not None:
-                ready = self._complete(metadata)
-                self.had_events = True  # READY is an event
-                try:
-                    rest = self._traffic(items[i + 1 :])
-                except ProtocolError as exc:
-                    exc.messages = [ready, *exc.messages]
-                    raise
-                finally:
-                    self.had_events = True
-                if fault is not None:
-                    fault.messages = [ready, *rest]
-                    raise fault
-                return [ready, *rest]
-        if fault is not None:
-            fault.messages = []
-            raise fault
-        return []
+                break
+        ready = self._complete(metadata)
+        try:
+            rest = self._receive_traffic(b"")
+        except ProtocolError as exc:
+            exc.messages = [ready, *exc.messages]
+            raise
+        finally:
+            self.had_events = True  # READY is an event
+        return [ready, *rest]
 
     def _complete(self, metadata: dict[str, bytes]) -> Ready:
         raw_type = metadata.get("socket-type", b"")
@@ -248,10 +246,19 @@ class Connection:
                 f"a {self.socket_type.name} socket cannot talk to a {peer_type.name} peer"
             )
         self.state = TRAFFIC
+        self.decoder.handshaking = False
         self._subscriptions_as_commands = self._minor >= 1 and self.socket_type in _SUBSCRIBERS
         self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
         return self.peer
+
+    def _receive_traffic(self, data: Any) -> list:
+        try:
+            items = self.decoder.feed(data)
+        except ProtocolError as exc:
+            exc.messages = self._traffic(exc.messages)
+            raise
+        return self._traffic(items)
 
     def _traffic(self, items: list) -> list:
         """Handle the commands among decoded items; messages pass through untouched."""

@@ -17,8 +17,13 @@ class HandshakeError(ProtocolError):
     """The greeting or the security handshake failed (wrong version, mechanism, socket type)."""
 
 
+class UnexpectedFrame(HandshakeError):
+    """A frame the handshake does not expect: a data frame before it completes, or a command
+    the mechanism does not know (libzmq's ZMTP_UNEXPECTED_COMMAND)."""
+
+
 class MessageTooLarge(ProtocolError):
-    """A frame is larger than MAXMSGSIZE."""
+    """A frame is larger than MAXMSGSIZE, or than any process could hold (``MAX_FRAME_SIZE``)."""
 
 
 class PeerError(ProtocolError):

@@ -7,7 +7,15 @@ complete, in the form pipes carry (``bytes`` for one part, a ``list`` for a mult
 plus :class:`~.commands.Command` objects for command frames.  Partial frames and the parts of an
 unfinished multipart message wait inside the decoder, so a message is delivered all or nothing.
 It never trusts the peer: reserved flag bits, a MORE flag on a command, or a frame larger than
-``max_msg_size`` raise :class:`ProtocolError` before anything is buffered for it.
+``max_msg_size`` (or, with no limit set, than :data:`MAX_FRAME_SIZE`) raise
+:class:`ProtocolError` before anything is buffered for it.  A frame within the limits is
+buffered as its octets arrive, never allocated from the size its header claims, so a peer costs
+the memory of what it has actually sent.
+
+While ``handshaking`` the decoder takes only commands, one per ``feed``: a data frame raises
+:class:`UnexpectedFrame` from its header (nothing a peer sends before the handshake completes can
+become part of a message after it), and stopping after each command lets the connection switch
+to traffic at READY before it decodes what follows.
 
 The encoder turns a batch of messages into few buffers for one ``sendmsg``: runs of small frames
 are joined into one buffer (one copy, few iovecs), large bodies are passed by reference.
@@ -19,17 +27,25 @@ written to run as few as possible per message.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .commands import Command, parse_command
-from .errors import MessageTooLarge, ProtocolError
+from .errors import MessageTooLarge, ProtocolError, UnexpectedFrame
 
 MORE = 0x01
 LONG = 0x02
 COMMAND = 0x04
 _RESERVED = 0xF8
 
-_MAX_SIZE = (1 << 63) - 1
+#: The largest frame accepted when MAXMSGSIZE is unset.  RFC 23 lets a header claim up to 2^63-1
+#: octets, but no process can hold a body that large: the user address space of a 64-bit Linux
+#: process is 2^47 octets on x86-64 and 2^48 on arm64 (48-bit virtual addresses), and a Python
+#: bytes object holds at most ``sys.maxsize`` octets (2^31-1 on a 32-bit build).  A header that
+#: claims more is refused as soon as it arrives: it can only be a broken or a hostile peer, and
+#: libzmq drops it too (its allocation of the claimed size fails).  Frames within the ceiling are
+#: accepted as libzmq accepts them; MAXMSGSIZE is what bounds the memory a peer may use.
+MAX_FRAME_SIZE = min(1 << 48, sys.maxsize)
 
 # Headers of short frames, built once: the hot path only indexes these tables.
 _LAST = [bytes((0, n)) for n in range(256)]
@@ -47,9 +63,7 @@ def encode_command(body: bytes) -> bytes:
     return frame_header(len(body), command=True) + body
 
 
-def encode_batch(
-    msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: Any = None
-) -> list:
+def encode_batch(msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: Any = None) -> list:
     """The wire form of the messages ``msgs`` as a list of buffers.
 
     Bodies of ``zero_copy_min`` (at least 256) octets or more stay as they are (written by
@@ -107,18 +121,26 @@ def encode_message(out: list, msg: Any) -> None:
 class FrameDecoder:
     """Byte stream in, whole messages and commands out."""
 
-    __slots__ = ("_buf", "_parts", "commands", "max_msg_size")
+    __slots__ = ("_buf", "_parts", "commands", "handshaking", "max_msg_size")
 
-    def __init__(self, max_msg_size: int = -1) -> None:
+    def __init__(self, max_msg_size: int = -1, *, handshaking: bool = False) -> None:
         self._buf = bytearray()
         self._parts: list | None = None
         self.max_msg_size = max_msg_size
         self.commands = False  # whether the last ``feed`` returned a command
+        #: Commands only, one per ``feed`` (see the module docstring).
+        self.handshaking = handshaking
 
     @property
     def buffered(self) -> int:
         """Octets held for an unfinished frame."""
         return len(self._buf)
+
+    def release(self) -> None:
+        """Drop what waits for more input (a partial frame, an unfinished message) at once: the
+        connection is over, and a large partial body must not outlive it."""
+        self._buf = bytearray()
+        self._parts = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> list:
         """Decode ``data``; returns the messages and commands it completes, in order.
@@ -156,11 +178,15 @@ class FrameDecoder:
         """Decode every whole frame of ``view`` into ``out``; returns the octets consumed."""
         parts = self._parts
         limit = self.max_msg_size
+        if not 0 <= limit < MAX_FRAME_SIZE:
+            limit = MAX_FRAME_SIZE
+        handshaking = self.handshaking
         copy = view.__class__ is not bytes  # a slice of bytes is already bytes
         # The fast path takes frames whose flags octet is 0 (short, final, data); with a
-        # MAXMSGSIZE below 255 short frames need the size check, so it takes none.  Its tail
-        # repeats the general path's on purpose: a shared helper would cost a call a message.
-        fast = 0 if limit < 0 or limit >= 255 else -1
+        # MAXMSGSIZE below 255 short frames need the size check, and while handshaking data
+        # frames are refused, so it takes none.  Its tail repeats the general path's on
+        # purpose: a shared helper would cost a call a message.
+        fast = 0 if limit >= 255 and not handshaking else -1
         append = out.append
         pos, end = 0, len(view)
         while end - pos >= 2:
@@ -180,6 +206,10 @@ class FrameDecoder:
                     append(parts)
                     parts = None
                 continue
+            if flags & _RESERVED:
+                raise ProtocolError(f"frame with reserved flag bits set (flags {flags:#04x})")
+            if handshaking and not flags & COMMAND:
+                raise UnexpectedFrame("data frame received before the handshake completed")
             if flags & LONG:
                 if end - pos < 9:
                     break
@@ -188,10 +218,8 @@ class FrameDecoder:
             else:
                 size = view[pos + 1]
                 start = pos + 2
-            if flags & _RESERVED:
-                raise ProtocolError(f"frame with reserved flag bits set (flags {flags:#04x})")
-            if size > _MAX_SIZE or (limit >= 0 and size > limit):
-                raise MessageTooLarge(f"frame of {size} octets exceeds MAXMSGSIZE {limit}")
+            if size > limit:
+                raise _too_large(size, self.max_msg_size)
             stop = start + size
             if stop > end:
                 break
@@ -202,6 +230,8 @@ class FrameDecoder:
                     raise ProtocolError("command frame with the MORE flag set")
                 self.commands = True
                 append(parse_command(body))
+                if handshaking:
+                    break
             elif flags & MORE:
                 if parts is None:
                     parts = [body]
@@ -217,9 +247,18 @@ class FrameDecoder:
         return pos
 
 
+def _too_large(size: int, max_msg_size: int) -> MessageTooLarge:
+    if 0 <= max_msg_size < size:
+        return MessageTooLarge(f"frame of {size} octets exceeds MAXMSGSIZE {max_msg_size}")
+    return MessageTooLarge(
+        f"frame of {size} octets exceeds {MAX_FRAME_SIZE}, more than any process can hold"
+    )
+
+
 __all__ = [
     "COMMAND",
     "LONG",
+    "MAX_FRAME_SIZE",
     "MORE",
     "Command",
     "FrameDecoder",

@@ -11,7 +11,7 @@ from ..commands import (
     parse_error,
     parse_metadata,
 )
-from ..errors import PeerError, ProtocolError
+from ..errors import PeerError, UnexpectedFrame
 from .base import Mechanism
 
 
@@ -26,4 +26,4 @@ class NullMechanism(Mechanism):
             return [], parse_metadata(command.data)
         if command.name == ERROR:
             raise PeerError(f"peer refused the handshake: {parse_error(command.data)}")
-        raise ProtocolError(f"unexpected {command.name!r} command in the NULL handshake")
+        raise UnexpectedFrame(f"unexpected {command.name!r} command in the NULL handshake")

@@ -1,0 +1,1 @@
+"""Fuzz targets and their runner (see run.py); the saved corpora are in corpus/."""

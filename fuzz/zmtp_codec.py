@@ -1,0 +1,209 @@
+"""Fuzz target: the ZMTP codec (``brokerless.zmtp.Connection``) fed what a peer might send.
+
+Input layout: octet 0 picks the socket type (low nibble), the role (0x10: as-server) and
+MAXMSGSIZE (top three bits); octet 1 seeds the split points; the rest is the byte stream from the
+peer.  The stream goes to one connection whole and to a second one cut at the split points (as
+memoryviews, as the engine hands over its reads).  Expected outcomes are decoded items or the
+codec's own :class:`ProtocolError`; anything else raised here is a bug:
+
+* only ``ProtocolError`` (and its subclasses) escapes ``receive_data``; after one, the connection
+  is in ERROR, holds no input and refuses more;
+* messages are ``bytes`` or lists of two or more ``bytes``; events are ``Ready``, ``Ping``,
+  ``Pong``; nothing but ``Ready`` comes first, and it comes once;
+* nothing delivered was sent before READY: the delivered parts, at two octets of framing each
+  at least, fit in what the stream holds after its first command (READY, in NULL);
+* every message re-encoded decodes to itself;
+* how the stream is split changes nothing: same items, same error class, same replies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+
+from brokerless.constants import SocketType
+from brokerless.zmtp import (
+    ERROR_STATE,
+    TRAFFIC,
+    VALID_PEERS,
+    Connection,
+    FrameDecoder,
+    Ping,
+    Pong,
+    ProtocolError,
+    Ready,
+    encode_message,
+)
+from brokerless.zmtp.commands import command_body, encode_metadata
+from brokerless.zmtp.frames import encode_command
+
+SOCKET_TYPES = sorted(VALID_PEERS)
+AS_SERVER = 0x10
+MAX_MSG_SIZES = [-1, -1, -1, -1, 0, 10, 255, 1000]
+MAX_CUTS = 16
+
+_EVENTS = (Ready, Ping, Pong)
+
+
+def test_one_input(data: bytes) -> None:
+    if len(data) < 2:
+        return
+    socket_type = SOCKET_TYPES[(data[0] & 0x0F) % len(SOCKET_TYPES)]
+    as_server = bool(data[0] & AS_SERVER)
+    max_msg_size = MAX_MSG_SIZES[data[0] >> 5]
+    stream = data[2:]
+    whole = _Outcome(socket_type, as_server, max_msg_size)
+    whole.feed([stream])
+    split = _Outcome(socket_type, as_server, max_msg_size)
+    view = memoryview(stream)
+    split.feed([view[lo:hi] for lo, hi in _pieces(len(stream), data[1])])
+    if (split.items, split.error, split.sent) != (whole.items, whole.error, whole.sent):
+        raise AssertionError(
+            f"the split changed the outcome:\n whole {whole.items!r} {whole.error}\n"
+            f" split {split.items!r} {split.error}"
+        )
+    if whole.items:
+        after_ready = _octets_after_first_command(stream)
+        delivered = sum(2 + len(part) for msg in whole.messages() for part in msg)
+        if after_ready is None or delivered > after_ready:
+            raise AssertionError(
+                f"{delivered} octets of messages from {after_ready} octets after READY"
+            )
+
+
+def _octets_after_first_command(stream: bytes) -> int | None:
+    """How many octets follow the first command frame after the greeting (None: none is
+    whole).  Header arithmetic from RFC 23, independent of the decoder under test."""
+    pos, end = 64, len(stream)
+    while end - pos >= 2:
+        flags = stream[pos]
+        if flags & 0x02:
+            if end - pos < 9:
+                return None
+            pos += 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
+        else:
+            pos += 2 + stream[pos + 1]
+        if flags & 0x04:
+            return end - pos if pos <= end else None
+    return None
+
+
+def _pieces(n: int, seed: int) -> list[tuple[int, int]]:
+    """Where to cut a stream of ``n`` octets: up to MAX_CUTS points chosen from ``seed``."""
+    if n < 2:
+        return [(0, n)]
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, n), min(n - 1, 1 + seed % MAX_CUTS)))
+    return list(itertools.pairwise([0, *cuts, n]))
+
+
+class _Outcome:
+    """One connection fed a stream in pieces, checked after every call."""
+
+    def __init__(self, socket_type: SocketType, as_server: bool, max_msg_size: int) -> None:
+        self.conn = Connection(socket_type, b"fuzz", as_server=as_server, max_msg_size=max_msg_size)
+        self.items: list = []
+        self.error: type[ProtocolError] | None = None
+        self.sent = self.conn.data_to_send()
+
+    def messages(self) -> list[list[bytes]]:
+        """The messages delivered, each as its list of parts."""
+        return [
+            item if item.__class__ is list else [item]
+            for item in self.items
+            if item.__class__ is bytes or item.__class__ is list
+        ]
+
+    def feed(self, pieces: list) -> None:
+        conn = self.conn
+        for piece in pieces:
+            try:
+                got = conn.receive_data(piece)
+            except ProtocolError as exc:
+                self._check(exc.messages)
+                self.error = type(exc)
+                break
+            finally:
+                self.sent += conn.data_to_send()
+            self._check(got)
+        if self.error is None:
+            return
+        if conn.state is not ERROR_STATE or conn.decoder.buffered:
+            raise AssertionError(f"a failed connection is in {conn.state} holding input")
+        try:
+            conn.receive_data(b"\x00\x00")
+        except ProtocolError:
+            return
+        raise AssertionError("a failed connection took more input")
+
+    def _check(self, got: list) -> None:
+        for item in got:
+            cls = item.__class__
+            if cls is bytes or cls is list:
+                if not self.items or self.items[0].__class__ is not Ready:
+                    raise AssertionError(f"{item!r} delivered before the handshake completed")
+                _check_message(item)
+            elif cls is Ready:
+                if self.items:
+                    raise AssertionError(f"READY after {self.items!r}")
+                if self.conn.peer != item or self.conn.state not in (TRAFFIC, ERROR_STATE):
+                    raise AssertionError(f"READY delivered in {self.conn.state}")
+            elif cls not in _EVENTS:
+                raise AssertionError(f"unexpected item {item!r}")
+            self.items.append(item)
+
+
+def _check_message(msg: bytes | list) -> None:
+    if msg.__class__ is list and (len(msg) < 2 or any(part.__class__ is not bytes for part in msg)):
+        raise AssertionError(f"malformed multipart message {msg!r}")
+    out: list = []
+    encode_message(out, msg)
+    if FrameDecoder().feed(b"".join(out)) != [msg]:
+        raise AssertionError(f"{msg!r} does not survive a round trip")
+
+
+# -- seeds for the corpus (fuzz/run.py --seed) --------------------------------------------------
+
+
+def seeds() -> Iterator[bytes]:
+    """Valid handshakes and traffic for every socket type and role, whole and split, and the
+    classic faults, as inputs of this target."""
+    messages = [b"", b"hello", b"x" * 300, [b"a", b""], [b"id", b"", b"y" * 256]]
+    for index, socket_type in enumerate(SOCKET_TYPES):
+        for as_server in (False, True):
+            config = index | (AS_SERVER if as_server else 0)
+            for peer_type in sorted(VALID_PEERS[socket_type]):
+                traffic = [_handshake(socket_type, peer_type, as_server)]
+                for msg in messages:
+                    encode_message(traffic, msg)
+                traffic += [
+                    encode_command(command_body(b"PING", b"\x00\x0actx")),
+                    encode_command(command_body(b"PONG", b"ctx")),
+                    encode_command(command_body(b"SUBSCRIBE", b"topic")),
+                    encode_command(command_body(b"CANCEL", b"topic")),
+                ]
+                stream = b"".join(traffic)
+                for split_seed in (0, 7, 15):
+                    yield bytes((config, split_seed)) + stream
+            wrong = next(t for t in SOCKET_TYPES if t not in VALID_PEERS[socket_type])
+            yield bytes((config, 3)) + _handshake(socket_type, wrong, as_server)
+    greeting = Connection(SocketType.PUSH).data_to_send()[:64]
+    ready = encode_command(command_body(b"READY", encode_metadata({"Socket-Type": b"PUSH"})))
+    pull = SOCKET_TYPES.index(SocketType.PULL)
+    for tail in (
+        b"\x01\x06before" + ready + b"\x00\x05after",  # a message begun before READY
+        ready + b"\x02" + (1 << 62).to_bytes(8, "big") + b"body",  # a frame nobody can hold
+        ready + b"\x03" + (1000).to_bytes(8, "big") + b"partial",
+        ready + b"\xf0\x00",  # reserved flags
+        ready + encode_command(command_body(b"ERROR", b"\x03bye")),
+    ):
+        for max_size in (0, 7):  # unset, and 1000
+            yield bytes((pull | max_size << 5, 5)) + greeting + tail
+
+
+def _handshake(socket_type: SocketType, peer_type: SocketType, as_server: bool) -> bytes:
+    """What a ``peer_type`` peer sends a ``socket_type`` connection: greeting and READY."""
+    peer = Connection(peer_type, b"peer", as_server=not as_server)
+    peer.receive_data(Connection(socket_type, as_server=as_server).data_to_send())
+    return peer.data_to_send()
