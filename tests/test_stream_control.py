@@ -32,8 +32,11 @@ def test_only_messages_signed_with_the_key_for_that_worker_are_read():
 
 
 def endless_worker() -> Worker:
-    plan = (Topology("endless-control").spout("counter", Counter)
-            .bolt("sink", Sink, inputs={"counter": all_()})).build()
+    plan = (
+        Topology("endless-control")
+        .spout("counter", Counter)
+        .bolt("sink", Sink, inputs={"counter": all_()})
+    ).build()
     return Worker(plan, assign(plan, 1), 0)
 
 
@@ -102,9 +105,7 @@ def test_a_worker_ignores_unsigned_commands_and_answers_signed_ones(driver, serv
     router, _, key = driver
     thread, outcome = serving(attempt=2, driver_timeout=5.0)
     identity, *frames = router.recv_multipart()
-    assert identity == b"2:0" and Signer(key).unpack(frames, identity) == (
-        "started", {"pid": 0}
-    )
+    assert identity == b"2:0" and Signer(key).unpack(frames, identity) == ("started", {"pid": 0})
     router.send_multipart([identity, *Signer(new_key()).pack(("stop",), identity)])  # forged
     router.send_multipart([identity, *Signer(key).pack(("stop",), b"1:0")])  # an old attempt's
     router.send_multipart([identity, *Signer(key).pack(("activity", 7), identity)])
@@ -133,8 +134,11 @@ def test_the_driver_reads_only_signed_messages_of_its_current_attempt():
     driver -- a message signed for the current attempt, after them, is read."""
     from brokerless.stream.multiprocess import run_multiprocess
 
-    topology = (Topology("endless-control").spout("counter", Counter)
-                .bolt("sink", Sink, inputs={"counter": all_()}))
+    topology = (
+        Topology("endless-control")
+        .spout("counter", Counter)
+        .bolt("sink", Sink, inputs={"counter": all_()})
+    )
     with run_multiprocess(topology, workers=2) as run:
         context = zmq.Context()
         endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()

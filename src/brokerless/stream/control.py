@@ -263,16 +263,19 @@ class ControlledRun(TopologyRun):
             except Restarted:
                 pass
 
-    def _stop_workers(self, running: list[int], timeout: float, alive: Callable[[], bool]
-                      ) -> None:
+    def _stop_workers(self, running: list[int], timeout: float, alive: Callable[[], bool]) -> None:
         """Ask the ``running`` workers to stop; wait (up to ``timeout`` seconds) for their
         final reports, a failure, or none of them being ``alive()`` any more."""
         for index in running:
             self._send(index, ("stop",))
         deadline = time.monotonic() + timeout
         state = self.state
-        while (len(state.finals) < len(running) and not state.failures
-               and time.monotonic() < deadline and alive()):
+        while (
+            len(state.finals) < len(running)
+            and not state.failures
+            and time.monotonic() < deadline
+            and alive()
+        ):
             self._pump(0.1)
 
     # -- TopologyRun ---------------------------------------------------------------------------
@@ -308,8 +311,15 @@ class WorkerChannel:
     watch on the connection (``driver_timeout`` seconds without one: :class:`DriverGone`;
     None: no watch)."""
 
-    def __init__(self, context: zmq.Context, endpoint: str, key: bytes, attempt: int,
-                 index: int, driver_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        context: zmq.Context,
+        endpoint: str,
+        key: bytes,
+        attempt: int,
+        index: int,
+        driver_timeout: float | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self._signer = Signer(key)
         self._driver_timeout = driver_timeout
@@ -339,7 +349,7 @@ class WorkerChannel:
             if self._monitor in ready:
                 while self._monitor.poll(0):
                     header = self._monitor.recv_multipart()[0]
-                    event, _ = _MONITOR_HEADER.unpack(header[:_MONITOR_HEADER.size])
+                    event, _ = _MONITOR_HEADER.unpack(header[: _MONITOR_HEADER.size])
                     if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                         self._lost_since = None
                     elif self._lost_since is None:
@@ -368,8 +378,13 @@ class WorkerChannel:
 def started_info(worker: Worker, endpoint: str, **extra: Any) -> dict[str, Any]:
     """What a worker tells the driver when it runs: pid, host, virtual port, and the threads
     its process had before the worker started (a reused process should have none of ours)."""
-    return {"index": worker.index, "pid": os.getpid(), "host": socket.gethostname(),
-            "endpoint": endpoint, **extra}
+    return {
+        "index": worker.index,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "endpoint": endpoint,
+        **extra,
+    }
 
 
 def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
@@ -405,9 +420,14 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
             events()
     finally:
         hung = worker.stop()
-    channel.send(("final", {
-        "snapshot": worker.snapshot(),
-        "captured": worker.take_captured(),
-        "errors": worker.errors[reported:],
-        "hung": hung,
-    }))
+    channel.send(
+        (
+            "final",
+            {
+                "snapshot": worker.snapshot(),
+                "captured": worker.take_captured(),
+                "errors": worker.errors[reported:],
+                "hung": hung,
+            },
+        )
+    )
