@@ -117,17 +117,28 @@ def test_source_drops_a_peer_whose_frame_exceeds_max_message_size(tmp_path, pyct
     monitor.close(linger=0)
 
 
-def _push_until_pushed_back(push: pyzmq.Socket, limit: int) -> int:
-    """Send numbered messages until the peer stops taking them; return how many went."""
+_LIMIT = 4000  # messages of 8 KiB: far more than the socket, its pipe and the kernel hold
+
+
+def _fill_while_the_log_stalls(
+    reader: BrokerlessStreamReader, pyctx: pyzmq.Context, tmp_path
+) -> tuple[FlushGate, pyzmq.Socket, int]:
+    """Hold the reader's log flushes back and push numbered messages until the source stops
+    taking them (a full second without room); returns the gate, the PUSH and how many went."""
+    gate = FlushGate(reader)
+    gate.open.clear()
+    push = pyctx.socket(pyzmq.PUSH)
+    push.sndhwm = 10
+    push.connect(f"ipc://{tmp_path}/source")
     sent = 0
-    while sent < limit:
+    while sent < _LIMIT:
         try:
             push.send(b"%08d" % sent + bytes(8192), pyzmq.NOBLOCK)
             sent += 1
         except pyzmq.Again:
-            if not push.poll(1000, pyzmq.POLLOUT):  # a full second without room: pushed back
+            if not push.poll(1000, pyzmq.POLLOUT):
                 break
-    return sent
+    return gate, push, sent
 
 
 def test_a_pull_source_whose_log_stalls_pushes_back_and_loses_nothing(tmp_path, pyctx, readers):
@@ -135,14 +146,8 @@ def test_a_pull_source_whose_log_stalls_pushes_back_and_loses_nothing(tmp_path, 
     reading, so the PUSH peer waits (here: it gets EAGAIN) instead of the receiver buffering
     without bound; once the log moves, every message the peer sent is logged, in order."""
     reader = readers(_options(tmp_path, rcvhwm="50"))
-    gate = FlushGate(reader)
-    gate.open.clear()
-    push = pyctx.socket(pyzmq.PUSH)
-    push.sndhwm = 10
-    push.connect(f"ipc://{tmp_path}/source")
-    limit = 4000  # 32 MiB: far more than the socket, the pipe and the kernel hold
-    sent = _push_until_pushed_back(push, limit)
-    assert sent < limit, "the source took everything: no push-back"
+    gate, push, sent = _fill_while_the_log_stalls(reader, pyctx, tmp_path)
+    assert sent < _LIMIT, "the source took everything: no push-back"
     gate.open.set()
     gate.wait_durable(sent)
     got = [r.frames[0][:8] for r in read_range(tmp_path / "wal", 0, sent)]
@@ -157,12 +162,7 @@ def test_stopping_logs_everything_the_socket_holds_even_past_one_drain(
     takes) go to the log for the next run; only what is still on its way is ZeroMQ's to lose."""
     monkeypatch.setattr(source, "_MAX_DRAIN", 10)
     reader = readers(_options(tmp_path, rcvhwm="200"))
-    gate = FlushGate(reader)
-    gate.open.clear()
-    push = pyctx.socket(pyzmq.PUSH)
-    push.sndhwm = 10
-    push.connect(f"ipc://{tmp_path}/source")
-    sent = _push_until_pushed_back(push, 4000)  # the socket is full: it holds 200
+    gate, push, sent = _fill_while_the_log_stalls(reader, pyctx, tmp_path)  # it holds 200
     stopper = threading.Thread(target=reader.stop)
     stopper.start()
     gate.open.set()
