@@ -20,15 +20,24 @@ on an executor and reads those records straight from the segment files, so the l
 must be readable by every executor (local mode: any directory; a cluster: a shared mount).
 ``commit(end)`` deletes the segments that hold only records ``<= end``.
 
+The socket's limits are options: frames of at most ``maxMessageSize`` bytes (MAXMSGSIZE) and
+at most ``rcvhwm`` messages held while the log is busy (RCVHWM).  A full socket stops reading,
+so a PUSH peer waits and a PUB peer drops at its own SNDHWM (ZeroMQ's PUB/SUB rule); the
+source itself never drops a message its socket took.
+
 A restarted query reopens the same log: the receiver continues the numbering after the last
 good record, and Spark asks again for the range it had planned but not committed, which the
-log still holds, so nothing is lost or repeated.  Messages still travelling towards the socket
-when the query stops are ZeroMQ's to lose (SUB drops what arrives while no subscriber is
-there; a PUSH peer keeps queueing for the receiver of the next run when it connected to a source
-that binds, or when the source connects to it).  Spark ends the source's process soon after
-asking it to stop, without waiting: the receiver's last drain into the log is best effort, and
-messages taken off the socket but not yet flushed are lost with the process (at most one
-drained batch, taken a few milliseconds earlier).
+log still holds, so nothing is lost or repeated.  An offset Spark passes in must be one this
+reader offered or be within what the log held when it reopened: a log that lost records
+(``fsync=false`` and a machine crash) would otherwise give their numbers to new messages that
+Spark then skips as processed.  Messages still travelling towards the socket when the query
+stops are ZeroMQ's to lose (SUB drops what arrives while no subscriber is there; a PUSH peer
+keeps queueing for the receiver of the next run when it connected to a source that binds, or
+when the source connects to it); what the socket holds at the stop (``rcvhwm`` at most) goes to
+the log.  Spark ends the source's process soon after asking it to stop, without waiting: the
+receiver's last drain into the log is best effort, and messages taken off the socket but not
+yet flushed are lost with the process (at most one drained batch, taken a few milliseconds
+earlier).
 
 Why the reader does not start in ``__init__``: Spark also builds a reader in a short-lived
 planner process only to ship its ``read`` method to executors; that one must open nothing.
