@@ -49,8 +49,13 @@ from .run import plan_for
 from .topology import Topology, TopologyError
 from .worker import Worker
 
-__all__ = ["MultiprocessRun", "WorkerProcessError", "load_topology", "run_multiprocess",
-           "worker_main"]
+__all__ = [
+    "MultiprocessRun",
+    "WorkerProcessError",
+    "load_topology",
+    "run_multiprocess",
+    "worker_main",
+]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
 _LENGTH = struct.Struct("!Q")
@@ -103,22 +108,29 @@ class MultiprocessRun(ControlledRun):
         control = self._open_control(f"ipc://{self._directory}/control")
         self._new_attempt(n)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])]
-        )
+        env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
         self.processes: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, _kill, self.processes, self._directory)
         try:
             for index in range(n):
                 process = subprocess.Popen(
                     [sys.executable, "-m", "brokerless.stream", "worker"],
-                    stdin=subprocess.PIPE, env=env,
+                    stdin=subprocess.PIPE,
+                    env=env,
                 )
                 self.processes.append(process)
-                job = {"index": index, "attempt": self.attempt, "key": self._signer.key,
-                       "topology": shipped, "config": plan.config, "transport": transport,
-                       "directory": self._directory, "control": control, "capture": capture,
-                       "sys_path": list(sys.path)}
+                job = {
+                    "index": index,
+                    "attempt": self.attempt,
+                    "key": self._signer.key,
+                    "topology": shipped,
+                    "config": plan.config,
+                    "transport": transport,
+                    "directory": self._directory,
+                    "control": control,
+                    "capture": capture,
+                    "sys_path": list(sys.path),
+                }
                 data = pickle.dumps(job)
                 process.stdin.write(_LENGTH.pack(len(data)) + data)
                 process.stdin.flush()
@@ -134,8 +146,10 @@ class MultiprocessRun(ControlledRun):
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "running"
-        return (f"<MultiprocessRun {self.plan.name!r} {state}, {len(self.processes)} "
-                f"worker process(es) over {self.transport}>")
+        return (
+            f"<MultiprocessRun {self.plan.name!r} {state}, {len(self.processes)} "
+            f"worker process(es) over {self.transport}>"
+        )
 
     @property
     def pids(self) -> list[int]:
@@ -164,8 +178,9 @@ class MultiprocessRun(ControlledRun):
             try:
                 running = [i for i, p in enumerate(self.processes) if p.poll() is None]
                 deadline = time.monotonic() + timeout
-                self._stop_workers(running, timeout,
-                                   lambda: any(p.poll() is None for p in self.processes))
+                self._stop_workers(
+                    running, timeout, lambda: any(p.poll() is None for p in self.processes)
+                )
                 for process in self.processes:
                     try:
                         process.wait(max(0.1, deadline - time.monotonic()))
@@ -203,8 +218,9 @@ def run_multiprocess(
     returns the running topology (a context manager).  ``config`` replaces the topology's
     own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
     in this process (``captured()``)."""
-    return MultiprocessRun(topology, workers=workers, transport=transport, config=config,
-                           capture=capture)
+    return MultiprocessRun(
+        topology, workers=workers, transport=transport, config=config, capture=capture
+    )
 
 
 # -- the worker process -------------------------------------------------------------------------
@@ -245,8 +261,7 @@ def worker_main(stdin_fd: int = 0) -> int:
         config: Config = job["config"]
         plan = topology.build(config)
         n = config.num_workers
-        messaging = (SocketMessaging(context, job["transport"], job["directory"]) if n > 1
-                     else None)
+        messaging = SocketMessaging(context, job["transport"], job["directory"]) if n > 1 else None
         worker = Worker(plan, assign(plan, n), job["index"], messaging, capture=job["capture"])
         endpoint = worker.bind()
         channel.send(("ready", endpoint))
