@@ -142,7 +142,7 @@ class Receiver:
         self.proc.wait()
 
 
-def open_many(port: int, count: int, first: bytes = b"", timeout: float = 60.0) -> list:
+def open_many(port: int, count: int, first: bytes = b"") -> list:
     """``count`` connections opened at once; returns them once each one has received the
     first octets of the receiver's greeting (``first`` is sent as soon as it is connected)."""
     selector = selectors.DefaultSelector()
@@ -153,23 +153,17 @@ def open_many(port: int, count: int, first: bytes = b"", timeout: float = 60.0) 
         s.connect_ex(("127.0.0.1", port))
         socks.append(s)
         selector.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
-    waiting = count
-    deadline = time.monotonic() + timeout
-    while waiting:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"{waiting} of {count} connections not served in {timeout} s")
-        for key, mask in selector.select(left):
-            s = key.fileobj
-            if mask & selectors.EVENT_WRITE:
-                if first:
-                    s.send(first)
-                if not mask & selectors.EVENT_READ:
-                    selector.modify(s, selectors.EVENT_READ)
-                    continue
-            selector.unregister(s)
-            waiting -= 1
-    selector.close()
+
+    def served(s: socket.socket, mask: int) -> bool:
+        if mask & selectors.EVENT_WRITE:
+            if first:
+                s.send(first)
+            if not mask & selectors.EVENT_READ:
+                selector.modify(s, selectors.EVENT_READ)
+                return False
+        return True
+
+    wait_each(selector, count, served, "served")
     return socks
 
 
@@ -182,28 +176,37 @@ def retransmits(socks: list) -> int:
     return total
 
 
-def close_many(socks: list, timeout: float = 60.0) -> None:
+def close_many(socks: list) -> None:
     """Half-close each connection and read it to the receiver's end of stream, so both ends
     are closed when this returns."""
     selector = selectors.DefaultSelector()
     for s in socks:
         s.shutdown(socket.SHUT_WR)
         selector.register(s, selectors.EVENT_READ)
-    waiting = len(socks)
+
+    def ended(s: socket.socket, _: int) -> bool:
+        try:
+            return not s.recv(65536)
+        except ConnectionResetError:
+            return True
+
+    wait_each(selector, len(socks), ended, "closed by the receiver")
+    for s in socks:
+        s.close()
+
+
+def wait_each(selector: Any, count: int, done: Any, what: str, timeout: float = 60.0) -> None:
+    """Call ``done(sock, events)`` for each ready socket until it has said True for ``count``
+    of them (each is then unregistered)."""
+    waiting = count
     deadline = time.monotonic() + timeout
     while waiting:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"{waiting} connections not closed by the receiver in {timeout} s")
-        for key, _ in selector.select(left):
-            s = key.fileobj
-            try:
-                data = s.recv(65536)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                selector.unregister(s)
-                s.close()
+            raise TimeoutError(f"{waiting} of {count} connections not {what} in {timeout} s")
+        for key, mask in selector.select(left):
+            if done(key.fileobj, mask):
+                selector.unregister(key.fileobj)
                 waiting -= 1
     selector.close()
 
