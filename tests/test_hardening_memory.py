@@ -2,13 +2,14 @@
 
 The flood tests run ``bench/conn_flood.py`` (the tool behind the figures in BENCHMARKS.md): the
 receiving socket lives in a subprocess of its own, whose RSS and live ``Engine``/``Session``
-objects it reports after settling its I/O thread -- no ``gc.collect()`` anywhere, so what is
-counted is what reference counting leaves.  The I/O thread tests below look at the one object
-that must be gone with a weak reference.
+objects it reports after settling its I/O thread, with no ``gc.collect()`` anywhere (the
+collector runs only by itself).  The tests further down follow one object each with a weak
+reference, the collector off: what they see freed was freed by reference counting, at once.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import zmq
+import brokerless as zmq
 
 FLOOD = Path(__file__).resolve().parent.parent / "bench" / "conn_flood.py"
 MIB = 1024  # RSS figures are in KiB
@@ -41,6 +42,7 @@ def assert_nothing_alive(result: dict) -> None:
     assert alive in ({}, {"engines": 0, "sessions": 0}), alive
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("socket_type", ["PULL", "ROUTER"])
 def test_idle_connections_cost_little_and_closed_ones_nothing(socket_type):
     """1,000 idle connections (each stalled after its greeting) raise RSS by at most 20 MB;
@@ -53,6 +55,7 @@ def test_idle_connections_cost_little_and_closed_ones_nothing(socket_type):
     assert_nothing_alive(result)
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("socket_type", ["PULL", "ROUTER"])
 def test_connections_that_complete_the_handshake_leave_nothing(socket_type):
     """Peers that send READY get a pipe (and a ROUTER routing id): those go when they close."""
@@ -61,6 +64,7 @@ def test_connections_that_complete_the_handshake_leave_nothing(socket_type):
     assert_nothing_alive(result)
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.beyond_libzmq  # libzmq listens with a queue of 100: part of the burst retries
 def test_a_burst_of_connections_is_accepted_without_retries():
     """2,000 connections opened at once are all served at once: no SYN had to be sent again
@@ -70,7 +74,38 @@ def test_a_burst_of_connections_is_accepted_without_retries():
     assert result["accept_s"] < 5, result  # about 0.2 s on 2 vCPUs; the bound is generous
 
 
-# -- the I/O thread lets go of what it no longer needs ------------------------------------------
+# -- what lets go of a closed connection at once (weak references, the GC kept out) ------------
+
+
+@pytest.fixture
+def no_gc():
+    """The cyclic garbage collector off: what is freed must be freed by reference counting."""
+    gc.disable()
+    yield
+    gc.enable()
+
+
+@pytest.mark.beyond_libzmq
+def test_a_disconnected_session_is_freed_at_once(ctx, no_gc):
+    """A connecting session waiting to reconnect is freed as soon as it is disconnected: its
+    reconnect timer and its connector let go of it."""
+    from brokerless.transport.session import Session
+
+    with socket.socket() as probe:  # a port nobody listens on: the connection is refused
+        probe.bind(("127.0.0.1", 0))
+        uri = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    push = ctx.socket(zmq.PUSH)
+    push.reconnect_ivl = 10_000
+    monitor = push.get_monitor_socket(zmq.EVENT_CONNECT_RETRIED)
+    monitor.rcvtimeo = 5000
+    push.connect(uri)
+    monitor.recv_multipart()  # refused: the next attempt is in 10 s
+    (session,) = [o for o in gc.get_objects() if isinstance(o, Session) and o.socket is push]
+    ref, io = weakref.ref(session), session.io
+    del session
+    push.disconnect(uri)
+    io.call_and_wait(lambda _: None)  # the close that disconnect queued has run
+    assert ref() is None
 
 
 class Handler:
@@ -98,7 +133,7 @@ def in_io_thread(io, fn):
 
 
 @pytest.mark.beyond_libzmq
-def test_a_cancelled_timer_lets_go_of_its_callback(io):
+def test_a_cancelled_timer_lets_go_of_its_callback(io, no_gc):
     handler = Handler()
     ref = weakref.ref(handler)
     timer = in_io_thread(io, partial(io.call_later, 30, handler.method))
@@ -132,7 +167,7 @@ class Reader:
 
 
 @pytest.mark.beyond_libzmq
-def test_a_handler_is_not_kept_once_its_turn_is_over(io):
+def test_a_handler_is_not_kept_once_its_turn_is_over(io, no_gc):
     """The loop must not keep the last ready handler (and the connection it belongs to) in a
     local variable until another descriptor fires: a timer due at once looks, with no
     descriptor ready in between."""
