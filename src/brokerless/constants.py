@@ -8,6 +8,7 @@ default, and whether it can be set and read.  ``socket.py`` builds the typed opt
 from __future__ import annotations
 
 import errno as _errno
+import socket as _socket
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
@@ -236,7 +237,9 @@ OPTIONS: dict[SocketOption, OptionSpec] = {
     _O.TYPE: OptionSpec(_INT, 0, settable=False),
     _O.LINGER: OptionSpec(_INT, -1),
     _O.RECONNECT_IVL: OptionSpec(_INT, 100),
-    _O.BACKLOG: OptionSpec(_INT, 100),
+    # libzmq's default is 100; a Python accept loop is slower than libzmq's, so the kernel's
+    # queue has to absorb a burst of connections (beyond it, peers retry their SYNs after 1 s).
+    _O.BACKLOG: OptionSpec(_INT, _socket.SOMAXCONN),
     _O.RECONNECT_IVL_MAX: OptionSpec(_INT, 0),
     _O.MAXMSGSIZE: OptionSpec(_INT, -1),
     _O.SNDHWM: OptionSpec(_INT, 1000),

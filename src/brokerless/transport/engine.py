@@ -5,11 +5,14 @@ Theory of operation
 The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean and the
 :class:`~.session.Session` owns the pipe to the socket.
 
-* **In:** when the OS socket is readable, one ``recv_into`` fills a reusable buffer and the
-  connection decodes it into whole messages, which go into the session's pipe.  When the pipe is
-  at its HWM the rest wait here and the engine stops reading (TCP then pushes back on the peer)
-  until the socket drains the pipe (``restart_input``).  End of stream is only seen after every
-  byte before it was read, so nothing a closing peer sent is lost.
+* **In:** when the OS socket is readable, one ``recv_into`` fills the I/O thread's read buffer
+  (one per thread, not per connection: an idle connection costs a few KiB, not the buffer) and
+  the connection decodes it into whole messages, which go into the session's pipe.  Decoding
+  copies whatever outlives the read (message bodies, a partial frame), so nothing handed on
+  refers to the buffer the next read overwrites.  When the pipe is at its HWM the rest wait
+  here and the engine stops reading (TCP then pushes back on the peer) until the socket drains
+  the pipe (``restart_input``).  End of stream is only seen after every byte before it was
+  read, so nothing a closing peer sent is lost.
 * **Out:** the engine takes every message waiting in the pipe (up to a batch limit), encodes
   them into one list of buffers and writes it with ``sendmsg`` (large bodies are not copied).
   What the kernel does not take waits for the socket to become writable; when the pipe is empty
@@ -19,13 +22,17 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
 * **Lent input:** a message that has to wait for the I/O thread to get the GIL costs a thread
   hand-over per message -- the whole latency budget of a request and its reply -- so a REQ's or
   REP's thread about to block in ``recv`` with one network peer borrows the input side
-  (``lend_input``): the I/O thread stops watching the descriptor, the
-  socket's thread polls it together with its own mailbox and decodes what arrives straight into
-  the pipe (``read_lent``), then gives the input back (``return_input``).  ``in_lock`` is held by
-  whoever reads (either thread; the other only tries it and backs off).  Whatever needs the I/O
-  thread -- events (READY, PING), protocol errors, a broken connection, the end of the stream --
-  is left to it in order.  Closing while lent wakes the borrower, who closes the descriptor when
-  it gives the input back, so a descriptor is never closed under a poll.
+  (``lend_input``): the I/O thread stops watching the descriptor, the socket's thread polls it
+  together with its own mailbox and decodes what arrives straight into the pipe (``read_lent``,
+  into that thread's own read buffer), then gives the input back (``return_input``).
+  ``in_lock`` is held by whoever reads (either thread; the other only tries it and backs off).
+  Whatever needs the I/O thread -- events (READY, PING), protocol errors, a broken connection,
+  the end of the stream -- is left to it in order.  Closing while lent wakes the borrower, who
+  closes the descriptor when it gives the input back, so a descriptor is never closed under a
+  poll.
+* **Closing** leaves nothing that points back at the engine: its timers are cancelled (which
+  drops their callbacks) and the I/O thread forgets the descriptor, so a closed connection is
+  freed by reference counting at once, not by a later cyclic garbage collection.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..constants import SocketOption
+from ..io.thread import READ_BUFFER_SIZE
 from ..mailbox import WAKE
 from ..monitor import (
     PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
@@ -56,7 +64,6 @@ _O = SocketOption
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
 
-RECV_BUFFER = 256 * 1024
 BATCH_BYTES = 256 * 1024
 BATCH_MESSAGES = 4096
 ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
@@ -74,8 +81,6 @@ class Engine:
         self.sock = sock
         self.conn = conn
         self.alive = True
-        self._rbuf = bytearray(RECV_BUFFER)
-        self._rview = memoryview(self._rbuf)
         self._out: deque = deque()  # buffers accepted for writing, not yet taken by the kernel
         self._pending_in: list = []  # decoded items the pipe had no room for
         self._pending_events = False  # whether _pending_in may hold events, not just messages
@@ -191,8 +196,9 @@ class Engine:
     # -- input --------------------------------------------------------------------------------
 
     def _in_event(self) -> None:
+        buf = self.io.read_buffer
         try:
-            n = self.sock.recv_into(self._rbuf)
+            n = self.sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -203,7 +209,7 @@ class Engine:
             return
         self._last_rx = time.monotonic()
         try:
-            items = self.conn.receive_data(self._rview[:n])
+            items = self.conn.receive_data(buf[:n])
         except ProtocolError as exc:
             self._protocol_failed(exc)
             return
@@ -288,8 +294,12 @@ class Engine:
         if not self.in_lock.acquire(False):
             return False
         with self._interest_lock:
-            if (self.alive and self._reading and not self._pending_in
-                    and self.conn.state == "TRAFFIC"):
+            if (
+                self.alive
+                and self._reading
+                and not self._pending_in
+                and self.conn.state == "TRAFFIC"
+            ):
                 self._lent = True
                 self._update_interest()
                 return True
@@ -320,8 +330,9 @@ class Engine:
         it when it watches again)."""
         if not self.alive:
             return
+        buf = _borrower_buffer()
         try:
-            n = self.sock.recv_into(self._rbuf)
+            n = self.sock.recv_into(buf)
         except (BlockingIOError, InterruptedError, OSError):
             return  # OSError: the connection broke; the I/O thread meets it and says why
         if n == 0:
@@ -329,7 +340,7 @@ class Engine:
         self._last_rx = time.monotonic()
         with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
             try:
-                items = self.conn.receive_data(self._rview[:n])
+                items = self.conn.receive_data(buf[:n])
             except ProtocolError as exc:
                 self._reading = False
                 self.io.call_soon(self._protocol_failed, exc)
@@ -506,6 +517,18 @@ class Engine:
                 self._timers["ttl"] = self.io.call_later(ttl - silent, expired)
 
         self._timers["ttl"] = self.io.call_later(ttl, expired)
+
+
+_borrowers = threading.local()
+
+
+def _borrower_buffer() -> memoryview:
+    """The read buffer of a thread that reads a lent input (made on its first lent read)."""
+    try:
+        return _borrowers.buffer
+    except AttributeError:
+        _borrowers.buffer = memoryview(bytearray(READ_BUFFER_SIZE))
+        return _borrowers.buffer
 
 
 def failure_code(exc: ProtocolError) -> int:

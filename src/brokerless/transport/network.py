@@ -3,6 +3,11 @@
 The socket's thread does what can fail synchronously (parsing, ``bind``'s OS call, so EADDRINUSE
 and LAST_ENDPOINT are immediate); everything after that runs in the context's I/O thread:
 accepting, connecting and reconnecting, and the sessions and engines they create.
+
+Accepting a burst: a peer whose SYN finds the listen queue full retries it a second later, so
+the queue (BACKLOG, by default the OS maximum) absorbs the burst and each wake-up of the
+listener accepts up to ``ACCEPT_BATCH`` connections -- enough to drain it quickly, few enough
+that the other connections of the I/O thread get their turn in between.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
 
 _O = SocketOption
 READ = 1
+ACCEPT_BATCH = 64
 
 
 def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
@@ -59,7 +65,7 @@ class Listener:
         self.io.register(self.sock, READ, self._accept)
 
     def _accept(self, _: int) -> None:
-        while True:
+        for _ in range(ACCEPT_BATCH):  # the rest (if any) on the next turn: still readable
             try:
                 conn, _addr = self.sock.accept()
             except (BlockingIOError, InterruptedError):

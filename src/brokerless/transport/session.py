@@ -15,6 +15,8 @@ It is what makes a connection *disconnected-tolerant*:
 Closing: the socket terminates the pipe; the session sends what is still queued (reading to the
 delimiter), then ends.  LINGER bounds that: 0 drops the rest at once, a positive value arms a
 timer, -1 waits.  Every session registers with its context so ``term()`` can wait for them.
+An ended session cancels its timers and drops its connector, so nothing it leaves behind points
+back at it: it is freed as soon as the socket and the listener let go of it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Session:
         self.done = False
         self._on_done = on_done
         self._linger_timer: Timer | None = None
+        self._reconnect_timer: Timer | None = None
         opts = socket._options
         self.immediate = bool(opts[_O.IMMEDIATE])
         self.reconnect_ivl = opts[_O.RECONNECT_IVL] / 1000
@@ -184,8 +187,10 @@ class Session:
         # A closed socket's messages still wait in the pipe: keep reconnecting until they are
         # delivered or LINGER runs out.  Otherwise IMMEDIATE (and ROUTER) queue only over a
         # live connection.
-        if not self.closing and self.pipe is not None and (
-            self.immediate or self._needs_identity()
+        if (
+            not self.closing
+            and self.pipe is not None
+            and (self.immediate or self._needs_identity())
         ):
             self._drop_pipe()
         self._schedule_reconnect()
@@ -213,7 +218,9 @@ class Session:
         if delay <= 0 or self.connector is None:
             self._finish()  # RECONNECT_IVL -1: no reconnecting
             return
-        self.io.call_later(delay * (1 + random.random() * 0.1), self._reconnect)
+        self._reconnect_timer = self.io.call_later(
+            delay * (1 + random.random() * 0.1), self._reconnect
+        )
 
     def _reconnect(self) -> None:
         if not self.done:  # a closing session still delivers what it holds, within LINGER
@@ -253,13 +260,15 @@ class Session:
             return
         self.done = True
         self.closing = True
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
+        for timer in (self._linger_timer, self._reconnect_timer):
+            if timer is not None:
+                timer.cancel()  # drops the callback: nothing keeps this session alive
         if self.engine is not None:
             self.engine.close()
             self.engine = None
         if self.connector is not None:
             self.connector.close()
+            self.connector = None  # it points back here: no cycle left for the GC to find
         if self._on_done is not None:
             self._on_done(self)
         self.socket.context._session_finished(self)
