@@ -217,6 +217,7 @@ def run_recipe(recipe: Recipe, side: str, root: Path) -> dict:
                 break
             time.sleep(0.2)  # polling child processes' output; nothing to wait on
     finally:
+        peer_status = [proc.poll() for proc in procs[: len(recipe.peers)]]
         for proc in procs:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -225,6 +226,10 @@ def run_recipe(recipe: Recipe, side: str, root: Path) -> dict:
             proc.wait()
     if not passed and reason.startswith("timed out"):
         reason += f"; last output: {_error_line(log.read_text(errors='replace'))}"
+        for i, (peer, status) in enumerate(zip(recipe.peers, peer_status, strict=True)):
+            if status not in (None, 0):
+                peer_log = (logs / f"{stem}.peer{i}.log").read_text(errors="replace")
+                reason += f"; peer {peer[0]} exited {status}: {_error_line(peer_log)}"
     return {"passed": passed, "reason": reason, "seconds": round(time.monotonic() - started, 1)}
 
 

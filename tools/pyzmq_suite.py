@@ -171,6 +171,13 @@ def normalise(reason: str) -> str:
     return reason[:200]
 
 
+def _test_family(nodeid: str) -> str:
+    """The class (``TestSocketGreen``) or parametrized function (``test_event_reprs[…]``) of a
+    test: what a module defines only on pyzmq (classes for zmq.green, enum members)."""
+    parts = nodeid.split("::")
+    return parts[1] if len(parts) > 2 else parts[-1].split("[")[0] + "[…]"
+
+
 def compare(test_file: str, pyzmq: FileRun, brokerless: FileRun) -> dict:
     """brokerless's outcome for each test pyzmq collected, with the reason it did not pass."""
     lost: dict[str, str] = {}
@@ -187,7 +194,7 @@ def compare(test_file: str, pyzmq: FileRun, brokerless: FileRun) -> dict:
         elif brokerless.timed_out or brokerless.returncode not in (0, 1):
             lost[nodeid] = "not run: the file hung or crashed before this test"
         else:
-            lost[nodeid] = "not collected on brokerless (the test's parameters differ)"
+            lost[nodeid] = f"not collected on brokerless: {_test_family(nodeid)}"
     extra = [n for n, o in brokerless.tests.items() if o["outcome"] == PASSED and n not in baseline]
     return {
         "file": test_file,
