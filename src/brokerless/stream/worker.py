@@ -169,8 +169,7 @@ class Outbox:
         if queue is not None:
             self.local(queue, (task, message, None), blocking=False)
         else:
-            self._transfer.append((worker.task_worker[task], worker.frames[task],
-                                   encode(message)))
+            self._transfer.append((worker.task_worker[task], worker.frames[task], encode(message)))
             self.size += 1
 
     def credit(self, worker: int, executor: int, count: int) -> None:
@@ -199,7 +198,7 @@ class Outbox:
                 done = 0
                 while done < len(items):
                     granted = take(executor, len(items) - done)
-                    push_many(items[done:done + granted])
+                    push_many(items[done : done + granted])
                     done += granted
             self._credited.clear()
         self.size = 0
@@ -245,9 +244,12 @@ class Worker:
             self.local_queues.update(dict.fromkeys(spec.tasks, queue))
         self.credits = Credits(
             self.credit_window,
-            [e.id for e in plan.executors
-             if plan.components[e.component].kind == "bolt"
-             and assignment.executor_worker[e.id] != index],
+            [
+                e.id
+                for e in plan.executors
+                if plan.components[e.component].kind == "bolt"
+                and assignment.executor_worker[e.id] != index
+            ],
         )
         self.transfer = BoundedQueue()
         self.frames = {t: task_frame(t) for t in plan.task_component}
@@ -260,8 +262,10 @@ class Worker:
         self._threads: list[threading.Thread] = []
 
     def __repr__(self) -> str:
-        return (f"<Worker {self.index}/{self.num_workers} of {self.plan.name!r}: "
-                f"{len(self.executors)} executors, {self.transfer.depth} to send>")
+        return (
+            f"<Worker {self.index}/{self.num_workers} of {self.plan.name!r}: "
+            f"{len(self.executors)} executors, {self.transfer.depth} to send>"
+        )
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -316,9 +320,7 @@ class Worker:
         hung = [t.name for t in self._threads if t.is_alive()]
         if hung:
             log.warning("worker %d: threads still running after stop: %s", self.index, hung)
-        if self.messaging is not None and not any(
-            t.is_alive() for t in self._threads[:2]
-        ):
+        if self.messaging is not None and not any(t.is_alive() for t in self._threads[:2]):
             self.messaging.close()
         return hung
 
@@ -397,9 +399,18 @@ class Worker:
                     _, source, stream, anchors, blob = message
                     component = task_component[source]
                     credited = (component, task_component[task]) not in cycle_edges
-                    item: Any = (task, Tuple(tuple(loads(blob)), component, stream, source,
-                                             components[component].schemas[stream], anchors),
-                                 self.task_worker[source] if credited else None)
+                    item: Any = (
+                        task,
+                        Tuple(
+                            tuple(loads(blob)),
+                            component,
+                            stream,
+                            source,
+                            components[component].schemas[stream],
+                            anchors,
+                        ),
+                        self.task_worker[source] if credited else None,
+                    )
                 else:
                     item = (task, message, None)
                 items = batches.get(queue)
