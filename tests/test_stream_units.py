@@ -147,6 +147,7 @@ def test_histogram_mean_and_p99_merge_across_executors():
                     "transfer_depth_max": 0,
                     "sent": 0,
                     "received": 0,
+                    "bad_messages": 0,
                 },
                 "executors": [
                     {

@@ -129,6 +129,7 @@ class WorkerStats:
     transfer_depth_max: int
     sent: int
     received: int
+    bad_messages: int  # received from the network and dropped (see ``inbound.py``)
 
 
 @dataclass
