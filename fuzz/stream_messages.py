@@ -12,8 +12,9 @@ the other worker that it holds credits for.  The invariants:
   ``inbound.py``'s code: each accepted item has exactly the shape and types its executor
   handles, and applying it as the executor would (an acker's ledger, a tuple's anchors) works.
 
-Run it with a fuzzer that calls ``test_one_input`` (atheris), or replay the corpus in
-``fuzz/corpus/stream_messages/`` (``seeds()`` rebuilds it).
+Its corpus, ``fuzz/corpus/stream_messages/``, starts from ``seeds()``: valid batches of each
+kind and issue 11's bad ones (``named_seeds()`` says which is which), named by content as
+libFuzzer names them.
 """
 
 from __future__ import annotations
@@ -149,8 +150,13 @@ def _check_tuple(executor: Any, tup: Any, origin: Any) -> None:
     assert origin == (None if cyclic else WORKER.task_worker[tup.task]), (tup, origin)
 
 
-def seeds() -> dict[str, bytes]:
-    """The corpus: valid batches of each kind, and issue 11's bad ones."""
+def seeds() -> list[bytes]:
+    """The hand-made inputs the corpus starts from."""
+    return list(named_seeds().values())
+
+
+def named_seeds() -> dict[str, bytes]:
+    """Valid batches of each kind ("valid-..."), and issue 11's bad ones ("bad-...")."""
     pack = msgpack.Packer(use_bin_type=True).pack
     tasks = _PLAN.component_tasks
     here = WORKER.tasks

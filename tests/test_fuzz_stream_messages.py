@@ -3,6 +3,7 @@ is what the target's ``seeds()`` say, and a short property run finds nothing eit
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from pathlib import Path
 
@@ -34,11 +35,13 @@ def test_the_corpus_replays_clean():
 
 
 def test_the_corpus_holds_the_targets_seeds():
-    assert {p.name: p.read_bytes() for p in CORPUS.iterdir()} == target.seeds()
+    corpus = {p.name: p.read_bytes() for p in CORPUS.iterdir()}
+    for data in target.seeds():
+        assert corpus.get(hashlib.sha1(data).hexdigest()) == data
 
 
 def test_the_seeds_are_accepted_or_rejected_as_named():
-    for name, data in target.seeds().items():
+    for name, data in target.named_seeds().items():
         accepted = target.WORKER.inbound.read(target.frames_of(data))
         assert bool(accepted.bad) == name.startswith("bad-"), (name, accepted)
 
