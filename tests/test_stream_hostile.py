@@ -17,7 +17,12 @@ import brokerless as zmq
 from brokerless.stream import Config, SerializationError, Topology, shuffle
 from brokerless.stream.assignment import assign
 from brokerless.stream.local import run_local
-from brokerless.stream.messaging import VIRTUAL_PORT_RCVHWM, SocketMessaging
+from brokerless.stream.messaging import (
+    VIRTUAL_PORT_RCVHWM,
+    LocalMessaging,
+    LocalNetwork,
+    SocketMessaging,
+)
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.protocol import (
     ACK,
@@ -173,7 +178,7 @@ def seconds_to_ack(run: Any, trees: int, timeout: float) -> float:
 def worker():
     """Worker 0 of ``pipeline(2)``, not started: its checks, without threads."""
     plan = pipeline(2).build()
-    return Worker(plan, assign(plan, 2), 0, SocketMessaging(zmq.Context.instance(), "tcp"))
+    return Worker(plan, assign(plan, 2), 0, LocalMessaging(LocalNetwork()))
 
 
 def test_each_of_the_issues_messages_is_dropped_with_its_reason(worker):
@@ -228,6 +233,20 @@ def test_a_batch_is_checked_pair_by_pair(worker):
     ]
     assert [item[1] for item in accepted.items[queues[targets.spout]]] == [[ACKED, 7]]
     assert accepted.credits == [(targets.relay_executor, 1)]
+
+
+def test_bad_messages_are_counted_and_reported_once_per_sender(worker):
+    targets = Targets(worker.plan)
+    bad = [task_frame(targets.spout), pack([ACKED])]
+    for sender in range(70):
+        for _ in range(3):
+            worker._deliver(f"peer {sender}", bad)
+    assert worker.bad_messages == 70 * 3
+    reports = [e.error for e in worker.errors]
+    assert len(reports) == 65 and all(e.startswith("BadMessage(") for e in reports)
+    assert all(f"from peer {i}: ACKED of 0 field(s)" in reports[i] for i in range(64))
+    assert "more than 64 senders" in reports[64]  # then they are only counted
+    assert all(q.depth == 0 for q in worker.local_queues.values())
 
 
 def test_credits_never_exceed_the_window():
