@@ -196,6 +196,19 @@ class Counter(Spout):
         self.n += 1
 
 
+class ReliableCounter(Spout):
+    """Emits 0, 1, 2, ... reliably (each value is its own msg id), forever."""
+
+    outputs = ["value"]
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        self.emit([self.n], msg_id=self.n)
+        self.n += 1
+
+
 class Bounce(Bolt):
     """Part of a cycle: ``[value, ttl]`` goes round while ttl > 0 (each lap emits ttl - 1)
     and leaves on stream "out" when ttl reaches 0."""

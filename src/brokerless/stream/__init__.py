@@ -36,9 +36,9 @@ one to completion on fixed input in either mode and returns what each component 
 Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
 ``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
 move, back pressure), ``executor``, ``acker`` (reliability), ``queues``, ``messaging``,
-``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``, ``control`` (the
-driver-workers channel of workers in other processes), ``multiprocess``, ``testing``, ``cli``,
-``examples`` (word count).
+``inbound`` (what a worker accepts from the network), ``routing``, ``assignment``,
+``metrics``, ``run`` (completion), ``local``, ``control`` (the driver-workers channel of
+workers in other processes), ``multiprocess``, ``testing``, ``cli``, ``examples`` (word count).
 """
 
 from __future__ import annotations

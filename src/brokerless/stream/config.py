@@ -29,6 +29,10 @@ class Config:
     executor_queue_size: int = 4096
     #: Tuples an executor takes from its queue at once.
     executor_batch_size: int = 64
+    #: The largest serialized tuple (its values' bytes) that may go to another worker: a
+    #: bigger emit fails with SerializationError, and a worker's virtual port drops a peer
+    #: that sends a bigger frame (its MAXMSGSIZE, with room for the tuple's header).
+    max_tuple_bytes: int = 64 << 20
     #: Serialize tuples even when they stay in their worker (catches unserializable values
     #: in local mode; costs time).
     always_try_serialize: bool = False
@@ -45,7 +49,12 @@ class Config:
     def problems(self) -> list[str]:
         """What is wrong with these settings (empty when they are usable)."""
         found = []
-        for name in ("num_workers", "executor_queue_size", "executor_batch_size"):
+        for name in (
+            "num_workers",
+            "executor_queue_size",
+            "executor_batch_size",
+            "max_tuple_bytes",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 found.append(f"{name} must be an integer >= 1, not {value!r}")

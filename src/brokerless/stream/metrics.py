@@ -32,8 +32,11 @@ class Histogram:
         self.total += ns
 
     def snapshot(self) -> dict[str, Any]:
-        return {"n": self.n, "total": self.total,
-                "counts": {i: c for i, c in enumerate(self.counts) if c}}
+        return {
+            "n": self.n,
+            "total": self.total,
+            "counts": {i: c for i, c in enumerate(self.counts) if c},
+        }
 
 
 def _bucket_top(index: int) -> int:
@@ -126,6 +129,7 @@ class WorkerStats:
     transfer_depth_max: int
     sent: int
     received: int
+    bad_messages: int  # received from the network and dropped (see ``inbound.py``)
 
 
 @dataclass
@@ -139,8 +143,10 @@ class Statistics:
         return self.components[component]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"components": {k: asdict(v) for k, v in self.components.items()},
-                "workers": [asdict(w) for w in self.workers]}
+        return {
+            "components": {k: asdict(v) for k, v in self.components.items()},
+            "workers": [asdict(w) for w in self.workers],
+        }
 
     @classmethod
     def merge(cls, snapshots: Iterable[dict[str, Any]]) -> Statistics:
@@ -158,8 +164,16 @@ class Statistics:
                     )
                 c.executors += 1
                 c.tasks += ex["tasks"]
-                for key in ("emitted", "transferred", "acked", "failed", "processed", "errors",
-                            "queue_depth", "pending"):
+                for key in (
+                    "emitted",
+                    "transferred",
+                    "acked",
+                    "failed",
+                    "processed",
+                    "errors",
+                    "queue_depth",
+                    "pending",
+                ):
                     setattr(c, key, getattr(c, key) + ex[key])
                 c.queue_depth_max = max(c.queue_depth_max, ex["queue_depth_max"])
                 c.pending_max = max(c.pending_max, ex["pending_max"])

@@ -1,8 +1,9 @@
 """What travels between workers: batches of ``[task id, payload]`` pairs.
 
 One message on a worker's virtual port is a batch: frames ``[task, payload, task, payload,
-...]``.  ``task`` is 4 bytes little-endian; task 0 addresses the receiving worker itself
-(flow-control credits).  A payload is a msgpack array whose first item says what it is:
+...]``, at most :data:`MAX_BATCH` pairs.  ``task`` is 4 bytes little-endian; task 0 addresses
+the receiving worker itself (flow-control credits).  A payload is a msgpack array whose first
+item says what it is:
 
     [TUPLE, source task, stream, anchors {root: edge} or None, serialized values]
     [ACK_INIT, root, xor of edge ids, spout task]      spout -> acker
@@ -11,32 +12,28 @@ One message on a worker's virtual port is a batch: frames ``[task, payload, task
     [ACKED, root] / [FAILED, root]                     acker -> spout
     [CREDIT, executor id, count]                       receiving worker -> sending worker
 
-Inside a worker the same lists travel through the queues without being encoded.
+Inside a worker the same lists travel through the queues without being encoded.  What a
+worker accepts from the network is checked first (``inbound.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgpack
-
 from .serializer import packer
 
 TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT = range(7)
+KIND_NAMES = ("TUPLE", "ACK_INIT", "ACK", "FAIL", "ACKED", "FAILED", "CREDIT")
 WORKER_TASK = 0  # the task id that addresses the worker itself
+MAX_BATCH = 1024  # pairs in one batch: what a worker's sender takes from its queue at once
+#: Room for a TUPLE payload's header (source, stream, anchors) on top of its serialized
+#: values, in the virtual port's MAXMSGSIZE.
+HEADER_ROOM = 1 << 20
 
 
 def task_frame(task: int) -> bytes:
     return task.to_bytes(4, "little")
 
 
-def frame_task(frame: bytes) -> int:
-    return int.from_bytes(frame, "little")
-
-
 def encode(message: list[Any]) -> bytes:
     return packer()(message)
-
-
-def decode(payload: bytes) -> list[Any]:
-    return msgpack.unpackb(payload, raw=False, strict_map_key=False)
