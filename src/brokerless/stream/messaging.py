@@ -42,6 +42,9 @@ _POLL_MS = 50  # how often a blocked send rechecks for interrupt
 #: Batches (of up to MAX_BATCH pairs) the virtual port holds per connection before that
 #: sender waits: enough to keep the receiver busy, while the credit window bounds tuples.
 VIRTUAL_PORT_RCVHWM = 64
+#: A peer connection only sends; whatever arrives on it is a stranger's and is kept small.
+PEER_MAXMSGSIZE = 1024
+PEER_RCVHWM = 16
 
 
 class Messaging(ABC):
@@ -171,6 +174,8 @@ class SocketMessaging(Messaging):
             peer = self._context.socket(zmq.DEALER)
             peer.linger = 0
             peer.sndtimeo = _POLL_MS
+            peer.maxmsgsize = PEER_MAXMSGSIZE
+            peer.rcvhwm = PEER_RCVHWM
             peer.connect(endpoint)
             self._peers[worker] = (endpoint, peer)
         for worker in [w for w in self._peers if w >= len(endpoints)]:
