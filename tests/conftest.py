@@ -26,7 +26,13 @@ import brokerless as zmq  # noqa: E402
 
 # What has no counterpart in pyzmq is not collected in that mode: brokerless's own ZMTP codec
 # and pipes, and the layers built on brokerless (they import it by name).
-_BROKERLESS_ONLY = ["test_zmtp_*.py", "test_pipe.py", "test_stream_*.py", "test_spark_*.py"]
+_BROKERLESS_ONLY = [
+    "test_zmtp_*.py",
+    "test_pipe.py",
+    "test_transport_*.py",
+    "test_stream_*.py",
+    "test_spark_*.py",
+]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 
 # Transports the conformance suite runs over.

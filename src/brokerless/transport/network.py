@@ -221,6 +221,8 @@ class NetworkTransport:
 
 
 def _closed_socket_session(session: Session) -> None:
-    """A connecting session whose socket closed: with no pipe there is nothing to flush."""
-    if session.pipe is None:
+    """A connecting session whose socket closed: with no pipe there is nothing to flush --
+    unless the pipe is gone because its engine already read all of it (``closing``): that
+    session ends once the engine has written it, or LINGER runs out."""
+    if session.pipe is None and not session.closing:
         session.close()

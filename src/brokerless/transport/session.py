@@ -121,7 +121,9 @@ class Session:
         """The socket closed its end and everything it sent has been read.
 
         Called from inside the engine's read of the pipe, while it may still hold encoded
-        messages: the engine reports ``output_flushed`` once they are written, and we end then.
+        messages: the engine reports ``output_flushed`` once they are written, and we end then
+        -- or when LINGER runs out (the socket's PIPE_TERM, which would arm it, may come only
+        after this and then finds no pipe).
         """
         if pipe is not self.pipe:
             return
@@ -129,6 +131,8 @@ class Session:
         self.closing = True
         if self.engine is None:
             self._finish()
+        else:
+            self._start_linger()
 
     def push_many(self, msgs: list) -> int:
         """Messages from the wire for the socket; returns how many the pipe took."""
