@@ -8,6 +8,9 @@ is how a test is checked to describe libzmq's behaviour and not just ours; tests
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import inspect
 import itertools
 import os
 import socket
@@ -21,6 +24,9 @@ if AGAINST_PYZMQ:
     import zmq as _reference
 
     sys.modules["brokerless"] = _reference
+    # Submodules the tests import by brokerless's name: pyzmq's counterparts.
+    for _name in ("asyncio",):
+        sys.modules[f"brokerless.{_name}"] = importlib.import_module(f"zmq.{_name}")
 
 import brokerless as zmq  # noqa: E402
 
@@ -42,6 +48,44 @@ def pytest_collection_modifyitems(config, items):
     if skip:
         config.hook.pytest_deselected(items=skip)
         items[:] = [item for item in items if item not in skip]
+
+
+# -- coroutine tests ---------------------------------------------------------------------------
+# ``async def test_...`` runs on a fresh loop of its own, once on asyncio's default loop and once
+# on uvloop (where it installs), bounded as a whole by ASYNC_TIMEOUT -- every await in it is.
+
+ASYNC_TIMEOUT = 20.0
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop has no Windows build
+    LOOP_FACTORIES = {"asyncio": None}
+else:
+    LOOP_FACTORIES = {"asyncio": None, "uvloop": uvloop.new_event_loop}
+
+
+def pytest_generate_tests(metafunc):
+    if inspect.iscoroutinefunction(metafunc.function):
+        metafunc.fixturenames.append("loop_factory")
+        metafunc.parametrize(
+            "loop_factory", list(LOOP_FACTORIES.values()), ids=list(LOOP_FACTORIES)
+        )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    test = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(test):
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+
+    async def bounded():
+        async with asyncio.timeout(ASYNC_TIMEOUT):
+            await test(**kwargs)
+
+    with asyncio.Runner(loop_factory=pyfuncitem.callspec.params["loop_factory"]) as runner:
+        runner.run(bounded())
+    return True
 
 
 def _free_port() -> int:
