@@ -3,7 +3,8 @@
 The suite is written against pyzmq's API through ``import brokerless as zmq``.  Setting
 ``BROKERLESS_TEST_AGAINST=pyzmq`` runs the same tests against real libzmq (through pyzmq), which
 is how a test is checked to describe libzmq's behaviour and not just ours; tests marked
-``beyond_libzmq`` cover places where brokerless deliberately does better and are deselected then.
+``beyond_libzmq`` (or ``beyond_pyzmq``, for pyzmq's Python layer: asyncio, zmqstream) cover
+places where brokerless deliberately does better and are deselected then.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import itertools
 import os
 import socket
 import sys
+import warnings
 
 import pytest
 import zmq as libzmq  # the reference peer, whichever implementation is under test
@@ -25,8 +27,16 @@ if AGAINST_PYZMQ:
 
     sys.modules["brokerless"] = _reference
     # Submodules the tests import by brokerless's name: pyzmq's counterparts.
-    for _name in ("asyncio",):
-        sys.modules[f"brokerless.{_name}"] = importlib.import_module(f"zmq.{_name}")
+    with warnings.catch_warnings():  # zmq.eventloop.ioloop warns that it is deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _name in (
+            "asyncio",
+            "eventloop",
+            "eventloop.future",
+            "eventloop.ioloop",
+            "eventloop.zmqstream",
+        ):
+            sys.modules[f"brokerless.{_name}"] = importlib.import_module(f"zmq.{_name}")
 
 import brokerless as zmq  # noqa: E402
 
@@ -44,7 +54,11 @@ _counter = itertools.count()
 def pytest_collection_modifyitems(config, items):
     if not AGAINST_PYZMQ:
         return
-    skip = [item for item in items if item.get_closest_marker("beyond_libzmq")]
+    skip = [
+        item
+        for item in items
+        if item.get_closest_marker("beyond_libzmq") or item.get_closest_marker("beyond_pyzmq")
+    ]
     if skip:
         config.hook.pytest_deselected(items=skip)
         items[:] = [item for item in items if item not in skip]

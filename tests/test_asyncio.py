@@ -442,7 +442,7 @@ def test_a_socket_works_under_successive_loops(inproc_push_pull) -> None:
 # -- termination ---------------------------------------------------------------------------------
 
 
-@pytest.mark.beyond_libzmq  # pyzmq's asyncio leaves the futures waiting (its handler raises)
+@pytest.mark.beyond_pyzmq  # pyzmq's asyncio leaves the futures waiting (its handler raises)
 async def test_terminating_the_context_fails_waiting_calls_with_eterm() -> None:
     ctx = zaio.Context()
     pull = ctx.socket(zmq.PULL)
