@@ -304,52 +304,43 @@ async def test_a_router_stream_serves_a_pyzmq_dealer_over_tcp(make) -> None:
 # -- eventloop.future ----------------------------------------------------------------------------
 
 
-async def test_future_sockets_resolve_tornado_futures() -> None:
+@pytest.fixture
+def future_push_pull():
+    """A PUSH and PULL of brokerless.eventloop.future, over inproc."""
     ctx = zfuture.Context()
-    try:
-        push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-        assert isinstance(pull, zfuture.Socket)
-        addr = f"inproc://future-{id(push):x}"
-        push.bind(addr)
-        pull.connect(addr)
-        waiting = pull.recv_multipart()
-        assert not waiting.done()
-        await within(push.send_multipart([b"tornado", b"!"]))
-        assert await within(waiting) == [b"tornado", b"!"]
-        assert await within(pull.poll(10)) == 0
-    finally:
-        ctx.destroy(linger=0)
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    addr = f"inproc://future-{id(push):x}"
+    push.bind(addr)
+    pull.connect(addr)
+    yield push, pull
+    ctx.destroy(linger=0)
 
 
-async def test_a_cancelled_future_recv_loses_no_message() -> None:
-    ctx = zfuture.Context()
-    try:
-        push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-        addr = f"inproc://future-cancel-{id(push):x}"
-        push.bind(addr)
-        pull.connect(addr)
-        cancelled = pull.recv()
-        assert cancelled.cancel()
-        assert cancelled.cancelled()
-        with pytest.raises(zfuture.CancelledError):
-            cancelled.result()
-        await within(push.send(b"kept"))
-        assert await within(pull.recv()) == b"kept"
-    finally:
-        ctx.destroy(linger=0)
+async def test_future_sockets_resolve_tornado_futures(future_push_pull) -> None:
+    push, pull = future_push_pull
+    assert isinstance(pull, zfuture.Socket)
+    waiting = pull.recv_multipart()
+    assert not waiting.done()
+    await within(push.send_multipart([b"tornado", b"!"]))
+    assert await within(waiting) == [b"tornado", b"!"]
+    assert await within(pull.poll(10)) == 0
 
 
-async def test_a_future_poller_watches_a_socket() -> None:
-    ctx = zfuture.Context()
-    try:
-        push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-        addr = f"inproc://future-poll-{id(push):x}"
-        push.bind(addr)
-        pull.connect(addr)
-        poller = zfuture.Poller()
-        poller.register(pull, zmq.POLLIN)
-        f = poller.poll(WAIT * 1000)
-        await within(push.send(b"x"))
-        assert await within(f) == [(pull, zmq.POLLIN)]
-    finally:
-        ctx.destroy(linger=0)
+async def test_a_cancelled_future_recv_loses_no_message(future_push_pull) -> None:
+    push, pull = future_push_pull
+    cancelled = pull.recv()
+    assert cancelled.cancel()
+    assert cancelled.cancelled()
+    with pytest.raises(zfuture.CancelledError):
+        cancelled.result()
+    await within(push.send(b"kept"))
+    assert await within(pull.recv()) == b"kept"
+
+
+async def test_a_future_poller_watches_a_socket(future_push_pull) -> None:
+    push, pull = future_push_pull
+    poller = zfuture.Poller()
+    poller.register(pull, zmq.POLLIN)
+    f = poller.poll(WAIT * 1000)
+    await within(push.send(b"x"))
+    assert await within(f) == [(pull, zmq.POLLIN)]

@@ -51,6 +51,15 @@ class EdgeTriggeredLoop:
 
 
 @pytest.fixture
+def push_pull(make, endpoint):
+    """A PUSH and a PULL bound to it, connected (handshake done)."""
+    pull = make(zmq.PULL)
+    push = make(zmq.PUSH)
+    connect(push, bind(pull, endpoint()), pull)
+    return push, pull
+
+
+@pytest.fixture
 def loop():
     edge_loop = EdgeTriggeredLoop()
     yield edge_loop
@@ -69,12 +78,8 @@ def _sender_thread(sock, count: int, started: threading.Event | None = None) -> 
     return thread
 
 
-def test_a_stream_from_another_thread_wakes_the_loop_for_every_message(
-    make, endpoint, loop
-) -> None:
-    pull = make(zmq.PULL)
-    push = make(zmq.PUSH)
-    connect(push, bind(pull, endpoint()), pull)
+def test_a_stream_from_another_thread_wakes_the_loop_for_every_message(push_pull, loop) -> None:
+    push, pull = push_pull
     loop.add(pull)
     started = threading.Event()
     sender = _sender_thread(push, 2000, started)
@@ -131,10 +136,8 @@ def test_a_sender_at_its_hwm_is_woken_when_the_peer_drains(make, endpoint, loop)
     assert received == [b"%d" % i for i in range(500)]
 
 
-def test_a_blocking_recv_in_between_does_not_silence_the_fd(make, endpoint, loop) -> None:
-    pull = make(zmq.PULL)
-    push = make(zmq.PUSH)
-    connect(push, bind(pull, endpoint()), pull)
+def test_a_blocking_recv_in_between_does_not_silence_the_fd(push_pull, loop) -> None:
+    push, pull = push_pull
     loop.add(pull)
     push.send(b"first")
     assert pull.recv() == b"first"  # an ordinary blocking call, outside the loop
@@ -143,12 +146,10 @@ def test_a_blocking_recv_in_between_does_not_silence_the_fd(make, endpoint, loop
     sender.join(TIMEOUT)
 
 
-def test_the_fd_is_quiet_once_events_has_been_read(make, endpoint, loop) -> None:
+def test_the_fd_is_quiet_once_events_has_been_read(push_pull, loop) -> None:
     # A level-triggered loop (asyncio's add_reader) would spin if the FD stayed readable with
     # nothing new: after EVENTS is read, the FD signals only a later change.
-    pull = make(zmq.PULL)
-    push = make(zmq.PUSH)
-    connect(push, bind(pull, endpoint()), pull)
+    push, pull = push_pull
     loop.add(pull)
     push.send(b"x")
     loop.wait(pull, zmq.POLLIN)
