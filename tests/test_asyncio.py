@@ -483,3 +483,15 @@ async def test_request_reply_over_tcp_with_a_pyzmq_peer_both_ways(amake) -> None
             assert await within(req.recv()) == b"pong %d" % i
     finally:
         lctx.destroy(linger=0)
+
+
+def test_a_sync_context_that_made_an_async_socket_terminates_once_it_is_closed() -> None:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL, socket_class=zaio.Socket)
+    assert isinstance(sock, zaio.Socket)
+    sock.close()
+    terminator = threading.Thread(target=ctx.term, daemon=True)
+    terminator.start()
+    terminator.join(WAIT)
+    assert not terminator.is_alive(), "term() waits for a socket that was closed"
+    assert sock.closed

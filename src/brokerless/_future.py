@@ -210,7 +210,11 @@ class _AsyncSocket(_Async, SyncSocket):
         leaves the loop unannounced and waiting calls are not woken."""
         self._drop_pending(None)
         self._unwatch()
-        self._shadow_sock.close(linger)
+        sock = self._shadow_sock
+        sock.close(linger)
+        # A context that made this socket itself (ctx.socket(kind, socket_class=Socket)) holds
+        # it, not the one it wraps, among the sockets term() waits for.
+        sock.context._socket_closed(self)
 
     # -- sending --------------------------------------------------------------------------
 
