@@ -171,6 +171,22 @@ def fanout_case(transport: str, subscribers: int, size: int, count: int) -> Case
     )
 
 
+def asyncio_case(transport: str, mode: str, size: int, count: int, loop: str) -> Case:
+    """Both ends in one event loop (bench/asyncio_bench.py): zmq.asyncio against
+    brokerless.asyncio; no design target."""
+    shape = "REQ/REP" if mode == "lat" else "PUSH→PULL"
+    return Case(
+        name=f"{loop}-{transport}-{mode}-{size}",
+        label=f"{loop} loop, {transport} {shape}, {size} B, awaited one by one",
+        kind=mode,
+        transport=transport,
+        count=count,
+        args=("--mode", mode, "--size", str(size), "--loop", loop),
+        scripts=("asyncio_bench.py",),
+        sizes=(size,),
+    )
+
+
 CASES: tuple[Case, ...] = (
     thr_case("inproc", 1, 800_000),
     thr_case("inproc", 100, 700_000),
@@ -195,6 +211,12 @@ CASES: tuple[Case, ...] = (
     lat_case("ipc", 1, 8_000),
     lat_case("ipc", 1024, 8_000),
     fanout_case("tcp", 4, 100, 300_000),
+    *(
+        asyncio_case(transport, mode, size, count, loop)
+        for loop in ("asyncio", "uvloop")
+        for transport in ("tcp", "ipc")
+        for mode, size, count in (("lat", 1, 5_000), ("thr", 100, 30_000))
+    ),
 )
 QUICK_DIVISOR = 10
 
