@@ -1,9 +1,13 @@
 """Topologies on Spark (``brokerless.spark.run_on_spark``): the same results as local mode, a
-lost worker restarts the topology with exact counts, too few slots and attempts that run out
-say so at once, stop and Ctrl-C end everything, and the demo runs end to end.
+lost worker restarts the topology with exact counts once Spark has the slots for it (and the
+run says what it waits for), a stage Spark refuses for slots costs no attempt, too few slots
+and attempts that run out say so, a failed job is sorted by what Spark says and told whole,
+stop and Ctrl-C end everything, and the demo runs end to end.
 
 One local Spark session (``local[3]``) serves the whole module; the demo's Ctrl-C test starts
-its own, in the driver process it interrupts.
+its own, in the driver process it interrupts.  A local master cannot lose or gain an executor,
+so the tests that need one "gone" make the run count fewer (or more) slots than Spark has;
+``test_spark_cluster.py`` does it for real, on a standalone cluster.
 """
 
 from __future__ import annotations
@@ -16,20 +20,40 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
-from brokerless.spark import complete_on_spark, run_on_spark, session_builder, task_slots
+from brokerless.spark import (
+    Phase,
+    complete_on_spark,
+    run_on_spark,
+    session_builder,
+    task_slots,
+)
+from brokerless.spark import topology as spark_topology
 from brokerless.spark.demo import book_lines, run_demo, sherlock_topology, top_words, word_counts
+from brokerless.spark.failures import JobEnd, job_failure
+from brokerless.spark.session import slot_shortage
 from brokerless.stream import Topology, TopologyError, WorkerProcessError, all_, shuffle
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
 
 from .processes import descendants, gone
-from .spark_topologies import CountThenReport, KillOwnProcess
+from .spark_topologies import (
+    LONG_ERROR,
+    CountThenReport,
+    KillOwnProcess,
+    kill_second_task,
+    no_op,
+    raise_deep_in_task,
+    wait_for_cancel,
+)
 from .stream_topologies import Counter, Sink, Source, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,9 +87,91 @@ def test_too_few_slots_is_reported_at_once(spark):
     assert task_slots(spark.sparkContext) == SLOTS
     began = time.monotonic()
     with pytest.raises(TopologyError, match=rf"needs {SLOTS + 1} Spark task slots .* has "
-                                            rf"{SLOTS}: ask for fewer workers"):
+                                            rf"{SLOTS}: ask for fewer workers \(workers={SLOTS}\) "
+                                            rf"or give Spark more cores: master='local\[4\]'$"):
         run_on_spark(sherlock_topology(lines=10), spark=spark, workers=SLOTS + 1)
-    assert time.monotonic() - began < 10  # Spark's own check would retry for minutes
+    assert time.monotonic() - began < 10  # a local master never gains slots: no wait
+
+
+class SlotCount:
+    """Stands in for ``task_slots``: reports ``slots`` (the test changes it), counts calls."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.calls = slots, 0
+
+    def __call__(self, sc) -> int:
+        self.calls += 1
+        return self.slots
+
+
+@pytest.mark.timeout(60)
+def test_a_stage_spark_refuses_for_slots_costs_no_attempt(spark, monkeypatch, caplog):
+    # As if an executor went away between each count and the submission: the run counts 4
+    # slots, Spark (local[3]) has 3 and refuses the stage before any task runs, every time.
+    monkeypatch.setattr(spark_topology, "task_slots", SlotCount(SLOTS + 1))
+    began = time.monotonic()
+    with pytest.raises(TopologyError, match=rf"needs {SLOTS + 1} Spark task slots at once .* has "
+                                            rf"{SLOTS}: .* \(waited 4 s\)$"):
+        run_on_spark(sherlock_topology(lines=10), spark=spark, workers=SLOTS + 1,
+                     start_timeout=4, max_attempts=2)
+    refusals = [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith("topology 'sherlock-top-words': Spark refused")]
+    assert len(refusals) >= 2, caplog.text  # submitted again after a refusal, in the same wait
+    assert refusals[0].endswith(f"(needed, there: ({SLOTS + 1}, {SLOTS})); waiting for slots")
+    assert time.monotonic() - began < 30
+
+
+def barrier_job_failure(sc, partitions: int, body):
+    """How ``failures.job_failure`` sorts the error of a barrier job running ``body``."""
+    try:
+        sc.parallelize(range(partitions), partitions).barrier().mapPartitions(body).collect()
+    except Py4JJavaError as error:
+        return job_failure(error)
+    raise AssertionError("the job did not fail")
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_job_is_sorted_by_what_spark_says_and_told_whole(spark):
+    sc = spark.sparkContext
+    raised = barrier_job_failure(sc, 2, raise_deep_in_task)
+    assert raised.end is JobEnd.TASK_RAISED and not raised.retried
+    assert f"ValueError: {LONG_ERROR}" in raised.cause  # the whole of it, in its own line
+    assert "in raise_deep_in_task\n" in raised.cause  # and the whole traceback, from the top
+    assert "[Previous line repeated 7 more times]" in raised.cause
+    assert "\tat " not in raised.cause  # not the JVM's stack frames
+    lost = barrier_job_failure(sc, 2, kill_second_task)
+    assert lost.end is JobEnd.WORKER_LOST and lost.retried
+    assert "Python worker exited unexpectedly (crashed)" in lost.cause
+    refused = barrier_job_failure(sc, SLOTS + 1, no_op)
+    assert refused.end is JobEnd.SLOTS_REFUSED and refused.slots == (SLOTS + 1, SLOTS)
+    failure = {}
+
+    def run_cancellable() -> None:
+        sc.setJobGroup("cancel-me", "a job the test cancels", interruptOnCancel=True)
+        failure["it"] = barrier_job_failure(sc, 2, wait_for_cancel)
+
+    job = threading.Thread(target=run_cancellable)
+    job.start()
+    wait_for(lambda: sc.statusTracker().getActiveJobsIds(), timeout=60, what="the job to run")
+    sc.cancelJobGroup("cancel-me")
+    job.join(60)
+    assert failure["it"].end is JobEnd.CANCELLED and not failure["it"].retried
+
+
+def test_the_slot_error_names_what_to_change_on_each_kind_of_master():
+    def shortage(master: str, cpus: str = "1") -> str:
+        sc = SimpleNamespace(master=master, getConf=lambda: {"spark.task.cpus": cpus})
+        return slot_shortage(sc, "t", 4, 2)
+
+    assert shortage("local[2]").endswith(
+        "has 2: ask for fewer workers (workers=2) or give Spark more cores: master='local[4]'")
+    assert shortage("local[4]", cpus="2").endswith(
+        "has 2 (2 cores per task: spark.task.cpus=2): ask for fewer workers (workers=2) or give "
+        "Spark more cores: master='local[8]'")
+    for master in ("spark://h:7077", "yarn", "k8s://https://h:6443", "local-cluster[2,1,512]"):
+        assert "local[" not in shortage(master), master
+    assert "more Workers (or Workers with more --cores)" in shortage("spark://host:7077")
+    assert "spark.executor.instances" in shortage("yarn")
 
 
 @pytest.mark.timeout(180)
@@ -103,9 +209,15 @@ def test_complete_on_spark_with_mocked_sources(spark):
 
 
 @pytest.mark.timeout(240)
-def test_a_killed_worker_restarts_the_topology_and_the_counts_stay_exact(spark):
+def test_a_killed_worker_restarts_the_topology_once_slots_allow_and_the_counts_stay_exact(
+        spark, monkeypatch, caplog):
     # Recovery is replay from the start: the second attempt reads the text again from line 0
-    # with fresh bolts, and nothing the first attempt counted survives it.
+    # with fresh bolts, and nothing the first attempt counted survives it.  The killed worker's
+    # "executor" is gone too (the run counts a slot fewer) until the test gives it back: the
+    # restart waits for it, says so, and submits nothing meanwhile.  Nobody asks the run
+    # anything while it recovers: its own supervisor does it.
+    slots = SlotCount(SLOTS)
+    monkeypatch.setattr(spark_topology, "task_slots", slots)
     lines = 1500
     topology = sherlock_topology(lines=lines, rate=400)  # ~4 s per attempt: killed mid-run
     expected = word_counts(lines)
@@ -117,9 +229,20 @@ def test_a_killed_worker_restarts_the_topology_and_the_counts_stay_exact(spark):
         wait_for(lambda: acked() >= 200, timeout=60, what="200 lines acked")
         victim = run.worker_pids[1]
         assert acked() < lines  # killed mid-run
+        slots.slots = SLOTS - 1
         os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: run.attempt == 2 and run.phase is Phase.WAITING_FOR_SLOTS, timeout=60,
+                 what="the restart to wait for slots")
+        counted = slots.calls
+        wait_for(lambda: slots.calls >= counted + 3, timeout=30, what="three more counts")
+        assert run.phase is Phase.WAITING_FOR_SLOTS and len(run._groups) == 1  # nothing submitted
+        assert (f"topology 'sherlock-top-words' needs {SLOTS} Spark task slots at once (one "
+                f"barrier task per worker) but Spark master 'local[{SLOTS}]' has {SLOTS - 1}: "
+                in caplog.text)
+        assert "; waiting for them, up to 120 s (start_timeout)" in caplog.text
+        slots.slots = SLOTS
         result = run_to_completion(run, timeout=150)
-    assert run.attempt == 2 and len(run.restarts) == 1
+    assert run.attempt == 2 and len(run.restarts) == 1 and len(run._groups) == 2
     assert run.restarts[0].startswith("attempt 1: ") and "crashed" in run.restarts[0]
     assert victim not in run.worker_pids
     assert result.errors == []
@@ -139,8 +262,9 @@ def test_a_worker_that_dies_every_time_ends_in_one_clear_error(spark):
     message = str(failure.value)
     assert "'doomed' on Spark lost a worker in each of its 2 attempt(s) (max_attempts=2)" \
         in message
-    assert re.search(r"^attempt 1: .*crashed", message, re.M)
-    assert re.search(r"^attempt 2: .*crashed", message, re.M)
+    # each attempt's whole cause, its lines indented under it
+    for attempt in (1, 2):
+        assert re.search(rf"^attempt {attempt}: .*(\n    .*)*crashed", message, re.M), message
     assert time.monotonic() - began < 150
     # the session is still usable: the next test runs on it
 

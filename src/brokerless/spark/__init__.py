@@ -17,12 +17,13 @@ from pyspark.sql import SparkSession
 
 from .datasource import BrokerlessDataSource
 from .sink import HEADER, MessageHeader, parse_header
-from .topology import SparkRun, complete_on_spark, run_on_spark, session_builder, task_slots
+from .topology import Phase, SparkRun, complete_on_spark, run_on_spark, session_builder, task_slots
 
 __all__ = [
     "HEADER",
     "BrokerlessDataSource",
     "MessageHeader",
+    "Phase",
     "SparkRun",
     "complete_on_spark",
     "parse_header",
