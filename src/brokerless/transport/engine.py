@@ -30,6 +30,10 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
   the end of the stream -- is left to it in order.  Closing while lent wakes the borrower, who
   closes the descriptor when it gives the input back, so a descriptor is never closed under a
   poll.
+* **Stopping input** (``stop_input``, for ``Socket.stop_receiving``): the engine reads nothing
+  more from the descriptor, ever, and hands the session what it had decoded and was waiting for
+  room in the pipe, past the HWM -- so every message that came in whole reaches the socket.
+  Writing goes on (a receiver may still answer).
 * **Closing** leaves nothing that points back at the engine: its timers are cancelled (which
   drops their callbacks) and the I/O thread forgets the descriptor, so a closed connection is
   freed by reference counting at once, not by a later cyclic garbage collection.
@@ -86,6 +90,7 @@ class Engine:
         self._pending_events = False  # whether _pending_in may hold events, not just messages
         self._batch_limit = BATCH_MESSAGES  # messages per output batch (see _batch_limit)
         self._reading = True
+        self._input_stopped = False  # stop_input: never read again
         self._writing = False  # registered for EVENT_WRITE
         self._events = 0
         self._timers: dict[str, Timer] = {}
@@ -231,18 +236,19 @@ class Engine:
                 self._queue(reply)
                 self._flush()
 
-    def _deliver(self, items: list, events: bool) -> None:
+    def _deliver(self, items: list, events: bool, force: bool = False) -> None:
         """Hand decoded items to the session in order: runs of messages into the pipe in one
-        call each, events handled between them.  What the pipe cannot take waits."""
+        call each, events handled between them.  What the pipe cannot take waits (``force``:
+        it takes everything, past the HWM)."""
         if not events:
-            self._push_run(items, 0, len(items), False)
+            self._push_run(items, 0, len(items), False, force)
             return
         start = 0
         for i, item in enumerate(items):
             cls = item.__class__
             if cls is bytes or cls is list:
                 continue
-            if not self._push_run(items, start, i, True):
+            if not self._push_run(items, start, i, True, force):
                 return
             start = i + 1
             if cls is Ready:
@@ -251,15 +257,15 @@ class Engine:
                     return
             elif cls is Ping:
                 self._peer_ttl(item.ttl)
-        self._push_run(items, start, len(items), True)
+        self._push_run(items, start, len(items), True, force)
 
-    def _push_run(self, items: list, lo: int, hi: int, events: bool) -> bool:
+    def _push_run(self, items: list, lo: int, hi: int, events: bool, force: bool = False) -> bool:
         """Messages ``items[lo:hi]`` into the pipe; False when it is full (the rest of
         ``items`` then waits, and reading stops until the pipe drains)."""
         if lo == hi:
             return True
         run = items if lo == 0 and hi == len(items) else items[lo:hi]
-        taken = self.session.push_many(run)
+        taken = self.session.push_many(run, force)
         if taken == len(run):
             return True
         self._pending_in = items[lo + taken :]
@@ -280,10 +286,20 @@ class Engine:
                 self._deliver(pending, self._pending_events)
                 if self._pending_in:
                     return
-            if not self._reading and self.alive:
+            if not self._reading and self.alive and not self._input_stopped:
                 self._set_reading(True)
         finally:
             self.in_lock.release()
+
+    def stop_input(self) -> None:
+        """Read nothing more, and hand the session what waited for room in the pipe, past the
+        HWM (I/O thread; see "Stopping input")."""
+        with self.in_lock:  # a read in progress (a lent one) ends first
+            self._input_stopped = True
+            self._set_reading(False)
+            pending, self._pending_in = self._pending_in, []
+            if pending and self.alive:
+                self._deliver(pending, self._pending_events, force=True)
 
     # -- lent input (the socket's thread reads; see the module docstring) -----------------------
 

@@ -114,6 +114,9 @@ class InprocTransport:
                     mine.terminate()
         return [mine]
 
+    def stop_input(self, sock: Socket) -> None:
+        """Nothing to stop: inproc peers write straight into the socket's pipes."""
+
     def socket_closed(self, sock: Socket) -> None:
         """Free the names ``sock`` bound.  Its connections still waiting for a binder stay
         registered: what was sent on them is delivered when the peer binds (as in libzmq)."""

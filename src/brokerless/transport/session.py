@@ -12,6 +12,10 @@ It is what makes a connection *disconnected-tolerant*:
 * an **accepted** session is made per incoming connection and gets its pipe when the handshake
   completes; when its engine fails the pipe is closed and the session ends.
 
+Stopping input (``Socket.stop_receiving``): a session stops reconnecting and its engine stops
+reading, after handing the pipe, past the HWM, whatever it had decoded; the pipe and the
+connection stay (what the socket sends still goes out) until the socket closes.
+
 Closing: the socket terminates the pipe; the session sends what is still queued (reading to the
 delimiter), then ends.  LINGER bounds that: 0 drops the rest at once, a positive value arms a
 timer, -1 waits.  Every session registers with its context so ``term()`` can wait for them.
@@ -134,12 +138,29 @@ class Session:
         else:
             self._start_linger()
 
-    def push_many(self, msgs: list) -> int:
-        """Messages from the wire for the socket; returns how many the pipe took."""
+    def push_many(self, msgs: list, force: bool = False) -> int:
+        """Messages from the wire for the socket; returns how many the pipe took (``force``:
+        all of them, past the HWM)."""
         pipe = self.pipe
         if pipe is None:
             return len(msgs)  # the socket is gone: drop
+        if force:
+            for msg in msgs:
+                pipe.force_write(msg)
+            return len(msgs)
         return pipe.write_many(msgs)
+
+    def stop_input(self, _: Any = None) -> None:
+        """The socket takes nothing more from the network: no reconnecting, and the engine
+        reads nothing more (after handing over what it decoded).  I/O thread."""
+        if self._reconnect_timer is not None:
+            self._reconnect_timer.cancel()
+            self._reconnect_timer = None
+        if self.connector is not None:
+            self.connector.close()
+            self.connector = None  # a failed engine then ends the session: no reconnect
+        if self.engine is not None:
+            self.engine.stop_input()
 
     def pull_many(self, limit: int) -> list:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
