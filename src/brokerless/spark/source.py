@@ -121,6 +121,7 @@ _OPTIONS = (
 _WHAT = "source"
 _POLL_MS = 100  # how often the receiver looks at its stop flag while no message comes
 _ACK_LINGER_MS = 200  # how long the last acknowledgements may take to leave at stop
+_NOT_WATCHING = object()  # the receiver has no SIGTERM handler of its own (any more)
 _MAX_DRAIN = 8192  # messages per log flush at most (bounds the memory of one group commit)
 _MAX_MESSAGE_SIZE = 1 << 20  # default maxMessageSize: the largest frame a peer may send (bytes)
 _RCVHWM = 1000  # default rcvhwm: messages the socket holds for the receiver (libzmq's default)
@@ -245,7 +246,8 @@ class _Receiver:
         self._acks: ingest.AckTable | None = None
         self._context = zmq.Context()
         self._stopping = threading.Event()
-        self._stop_begun = self._stopped = self._terminating = False
+        self._stop_lock = threading.Lock()
+        self._stopped = self._terminating = False
         try:
             if config.ack:
                 self._acks = ingest.AckTable(config.wal_path)
@@ -255,7 +257,7 @@ class _Receiver:
             self._context.destroy(linger=0)
             self.wal.close()
             raise
-        self._previous_sigterm: Any = None
+        self._previous_sigterm: Any = _NOT_WATCHING
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
         self._thread = threading.Thread(
@@ -358,45 +360,48 @@ class _Receiver:
         self.wal.trim(upto)
 
     def stop(self) -> None:
-        """Stop taking messages, log (and fsync) everything the socket took, close."""
-        if self._stop_begun:
-            return
-        self._stop_begun = True
-        try:
-            self._stopping.set()
-            self._thread.join()
-            self._socket.close()
-            self._context.term()
-            self.wal.close()
-        finally:
-            self._stopped = True
-            self._end_sigterm_watch()
+        """Stop taking messages, log (and fsync) everything the socket took, close.  A second
+        caller waits until the first is done."""
+        with self._stop_lock:
+            if not self._stopped:
+                try:
+                    self._stopping.set()
+                    self._thread.join()
+                    self._socket.close()
+                    self._context.term()
+                    self.wal.close()
+                finally:
+                    self._stopped = True
+        self._end_sigterm_watch()
 
     # -- SIGTERM -------------------------------------------------------------------------------
     # Spark ends a stopped query's source process with SIGTERM, without waiting: the default
     # action would kill it with messages taken off the network but not yet in the log.  So the
     # receiver stops first (everything it took goes to the log, fsynced), then the process ends
-    # as SIGTERM asked.
+    # as SIGTERM asked.  The stop runs in a thread of its own: the handler runs in the main
+    # thread between any two bytecodes, and the code it interrupted may hold a lock the stop
+    # needs (the log's, during a commit).  The runner's own call to stop() waits for that
+    # thread, and so does the interpreter before it exits (not a daemon).
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self._terminating = True
-        if not self._stop_begun:
-            self.stop()  # ends the process when done
-        elif self._stopped:
-            self._end_sigterm_watch()
-        # else a stop is under way (this signal interrupted it, or it runs in another thread):
-        # it ends the process when done
+        if self._stopped:
+            self._end_sigterm_watch()  # the process ends now
+        else:
+            threading.Thread(target=self.stop, name="brokerless-source stop").start()
 
     def _end_sigterm_watch(self) -> None:
-        """Put the previous SIGTERM handler back; raise SIGTERM again if one came meanwhile."""
-        if self._previous_sigterm is None:
+        """Put the previous SIGTERM handler back -- and end the process if SIGTERM came: from
+        the main thread at once, from another by sending SIGTERM again (the main thread's
+        handler then finds the receiver stopped)."""
+        if self._previous_sigterm is _NOT_WATCHING:
             return
         if threading.current_thread() is not threading.main_thread():
             if self._terminating:
-                os.kill(os.getpid(), signal.SIGTERM)  # the main thread's handler ends it
+                os.kill(os.getpid(), signal.SIGTERM)
             return
         signal.signal(signal.SIGTERM, self._previous_sigterm)
-        self._previous_sigterm = None
+        self._previous_sigterm = _NOT_WATCHING
         if self._terminating:
             signal.raise_signal(signal.SIGTERM)
 
