@@ -478,6 +478,7 @@ def test_a_stopped_query_logged_every_message_its_source_took_off_the_network(
             query.stop()
     finally:
         sender.end()
+    wait_for(lambda: not _source_processes(), WAIT, "the source processes to end")
     got = sink.numbers()
     assert got == sorted(set(got)), "a message twice, or out of order"
     assert set(got) <= set(range(sender.next))
@@ -583,6 +584,7 @@ def test_acknowledged_ingestion_lands_every_message_once_whoever_is_killed(spark
         if sender.poll() is None:
             sender.kill()
             sender.wait()
+    wait_for(lambda: not _source_processes(), WAIT, "the source processes to end")
     numbers = sink.numbers()
     assert len(numbers) == total and set(numbers) == set(range(1, total + 1)), (
         f"seed {seed}, killed {killed}: {len(numbers)} numbers, "
