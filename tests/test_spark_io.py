@@ -434,6 +434,12 @@ def test_a_stopped_query_logged_every_message_its_source_took_off_the_network(
         """Run the query while the PUSH sends; ``stop`` it once its source has read the
         burst; return the numbers its source took."""
         query = start()
+        try:
+            return stopped_after_burst(query, stop, burst)
+        finally:
+            query.stop()  # stopped already, unless the test failed
+
+    def stopped_after_burst(query: StreamingQuery, stop, burst: int) -> range:
         _wait_event(monitor, pyzmq.EVENT_HANDSHAKE_SUCCEEDED)
 
         def read_all_it_was_sent() -> int | None:  # nothing is sent yet: the handshake

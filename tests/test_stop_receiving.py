@@ -30,8 +30,7 @@ def message(i: int) -> bytes:
     return b"%010d" % i + bytes(BODY - 10)
 
 
-def handshake(push: libzmq.Socket) -> None:
-    monitor = push.get_monitor_socket(libzmq.EVENT_HANDSHAKE_SUCCEEDED)
+def handshake(push: libzmq.Socket, monitor: libzmq.Socket) -> None:
     try:
         assert monitor.poll(int(WAIT * 1000)), "no handshake"
         assert recv_monitor_message(monitor)["event"] == libzmq.EVENT_HANDSHAKE_SUCCEEDED
@@ -44,13 +43,14 @@ def handshake(push: libzmq.Socket) -> None:
 def test_every_message_that_came_in_is_received_and_no_more(make, lmake, receiver_binds):
     pull = make(zmq.PULL, RCVHWM=50)
     push = lmake(libzmq.PUSH, SNDHWM=100_000)
+    monitor = push.get_monitor_socket(libzmq.EVENT_HANDSHAKE_SUCCEEDED)  # before it connects
     if receiver_binds:
         port = pull.bind_to_random_port("tcp://127.0.0.1")
         push.connect(f"tcp://127.0.0.1:{port}")
     else:
         port = push.bind_to_random_port("tcp://127.0.0.1")
         pull.connect(f"tcp://127.0.0.1:{port}")
-    handshake(push)
+    handshake(push, monitor)
 
     def receiving_end():
         ends = [c for c in _ends(port, receiver_binds) if c is not None]
