@@ -10,6 +10,9 @@ is an exact count, not a guess.
 
 from __future__ import annotations
 
+import gc
+import threading
+
 import pytest
 import zmq as libzmq
 from zmq.utils.monitor import recv_monitor_message
@@ -105,3 +108,30 @@ def test_a_socket_that_stopped_receiving_still_sends(make, lmake):
     assert dealer.recv() == b"answer to question"
     dealer.send(b"too late")
     assert not router.poll(300)
+
+
+def test_a_socket_that_stopped_receiving_between_connections_still_terminates(lmake):
+    """The peer went away and the socket waits to reconnect when it stops receiving: the
+    session that would have reconnected ends, so its context terminates."""
+    push = lmake(libzmq.PUSH)
+    port = push.bind_to_random_port("tcp://127.0.0.1")
+    context = zmq.Context()
+    pull = context.socket(zmq.PULL)
+    monitor = pull.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+    pull.connect(f"tcp://127.0.0.1:{port}")
+    push.send(b"before")
+    assert pull.recv() == b"before"
+    push.close(linger=0)  # the peer goes away: the socket will try to reconnect
+    events = []
+    while zmq.EVENT_DISCONNECTED not in events:
+        assert monitor.poll(int(WAIT * 1000)), f"no disconnection: {events}"
+        events.append(recv_monitor_message(monitor)["event"])
+    pull.stop_receiving()
+    pull.disable_monitor()
+    monitor.close(linger=0)
+    pull.close(linger=0)
+    gc.collect()  # whatever nothing holds any more is gone
+    ended = threading.Thread(target=context.term, daemon=True)
+    ended.start()
+    ended.join(WAIT)
+    assert not ended.is_alive(), "the context waits for a session that will never end"

@@ -152,7 +152,9 @@ class Session:
 
     def stop_input(self, _: Any = None) -> None:
         """The socket takes nothing more from the network: no reconnecting, and the engine
-        reads nothing more (after handing over what it decoded).  I/O thread."""
+        reads nothing more (after handing over what it decoded).  A session between two
+        connections has nothing left to do and ends now (its pipe stays with the socket, with
+        what it holds); one with a connection ends when that does.  I/O thread."""
         if self._reconnect_timer is not None:
             self._reconnect_timer.cancel()
             self._reconnect_timer = None
@@ -161,6 +163,8 @@ class Session:
             self.connector = None  # a failed engine then ends the session: no reconnect
         if self.engine is not None:
             self.engine.stop_input()
+        else:
+            self._finish()  # nothing would hold it or end it any more
 
     def pull_many(self, limit: int) -> list:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
