@@ -219,7 +219,9 @@ def test_multithreaded_server(scenario):
     ]
     scenario.finish()
     check_clients(clients, 5)
-    assert lines(server) == ["Received request: [Hello]"] * 10 + ["Server stopped"]
+    # Worker threads print at the same time: their lines may interleave.
+    assert server.output.count("Received request: [Hello]") == 10, server.output
+    assert server.output.endswith("Server stopped\n")
 
 
 def test_multithreaded_relay(scenario):
