@@ -8,6 +8,7 @@ from __future__ import annotations
 from . import constants
 from .constants import (
     ContextOption,
+    DeviceType,
     Errno,
     Event,
     Flag,
@@ -31,6 +32,7 @@ from .error import (
 from .frame import Frame, Message, MessageTracker
 from .poll import Poller
 from .poll import select_ as select
+from .proxy import device, proxy, proxy_steerable
 from .socket import Socket
 
 __version__ = "0.1.0"
@@ -63,7 +65,16 @@ def has(capability: str) -> bool:
 def _export_flat_names() -> list[str]:
     names: list[str] = []
     module = globals()
-    for enum in (SocketType, SocketOption, Flag, PollEvent, Errno, ContextOption, MessageOption):
+    for enum in (
+        SocketType,
+        SocketOption,
+        Flag,
+        PollEvent,
+        Errno,
+        ContextOption,
+        MessageOption,
+        DeviceType,
+    ):
         for name, member in enum.__members__.items():
             module.setdefault(name, member)
             names.append(name)
@@ -86,6 +97,7 @@ __all__ = [
     "Context",
     "ContextOption",
     "ContextTerminated",
+    "DeviceType",
     "Errno",
     "Event",
     "Flag",
@@ -105,7 +117,10 @@ __all__ = [
     "ZMQBindError",
     "ZMQError",
     "constants",
+    "device",
     "has",
+    "proxy",
+    "proxy_steerable",
     "pyzmq_version",
     "select",
     "strerror",

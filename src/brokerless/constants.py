@@ -122,6 +122,14 @@ class ContextOption(IntEnum):
     BLOCKY = 70
 
 
+class DeviceType(IntEnum):
+    """Device types of the deprecated ``zmq.device`` (pyzmq's names; libzmq ignores them)."""
+
+    STREAMER = 1
+    FORWARDER = 2
+    QUEUE = 3
+
+
 class MessageOption(IntEnum):
     MORE = 1
     SRCFD = 2

@@ -167,6 +167,7 @@ class XSub(Pattern):
 
     def __init__(self, options) -> None:
         super().__init__(options)
+        options[_O.LINGER] = 0  # libzmq's default: closing never waits to send (un)subscriptions
         self.fq = FairQueue()
         self.dist = Distributor()
         self.subscriptions = SubscriptionCounts()
