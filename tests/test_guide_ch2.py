@@ -1,9 +1,9 @@
 """The ZeroMQ Guide's chapter-2 programs (examples/guide/) run as real processes.
 
-Every scenario runs twice: all on brokerless, and *mixed* -- the programs marked ``peer`` below
-run on pyzmq (libzmq), through a launcher that makes their ``import brokerless as zmq`` import
-pyzmq, against brokerless brokers, proxies and servers.  Under
-``BROKERLESS_TEST_AGAINST=pyzmq`` every program runs on pyzmq.
+They are unchanged pyzmq programs (``import zmq``).  Every scenario runs twice: all on
+brokerless (through the ``zmq`` alias, ``python -m brokerless.compat.as_zmq``), and *mixed* --
+the programs marked ``peer`` below run on pyzmq (libzmq) against brokerless brokers, proxies and
+servers.  Under ``BROKERLESS_TEST_AGAINST=pyzmq`` every program runs on pyzmq.
 
 The programs end by themselves (bounded counts, end markers; the publishers wait for their
 subscribers), so a scenario is: start the processes, wait for every one to exit 0 within the
@@ -32,17 +32,8 @@ GUIDE = Path(__file__).resolve().parent.parent / "examples" / "guide"
 DEADLINE_S = 30.0
 ALL_ON_PYZMQ = zmq.__name__ == "zmq"  # BROKERLESS_TEST_AGAINST=pyzmq
 
-# Runs a Guide program on pyzmq: its `import brokerless as zmq` gets pyzmq, and the script's
-# folder is on sys.path (for zhelpers) as when Python runs a script itself.
-ON_PYZMQ = """\
-import os, runpy, sys
-import zmq
-sys.modules["brokerless"] = zmq
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-sys.path.insert(0, os.path.dirname(script))
-runpy.run_path(script, run_name="__main__")
-"""
+# Runs a Guide program on brokerless: its `import zmq` gets brokerless.
+ON_BROKERLESS = [sys.executable, "-m", "brokerless.compat.as_zmq"]
 
 
 class Program:
@@ -55,7 +46,7 @@ class Program:
         self.stdout_path = out_dir / f"{name}-{id(self):x}.out"
         self.stderr_path = out_dir / f"{name}-{id(self):x}.err"
         script = str(GUIDE / name)
-        command = [sys.executable, "-c", ON_PYZMQ, script] if on_pyzmq else [sys.executable, script]
+        command = [sys.executable, script] if on_pyzmq else [*ON_BROKERLESS, script]
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [*command, *args],

@@ -6,9 +6,7 @@ next, and waits for its signal -- an empty message -- before passing one on.
 
 import threading
 
-# Written as pyzmq code.  Until the `zmq` alias lands (`python -m brokerless.compat.as_zmq
-# <script>`), brokerless is imported under the name zmq; then this becomes `import zmq`.
-import brokerless as zmq
+import zmq  # pyzmq code: on brokerless through `python -m brokerless.compat.as_zmq`
 
 
 def step1(context) -> None:

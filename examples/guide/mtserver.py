@@ -9,11 +9,8 @@ Clients: ``rrclient.py --connect tcp://localhost:5555``.
 import argparse
 import threading
 
+import zmq  # pyzmq code: on brokerless through `python -m brokerless.compat.as_zmq`
 from zhelpers import nth_message, proxy_until
-
-# Written as pyzmq code.  Until the `zmq` alias lands (`python -m brokerless.compat.as_zmq
-# <script>`), brokerless is imported under the name zmq; then this becomes `import zmq`.
-import brokerless as zmq
 
 
 def worker_routine(worker_url: str, context) -> None:

@@ -6,9 +6,7 @@ average temperature once the server says END.
 
 import argparse
 
-# Written as pyzmq code.  Until the `zmq` alias lands (`python -m brokerless.compat.as_zmq
-# <script>`), brokerless is imported under the name zmq; then this becomes `import zmq`.
-import brokerless as zmq
+import zmq  # pyzmq code: on brokerless through `python -m brokerless.compat.as_zmq`
 
 
 def main() -> None:

@@ -8,11 +8,8 @@ passed.
 
 import argparse
 
+import zmq  # pyzmq code: on brokerless through `python -m brokerless.compat.as_zmq`
 from zhelpers import proxy_until
-
-# Written as pyzmq code.  Until the `zmq` alias lands (`python -m brokerless.compat.as_zmq
-# <script>`), brokerless is imported under the name zmq; then this becomes `import zmq`.
-import brokerless as zmq
 
 
 def main() -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-# Written as pyzmq code.  Until the `zmq` alias lands (`python -m brokerless.compat.as_zmq
-# <script>`), brokerless is imported under the name zmq; then this becomes `import zmq`.
-import brokerless as zmq
+import zmq  # pyzmq code: on brokerless through `python -m brokerless.compat.as_zmq`
 
 
 def proxy_until(frontend, backend, last: Callable[[list[bytes]], bool] | None = None) -> None:
