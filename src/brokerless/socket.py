@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import pipe as _pipe
+from . import security
 from .constants import OPTIONS, STRING_OPTIONS, Event, Flag, PollEvent, SocketOption, SocketType
 from .deadline import Deadline
 from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
@@ -464,7 +465,7 @@ class Socket:
             if part.__class__ is bytes:
                 return part
             return _frame_bytes(part)
-        return _as_frame(part, more)
+        return _as_frame(part, more, self._pattern.received_from())
 
     def _next_part(self) -> tuple[Any, bool]:
         parts = self._rx_parts
@@ -488,7 +489,8 @@ class Socket:
         if copy:
             return [p if p.__class__ is bytes else _frame_bytes(p) for p in parts]
         last = len(parts) - 1
-        return [_as_frame(p, i < last) for i, p in enumerate(parts)]
+        source = self._pattern.received_from()
+        return [_as_frame(p, i < last, source) for i, p in enumerate(parts)]
 
     def recv_into(self, buffer: Any, /, *, nbytes: int = 0, flags: int = 0) -> int:
         """Receive one part into ``buffer``; returns the part's full size (the rest is cut).
@@ -612,6 +614,9 @@ class Socket:
                 f"Invalid argument: option {opt.name} does not apply to a {self._type.name} socket",
             )
         value = _check_value(opt, spec.kind, optval)
+        if opt in security.OPTIONS:
+            security.set_option(self._options, opt, value)
+            return
         self._options[opt] = value
         if opt in (_O.SNDHWM, _O.RCVHWM):
             self._apply_hwm(opt, value)
@@ -638,6 +643,8 @@ class Socket:
             return PollEvent(self._events())
         if opt == _O.TYPE:
             return self._type
+        if opt in security.READ_BACK:
+            return security.get_option(self._options, opt)
         return self._options[opt]
 
     get = getsockopt
@@ -801,9 +808,11 @@ def _frame_bytes(part: Frame) -> bytes:
     return part.bytes
 
 
-def _as_frame(part: Any, more: bool) -> Frame:
+def _as_frame(part: Any, more: bool, source: Pipe | None) -> Frame:
     frame = Frame(part)  # a new frame: the sender's carrier is released once dropped
     frame.more = more
+    if source is not None:
+        frame.properties = source.metadata  # the connection's, shared by its messages
     return frame
 
 
