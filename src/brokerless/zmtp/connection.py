@@ -59,8 +59,6 @@ from .commands import (
 )
 from .errors import AuthenticationFailed, HandshakeError, PeerError, ProtocolError, UnexpectedFrame
 from .frames import (
-    COMMAND,
-    MORE,
     FrameDecoder,
     encode_batch,
     encode_command,
@@ -91,6 +89,9 @@ VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
 #: Socket types that announce their routing id in READY (libzmq does the same).
 _SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
 _SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
+#: The flags inside a CURVE box: libzmq writes its own message flags there, where a command is
+#: 0x02 (on the wire, outside any box, it is 0x04).
+_BOX_MORE, _BOX_COMMAND = 0x01, 0x02
 _PUBLISHERS = frozenset({_T.PUB, _T.XPUB})
 
 
@@ -196,7 +197,7 @@ class Connection:
     def _command(self, body: bytes) -> None:
         """Queue a command of the traffic (boxed on an encrypted connection)."""
         if self.mechanism.encrypts and self.state is TRAFFIC:
-            self._boxed(self._out, COMMAND, body)
+            self._boxed(self._out, _BOX_COMMAND, body)
         else:
             self._out.append(encode_command(body))
 
@@ -207,10 +208,10 @@ class Connection:
         if msg.__class__ is list:
             last = len(msg) - 1
             for i, part in enumerate(msg):
-                self._boxed(out, MORE if i < last else 0, part)
+                self._boxed(out, _BOX_MORE if i < last else 0, part)
         elif self._subscriptions_as_commands and len(msg) and msg[0] < 2:
             name = SUBSCRIBE if msg[0] == 1 else CANCEL
-            self._boxed(out, COMMAND, command_body(name, bytes(msg[1:])))
+            self._boxed(out, _BOX_COMMAND, command_body(name, bytes(msg[1:])))
         else:
             self._boxed(out, 0, msg)
 
@@ -398,12 +399,12 @@ class Connection:
                         if item.__class__ is not Command
                         else f"unencrypted {item.name!r} command on a CURVE connection"
                     )
-                if flags & COMMAND:
-                    if flags & MORE or parts is not None:
+                if flags & _BOX_COMMAND:
+                    if flags & _BOX_MORE or parts is not None:
                         raise ProtocolError("command inside a multipart message")
                     out.append(parse_command(data))
                     commands = True
-                elif flags & MORE:
+                elif flags & _BOX_MORE:
                     if parts is None:
                         parts = [data]
                     else:

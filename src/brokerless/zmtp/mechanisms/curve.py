@@ -12,6 +12,7 @@ short-term one per connection (C', S')::
                  vouch = long nonce, Box[C' + S](C->S')
     S: READY     short nonce, Box[metadata](S'->C')                          30+ octets
        MESSAGE   short nonce, Box[flags + frame](either way)                 33+ octets
+                 (flags: MORE 0x01, and libzmq marks commands 0x02)
 
 The server keeps nothing of its short-term key between WELCOME and INITIATE: ``s'`` travels
 inside the cookie, a secret box under a cookie key only the server knows (:class:`CookieKeys`,
