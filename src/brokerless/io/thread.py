@@ -25,7 +25,9 @@ from ..mailbox import Mailbox
 
 
 class Timer:
-    """A pending call; ``cancel()`` makes it a no-op."""
+    """A pending call; ``cancel()`` makes it a no-op and lets go of the callback at once (a
+    cancelled timer stays queued until it is due: it must not keep what the callback holds,
+    e.g. a closed connection's engine and its buffers, alive until then)."""
 
     __slots__ = ("callback", "cancelled", "when")
 
@@ -36,6 +38,11 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.callback = _nothing
+
+
+def _nothing() -> None:
+    pass
 
 
 class IOThread:
