@@ -63,7 +63,6 @@ from .frames import (
     encode_batch,
     encode_command,
     encode_message,
-    frame_header,
 )
 from .greeting import GREETING_SIZE, build_greeting, check_signature, parse_greeting
 from .mechanisms import Mechanism, NullMechanism
@@ -216,11 +215,9 @@ class Connection:
             self._boxed(out, 0, msg)
 
     def _boxed(self, out: list, flags: int, data: Any) -> None:
-        head, box = self.mechanism.encode_frame(
-            flags, data if data.__class__ is bytes else bytes(data)
-        )
-        out.append(frame_header(len(head) + len(box)) + head)
-        out.append(box)
+        if data.__class__ is not bytes:
+            data = getattr(data, "buffer", data)  # a Frame: its buffer
+        out.append(self.mechanism.encode_frame(flags, data))
 
     def send_error(self, reason: str) -> None:
         """Tell the peer why it is being refused (before closing)."""
