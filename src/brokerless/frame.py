@@ -42,7 +42,9 @@ class MessageTracker:
 class Frame:
     """One message part: ``bytes``, ``buffer`` (a memoryview) and ``more``."""
 
-    __slots__ = ("_bytes", "_data", "_releases", "more", "properties", "tracker")
+    # _properties: the properties of the connection the frame came from, set only on frames
+    # received over tcp/ipc (unset costs nothing on the others: ``properties`` reads it).
+    __slots__ = ("_bytes", "_data", "_properties", "_releases", "more", "tracker")
 
     def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
         if isinstance(data, str):
@@ -56,8 +58,6 @@ class Frame:
         self.more = False
         self.tracker: MessageTracker | None = MessageTracker() if track else None
         self._releases = False
-        #: The properties of the connection it came from (None: none, e.g. inproc or sent).
-        self.properties: dict[str, bytes] | None = None
 
     @classmethod
     def _carrier(cls, data: Any, tracker: MessageTracker) -> Frame:
@@ -68,6 +68,11 @@ class Frame:
         frame.tracker = tracker
         frame._releases = True
         return frame
+
+    @property
+    def properties(self) -> dict[str, bytes] | None:
+        """The properties of the connection the frame came from (None: none, e.g. inproc)."""
+        return getattr(self, "_properties", None)
 
     def __del__(self) -> None:
         if self._releases:
