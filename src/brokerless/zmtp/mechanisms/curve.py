@@ -38,6 +38,7 @@ times and zero a fresh buffer for it, which more than halved the throughput of l
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from typing import Any
@@ -68,6 +69,10 @@ _COOKIE_SIZE = 96  # nonce 16, box 80
 _INITIATE_MIN = _COOKIE_SIZE + 8 + 144
 _MAX_NONCE = (1 << 64) - 1
 _MESSAGE_OVERHEAD = 8 + 8 + 16 + 1  # MESSAGE, short nonce, MAC, flags
+# A MESSAGE's data frame up to its MAC: frame header, MESSAGE, short nonce.
+_SHORT_HEAD = struct.Struct(">xB8sQ")
+_LONG_HEAD = struct.Struct(">BQ8sQ")
+_COUNTER = struct.Struct(">Q")
 _ZEROS_64 = bytes(64)
 
 
@@ -162,6 +167,11 @@ class CurveMechanism(Mechanism):
         self._nonce = 1  # the next short nonce to send
         self._peer_nonce = 0  # the last one received
         self._precomputed = b""  # the short-term keys' shared secret (beforenm)
+        # The traffic's full nonces, rewritten in place for each MESSAGE (and their pointers).
+        self._send_nonce = bytearray(self._send_prefix + bytes(8))
+        self._recv_nonce = bytearray(self._recv_prefix + bytes(8))
+        self._send_nonce_c = _ffi.from_buffer(self._send_nonce)
+        self._recv_nonce_c = _ffi.from_buffer(self._recv_nonce)
 
     def _next_nonce(self) -> bytes:
         n = self._nonce
@@ -197,23 +207,26 @@ class CurveMechanism(Mechanism):
         nonce, then the box of ``flags`` and ``data`` (a buffer), boxed in place."""
         n = len(data)
         size = _MESSAGE_OVERHEAD + n
+        short = self._nonce
+        if short > _MAX_NONCE:
+            raise ProtocolError("CURVE short nonces exhausted: the connection must end")
+        self._nonce = short + 1
         if size < 256:
             head = 2
             frame = bytearray(head + size)
-            frame[1] = size
+            _SHORT_HEAD.pack_into(frame, 0, size, MESSAGE_PREFIX, short)
         else:
             head = 9
             frame = bytearray(head + size)
-            frame[0] = LONG
-            frame[1:9] = size.to_bytes(8, "big")
-        short = self._next_nonce()
-        frame[head : head + 16] = MESSAGE_PREFIX + short
+            _LONG_HEAD.pack_into(frame, 0, LONG, size, MESSAGE_PREFIX, short)
         plain = head + 32  # after MESSAGE, the nonce and the MAC
         frame[plain] = flags
         frame[plain + 1 :] = data
+        nonce = self._send_nonce
+        _COUNTER.pack_into(nonce, 16, short)
         view = _ffi.from_buffer(frame)
         _lib.crypto_box_easy_afternm(
-            view + (head + 16), view + plain, n + 1, self._send_prefix + short, self._precomputed
+            view + (head + 16), view + plain, n + 1, self._send_nonce_c, self._precomputed
         )
         return frame
 
@@ -232,12 +245,13 @@ class CurveMechanism(Mechanism):
             )
         short = body[8:16]
         self._check_nonce(short)
+        self._recv_nonce[16:] = short
         plain = bytearray(len(body) - _MESSAGE_OVERHEAD + 1)
         if _lib.crypto_box_open_easy_afternm(
             _ffi.from_buffer(plain),
             _ffi.from_buffer(body) + 16,
             len(body) - 16,
-            self._recv_prefix + short,
+            self._recv_nonce_c,
             self._precomputed,
         ):
             raise CryptographicError("cannot open the MESSAGE box (forged or altered)")
