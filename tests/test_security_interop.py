@@ -165,3 +165,28 @@ def test_curve_refusals_between_implementations(sides, server_side, refusal):
         assert next_event(client_events, 5000, HANDSHAKE) == expected
     for sock in (server_events, client_events, server, client):
         sock.close(linger=0)
+
+
+@pytest.mark.parametrize("server_side", ["brokerless", "libzmq"])
+def test_heartbeats_travel_boxed_between_implementations(sides, server_side):
+    """PING and PONG go inside CURVE boxes (libzmq marks them as commands there): with
+    heartbeats faster than the timeout, the connection stays up with no traffic."""
+    impls, _ = sides
+    client_side = "libzmq" if server_side == "brokerless" else "brokerless"
+    smod, sctx = impls[server_side]
+    cmod, cctx = impls[client_side]
+    server, client = socket(smod, sctx, "PULL"), socket(cmod, cctx, "PUSH")
+    for sock, mod in ((server, smod), (client, cmod)):
+        sock.setsockopt(mod.HEARTBEAT_IVL, 20)
+        sock.setsockopt(mod.HEARTBEAT_TIMEOUT, 200)
+    secure("curve", server, client, smod, cmod, make_keys(zmq))
+    events = server.get_monitor_socket(HANDSHAKE | zmq.EVENT_DISCONNECTED)
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    client.connect(f"tcp://127.0.0.1:{port}")
+    assert next_event(events, 5000, HANDSHAKE) == (zmq.EVENT_HANDSHAKE_SUCCEEDED, 0)
+    # Ten heartbeat timeouts of silence: a PING not understood would have dropped it by now.
+    assert not events.poll(2000), "the connection dropped while idle"
+    client.send(b"still here")
+    assert recv(server, smod) == [b"still here"]
+    for sock in (events, server, client):
+        sock.close(linger=0)
