@@ -167,9 +167,9 @@ def test_curve_public_needs_a_z85_secret():
         zmq.curve_public(b"x" * 32)
 
 
-def test_curve_is_a_capability():
-    assert zmq.has("curve")
-    assert not zmq.has("gssapi")
+def test_capabilities_as_libzmq_names_them():
+    assert zmq.has("curve") and zmq.has("ipc")
+    assert not zmq.has("gssapi") and not zmq.has("plain")  # PLAIN is not a capability
 
 
 # -- handshakes over the wire -------------------------------------------------------------------
