@@ -125,32 +125,37 @@ class Case:
         ]
 
 
-def thr_case(transport: str, size: int, count: int, frames: int = 1) -> Case:
+def thr_case(transport: str, size: int, count: int, frames: int = 1, curve: bool = False) -> Case:
     shape = f"{frames}x{size}" if frames > 1 else str(size)
     scripts = ("inproc_thr.py",) if transport == "inproc" else ("local_thr.py", "remote_thr.py")
+    # CURVE: both sides are bound by libsodium's crypto_box, so parity is the aim.
+    target = Target(">=", 1.0 if transport == "inproc" or curve else 1.5)
     return Case(
-        name=f"{transport}-thr-{shape}",
-        label=f"{transport} PUSH→PULL, {f'{frames} x {size}' if frames > 1 else size} B",
+        name=f"{transport}{'-curve' if curve else ''}-thr-{shape}",
+        label=f"{transport}{' CURVE' if curve else ''} PUSH→PULL, "
+        f"{f'{frames} x {size}' if frames > 1 else size} B",
         kind="thr",
         transport=transport,
         count=count,
-        args=("--size", str(size)) + (("--multipart",) if frames == 2 else ()),
+        args=("--size", str(size))
+        + (("--multipart",) if frames == 2 else ())
+        + (("--curve",) if curve else ()),
         scripts=scripts,
-        target=Target(">=", 1.0 if transport == "inproc" else 1.5),
+        target=target,
         sizes=(size,) * frames,
     )
 
 
-def lat_case(transport: str, size: int, count: int) -> Case:
+def lat_case(transport: str, size: int, count: int, curve: bool = False) -> Case:
     # Over tcp/ipc the requester, remote_lat, measures and reports, so it comes first.
     scripts = ("inproc_lat.py",) if transport == "inproc" else ("remote_lat.py", "local_lat.py")
     return Case(
-        name=f"{transport}-lat-{size}",
-        label=f"{transport} REQ/REP, {size} B",
+        name=f"{transport}{'-curve' if curve else ''}-lat-{size}",
+        label=f"{transport}{' CURVE' if curve else ''} REQ/REP, {size} B",
         kind="lat",
         transport=transport,
         count=count,
-        args=("--size", str(size)),
+        args=("--size", str(size)) + (("--curve",) if curve else ()),
         scripts=scripts,
         target=Target("<=", 0.8),
         sizes=(size,),
@@ -217,6 +222,10 @@ CASES: tuple[Case, ...] = (
         for transport in ("tcp", "ipc")
         for mode, size, count in (("lat", 1, 5_000), ("thr", 100, 30_000))
     ),
+    # CURVE (bench/_harness.py: fixed keys, no ZAP handler).
+    thr_case("tcp", 100, 150_000, curve=True),
+    thr_case("tcp", 65536, 5_000, curve=True),
+    lat_case("tcp", 1, 8_000, curve=True),
 )
 QUICK_DIVISOR = 10
 

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import constants
+from . import constants, utils
 from .constants import (
     ContextOption,
     DeviceType,
@@ -19,6 +19,7 @@ from .constants import (
     SocketType,
 )
 from .context import Context
+from .curve import curve_keypair, curve_public
 from .error import (
     Again,
     ContextTerminated,
@@ -52,13 +53,13 @@ def pyzmq_version() -> str:
     return __version__
 
 
-#: Optional libzmq capabilities (``zmq.has("curve")``); none of them yet.
-_CAPABILITIES: frozenset[str] = frozenset()
-
-
 def has(capability: str) -> bool:
-    """Whether brokerless offers an optional libzmq capability (ipc, curve, draft, ...)."""
-    return capability in _CAPABILITIES
+    """Whether brokerless offers an optional libzmq capability, by ``zmq_has``'s names:
+    "ipc" yes; "curve" when PyNaCl (libsodium) is installed; "pgm", "tipc", "norm", "gssapi",
+    "draft" no.  (PLAIN is always there and, as in libzmq, not a capability.)"""
+    from .security import CURVE_AVAILABLE
+
+    return capability == "ipc" or (capability == "curve" and CURVE_AVAILABLE)
 
 
 # pyzmq's flat names: zmq.PUSH, zmq.SNDHWM, zmq.POLLIN, zmq.EVENT_CONNECTED, zmq.EAGAIN, ...
@@ -79,6 +80,10 @@ def _export_flat_names() -> list[str]:
             module.setdefault(name, member)
             names.append(name)
     for name, member in Event.__members__.items():
+        if name.startswith("PROTOCOL_ERROR_"):  # pyzmq: zmq.PROTOCOL_ERROR_ZAP_BAD_VERSION
+            module[name] = member
+            names.append(name)
+            continue
         module["EVENT_" + name] = member
         names.append("EVENT_" + name)
     for name, member in SecurityMechanism.__members__.items():
@@ -117,6 +122,8 @@ __all__ = [
     "ZMQBindError",
     "ZMQError",
     "constants",
+    "curve_keypair",
+    "curve_public",
     "device",
     "has",
     "proxy",
@@ -124,6 +131,7 @@ __all__ = [
     "pyzmq_version",
     "select",
     "strerror",
+    "utils",
     "zmq_version",
     "zmq_version_info",
     *_FLAT_NAMES,

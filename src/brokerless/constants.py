@@ -72,8 +72,27 @@ class Event(IntFlag):
     ALL = 0xFFFF
     PIPES_STATS = 0x10000
     ALL_V2 = 0x1FFFF
+    # The values HANDSHAKE_FAILED_PROTOCOL reports (libzmq's ZMQ_PROTOCOL_ERROR_*).
     PROTOCOL_ERROR_ZMTP_UNSPECIFIED = 0x10000000
+    PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND = 0x10000001
+    PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE = 0x10000002
+    PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE = 0x10000003
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED = 0x10000011
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_MESSAGE = 0x10000012
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO = 0x10000013
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE = 0x10000014
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_ERROR = 0x10000015
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_READY = 0x10000016
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_WELCOME = 0x10000017
+    PROTOCOL_ERROR_ZMTP_INVALID_METADATA = 0x10000018
+    PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC = 0x11000001
+    PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH = 0x11000002
     PROTOCOL_ERROR_ZAP_UNSPECIFIED = 0x20000000
+    PROTOCOL_ERROR_ZAP_MALFORMED_REPLY = 0x20000001
+    PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID = 0x20000002
+    PROTOCOL_ERROR_ZAP_BAD_VERSION = 0x20000003
+    PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE = 0x20000004
+    PROTOCOL_ERROR_ZAP_INVALID_METADATA = 0x20000005
 
 
 _HAUSNUMERO = 156384712
@@ -212,6 +231,7 @@ class SocketOption(IntEnum):
     BINDTODEVICE = 92
     ZAP_ENFORCE_DOMAIN = 93
     LOOPBACK_FASTPATH = 94
+    METADATA = 95
     ROUTER_NOTIFY = 97
 
 
@@ -266,6 +286,20 @@ OPTIONS: dict[SocketOption, OptionSpec] = {
     _O.XPUB_VERBOSE: OptionSpec(_INT, 0, gettable=False),
     _O.IPV6: OptionSpec(_INT, 0),
     _O.MECHANISM: OptionSpec(_INT, 0, settable=False),
+    # Security (see brokerless.security: setting one may change MECHANISM, as in libzmq).
+    _O.PLAIN_SERVER: OptionSpec(_INT, 0),
+    _O.PLAIN_USERNAME: OptionSpec(_BYTES, b""),
+    _O.PLAIN_PASSWORD: OptionSpec(_BYTES, b""),
+    _O.CURVE_SERVER: OptionSpec(_INT, 0),
+    # Keys are write-only through pyzmq: libzmq returns them only into a 32- or 41-octet
+    # buffer, and pyzmq reads options into 255 octets, so reading one is EINVAL there too.
+    _O.CURVE_PUBLICKEY: OptionSpec(_BYTES, bytes(32), gettable=False),
+    _O.CURVE_SECRETKEY: OptionSpec(_BYTES, bytes(32), gettable=False),
+    _O.CURVE_SERVERKEY: OptionSpec(_BYTES, bytes(32), gettable=False),
+    _O.ZAP_DOMAIN: OptionSpec(_BYTES, b""),
+    _O.ZAP_ENFORCE_DOMAIN: OptionSpec(_INT, 0),
+    # "X-name:value" properties sent in the handshake (stored as a dict of name -> value).
+    _O.METADATA: OptionSpec(_BYTES, b"", gettable=False),
     _O.PROBE_ROUTER: OptionSpec(_INT, 0, gettable=False),
     _O.REQ_CORRELATE: OptionSpec(_INT, 0, gettable=False),
     _O.REQ_RELAXED: OptionSpec(_INT, 0, gettable=False),
@@ -288,4 +322,18 @@ OPTIONS: dict[SocketOption, OptionSpec] = {
 }
 
 #: Options whose value is text (accepted as ``str`` by ``setsockopt_string``).
-STRING_OPTIONS = frozenset({_O.LAST_ENDPOINT, _O.ROUTING_ID, _O.SUBSCRIBE, _O.UNSUBSCRIBE})
+STRING_OPTIONS = frozenset(
+    {
+        _O.LAST_ENDPOINT,
+        _O.ROUTING_ID,
+        _O.SUBSCRIBE,
+        _O.UNSUBSCRIBE,
+        _O.PLAIN_USERNAME,
+        _O.PLAIN_PASSWORD,
+        _O.CURVE_PUBLICKEY,
+        _O.CURVE_SECRETKEY,
+        _O.CURVE_SERVERKEY,
+        _O.ZAP_DOMAIN,
+        _O.METADATA,
+    }
+)

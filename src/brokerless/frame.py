@@ -1,7 +1,10 @@
 """Message parts handed to users with ``copy=False``, and send trackers.
 
 Small messages travel as ``bytes``; a :class:`Frame` wraps any buffer so it can be passed by
-reference (zero-copy) and carries ``more`` on receive, as pyzmq's does.
+reference (zero-copy) and carries ``more`` on receive, as pyzmq's does.  A frame received over
+tcp or ipc also carries its connection's properties (``frame.get("User-Id")``, ``"Socket-Type"``,
+``"Peer-Address"``, the peer's ``X-`` metadata): the dict every message of that connection
+shares, not a copy per message.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import threading
 from typing import Any
 
 from .constants import MessageOption
-from .error import NotDone
+from .errno import EINVAL
+from .error import NotDone, ZMQError
 
 
 class MessageTracker:
@@ -38,7 +42,9 @@ class MessageTracker:
 class Frame:
     """One message part: ``bytes``, ``buffer`` (a memoryview) and ``more``."""
 
-    __slots__ = ("_bytes", "_data", "_releases", "more", "tracker")
+    # _properties: the properties of the connection the frame came from, set only on frames
+    # received over tcp/ipc (unset costs nothing on the others: ``properties`` reads it).
+    __slots__ = ("_bytes", "_data", "_properties", "_releases", "more", "tracker")
 
     def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
         if isinstance(data, str):
@@ -62,6 +68,11 @@ class Frame:
         frame.tracker = tracker
         frame._releases = True
         return frame
+
+    @property
+    def properties(self) -> dict[str, bytes] | None:
+        """The properties of the connection the frame came from (None: none, e.g. inproc)."""
+        return getattr(self, "_properties", None)
 
     def __del__(self) -> None:
         if self._releases:
@@ -104,12 +115,28 @@ class Frame:
             return
         raise ValueError(f"Frame option {option} cannot be set")
 
-    def get(self, option: int) -> int:
-        if option == MessageOption.MORE:
-            return int(self.more)
-        if option == MessageOption.SHARED:
-            return 0
-        raise ValueError(f"unknown Frame option {option}")
+    def get(self, option: int | str | bytes) -> int | str:
+        """A frame option (``zmq.MORE``) or, by name, a property of the connection the frame
+        came from, as text (``"User-Id"``, ``"Socket-Type"``, ``"Peer-Address"``, ``"X-..."``;
+        names as spelled, as libzmq looks them up).  An unknown property is EINVAL."""
+        if isinstance(option, int):
+            if option == MessageOption.MORE:
+                return int(self.more)
+            if option == MessageOption.SHARED:
+                return 0
+            raise ValueError(f"unknown Frame option {option}")
+        name = option.decode("utf8") if isinstance(option, bytes) else option
+        if not isinstance(name, str):
+            raise TypeError(f"expected str, got: {option!r}")
+        props = self.properties
+        value = None if props is None else props.get(name)
+        if value is None:
+            raise ZMQError(EINVAL, f"Invalid argument: the frame has no property {name!r}")
+        return value.decode("utf8", "replace")
+
+    def __getitem__(self, key: int | str | bytes) -> int | str:
+        """``frame["User-Id"]`` is ``frame.get("User-Id")`` (pyzmq's spelling)."""
+        return self.get(key)
 
     def __repr__(self) -> str:
         return f"<Frame {len(self)} bytes{' more' if self.more else ''}>"

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import pipe as _pipe
+from . import security
 from .constants import OPTIONS, STRING_OPTIONS, Event, Flag, PollEvent, SocketOption, SocketType
 from .deadline import Deadline
 from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
@@ -79,6 +80,7 @@ class Socket:
         "_rx_pos",
         "_tx_parts",
         "_type",
+        "_wired",
         "_xrecv",
         "_xsend",
         "context",
@@ -118,6 +120,9 @@ class Socket:
         self._monitor: Monitor | None = None
         # (engine, poll object watching its descriptor and our mailbox) for _wait_reading
         self._lent_poll: tuple[Any, Any] | None = None
+        # Whether a pipe may carry a connection's properties (tcp/ipc): only then do frames
+        # received with copy=False look them up (an inproc socket pays nothing for them).
+        self._wired = False
         for option, value in (options or {}).items():
             self.setsockopt(option, value)
 
@@ -212,6 +217,8 @@ class Socket:
             return
         pipe.owner = self  # first: a peer closing from now on tells us (see Pipe.terminate)
         self._pipes.add(pipe)
+        if pipe.peer.owner.__class__ is Session:
+            self._wired = True
         result = self._pattern.attach(pipe)
         if result is False:
             self._pipes.discard(pipe)
@@ -464,6 +471,8 @@ class Socket:
             if part.__class__ is bytes:
                 return part
             return _frame_bytes(part)
+        if self._wired:
+            return _wired_frame(part, more, self._pattern.received_from())
         return _as_frame(part, more)
 
     def _next_part(self) -> tuple[Any, bool]:
@@ -488,6 +497,9 @@ class Socket:
         if copy:
             return [p if p.__class__ is bytes else _frame_bytes(p) for p in parts]
         last = len(parts) - 1
+        if self._wired:
+            source = self._pattern.received_from()
+            return [_wired_frame(p, i < last, source) for i, p in enumerate(parts)]
         return [_as_frame(p, i < last) for i, p in enumerate(parts)]
 
     def recv_into(self, buffer: Any, /, *, nbytes: int = 0, flags: int = 0) -> int:
@@ -612,6 +624,9 @@ class Socket:
                 f"Invalid argument: option {opt.name} does not apply to a {self._type.name} socket",
             )
         value = _check_value(opt, spec.kind, optval)
+        if opt in security.OPTIONS:
+            security.set_option(self._options, opt, value)
+            return
         self._options[opt] = value
         if opt in (_O.SNDHWM, _O.RCVHWM):
             self._apply_hwm(opt, value)
@@ -638,6 +653,8 @@ class Socket:
             return PollEvent(self._events())
         if opt == _O.TYPE:
             return self._type
+        if opt in security.READ_BACK:
+            return security.get_option(self._options, opt)
         return self._options[opt]
 
     get = getsockopt
@@ -804,6 +821,15 @@ def _frame_bytes(part: Frame) -> bytes:
 def _as_frame(part: Any, more: bool) -> Frame:
     frame = Frame(part)  # a new frame: the sender's carrier is released once dropped
     frame.more = more
+    return frame
+
+
+def _wired_frame(part: Any, more: bool, source: Pipe | None) -> Frame:
+    """A frame from a socket with tcp/ipc peers: it carries its connection's properties."""
+    frame = Frame(part)
+    frame.more = more
+    if source is not None:
+        frame._properties = source.metadata  # the connection's, shared by its messages
     return frame
 
 

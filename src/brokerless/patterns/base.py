@@ -94,5 +94,10 @@ class Pattern:
     def xhas_out(self) -> bool:
         return False
 
+    def received_from(self) -> Pipe | None:
+        """The pipe the last message received came from (its connection's properties go on
+        frames received with ``copy=False``); None when not known."""
+        return None
+
     def xsetsockopt(self, option: SocketOption, value: Any) -> None:
         """Apply a type-specific option (already stored in ``self.options``)."""

@@ -198,6 +198,9 @@ class XSub(Pattern):
     def read_activated(self, pipe: Pipe) -> None:
         self.fq.activated(pipe)
 
+    def received_from(self) -> Pipe | None:
+        return self.fq.last_pipe
+
     def _send_upstream(self, msg: Any) -> None:
         for pipe in self.dist.pipes:
             if not pipe.terminating:

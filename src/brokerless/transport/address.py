@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket as pysocket
+import struct
 import tempfile
 from dataclasses import dataclass
 
@@ -156,3 +157,26 @@ def tune(sock: pysocket.socket, *, keepalive: int, idle: int, cnt: int, intvl: i
         ):
             if value > 0:
                 sock.setsockopt(pysocket.IPPROTO_TCP, opt, value)
+
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_address(sock: pysocket.socket) -> bytes:
+    """The peer's address as libzmq reports it (ZAP's address frame, the Peer-Address
+    property): the IP address for tcp; for ipc ``localhost:uid:gid:pid`` where the OS tells the
+    peer's credentials (Linux), else ``localhost``; empty when unknown."""
+    try:
+        if sock.family in (pysocket.AF_INET, pysocket.AF_INET6):
+            return sock.getpeername()[0].encode()
+        if sock.family == pysocket.AF_UNIX:
+            cred = getattr(pysocket, "SO_PEERCRED", None)
+            if cred is None:
+                return b"localhost"
+            pid, uid, gid = _PEERCRED.unpack(
+                sock.getsockopt(pysocket.SOL_SOCKET, cred, _PEERCRED.size)
+            )
+            return f"localhost:{uid}:{gid}:{pid}".encode()
+    except OSError:
+        pass
+    return b""

@@ -16,8 +16,17 @@ from .connection import (
     Pong,
     Ready,
 )
-from .errors import HandshakeError, MessageTooLarge, PeerError, ProtocolError, UnexpectedFrame
+from .errors import (
+    AuthenticationFailed,
+    HandshakeError,
+    MessageTooLarge,
+    PeerError,
+    ProtocolError,
+    UnexpectedFrame,
+    ZapUnavailable,
+)
 from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
+from .mechanisms.zap import ZapRequest
 
 __all__ = [
     "ERROR_STATE",
@@ -26,6 +35,7 @@ __all__ = [
     "MAX_FRAME_SIZE",
     "TRAFFIC",
     "VALID_PEERS",
+    "AuthenticationFailed",
     "Connection",
     "FrameDecoder",
     "HandshakeError",
@@ -36,5 +46,7 @@ __all__ = [
     "ProtocolError",
     "Ready",
     "UnexpectedFrame",
+    "ZapRequest",
+    "ZapUnavailable",
     "encode_message",
 ]

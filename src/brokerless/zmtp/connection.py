@@ -21,11 +21,24 @@ frame there is a protocol error, even one with MORE whose message would only com
 READY.  Once READY is in, the rest of the same input is decoded as traffic.  ``close`` (and any
 protocol error) drops what the decoder holds at once, so a large partial frame never outlives
 its connection.
+
+The handshake is the mechanism's (``mechanisms/``: NULL, PLAIN, CURVE).  A server mechanism that
+must ask the ZAP handler pauses it: ``receive_data`` returns the :class:`ZapRequest` as an event,
+input received meanwhile is only held (the transport should stop reading), and
+``zap_reply(frames)`` -- the handler's reply, or None when no handler is bound -- resumes it and
+returns what ``receive_data`` would have.  A refusal raises :class:`AuthenticationFailed` after
+queueing the ERROR command the peer should get (none for status 300, as libzmq does).
+
+On a connection whose mechanism ``encrypts`` (CURVE), every frame of the traffic -- message
+parts and commands alike -- travels as one MESSAGE command in a data frame, its flags inside the
+box; ``encode`` and the traffic decoder are swapped for boxed versions when the handshake
+completes, so NULL and PLAIN traffic runs the same code as before.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..constants import SocketType
@@ -38,14 +51,22 @@ from .commands import (
     Command,
     command_body,
     error_data,
+    fold,
+    parse_command,
     parse_error,
     parse_ping,
     ping_data,
 )
-from .errors import HandshakeError, PeerError, ProtocolError
-from .frames import FrameDecoder, encode_batch, encode_command, encode_message
+from .errors import AuthenticationFailed, HandshakeError, PeerError, ProtocolError, UnexpectedFrame
+from .frames import (
+    FrameDecoder,
+    encode_batch,
+    encode_command,
+    encode_message,
+)
 from .greeting import GREETING_SIZE, build_greeting, check_signature, parse_greeting
 from .mechanisms import Mechanism, NullMechanism
+from .mechanisms.zap import parse_reply
 
 GREETING, HANDSHAKE, TRAFFIC, ERROR_STATE = "GREETING", "HANDSHAKE", "TRAFFIC", "ERROR"
 
@@ -67,17 +88,24 @@ VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
 #: Socket types that announce their routing id in READY (libzmq does the same).
 _SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
 _SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
+#: The flags inside a CURVE box: libzmq writes its own message flags there, where a command is
+#: 0x02 (on the wire, outside any box, it is 0x04).
+_BOX_MORE, _BOX_COMMAND = 0x01, 0x02
 _PUBLISHERS = frozenset({_T.PUB, _T.XPUB})
 
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The handshake is complete."""
+    """The handshake is complete.  ``metadata`` holds the peer's properties by lower-cased
+    name; ``properties`` what the connection's messages carry, as libzmq spells them: what the
+    ZAP handler said (``User-Id``, its metadata), then the peer's own properties (which cannot
+    replace those)."""
 
     socket_type: SocketType
     routing_id: bytes
     metadata: dict[str, bytes]
     minor_version: int
+    properties: dict[str, bytes] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +131,7 @@ class Connection:
         *,
         as_server: bool = False,
         max_msg_size: int = -1,
-        mechanism: type[Mechanism] = NullMechanism,
+        mechanism: Callable[[dict[str, bytes], bool], Mechanism] = NullMechanism,
         metadata: dict[str, bytes] | None = None,
     ) -> None:
         self.socket_type = SocketType(socket_type)
@@ -119,6 +147,9 @@ class Connection:
         self._out: list[bytes] = [build_greeting(self.mechanism.name, as_server)]
         self._subscriptions_as_commands = False
         self._accepts_subscriptions = False
+        self._own_encoder = False  # encode_batch must call encode (commands, or boxes)
+        self._zap_waiting = False
+        self._boxed_parts: list | None = None  # an unfinished multipart message (CURVE)
         #: Whether the last ``receive_data`` may have returned events (False: only messages).
         self.had_events = True
 
@@ -155,12 +186,38 @@ class Connection:
         """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
-        encode = self.encode if self._subscriptions_as_commands else None
+        encode = self.encode if self._own_encoder else None
         return encode_batch(msgs, zero_copy_min, as_buffer, encode)
 
     def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
         """Queue a PING (TTL capped at 6553.5 s, context at 16 octets, as the RFC allows)."""
-        self._out.append(encode_command(command_body(PING, ping_data(ttl_deciseconds, context))))
+        self._command(command_body(PING, ping_data(ttl_deciseconds, context)))
+
+    def _command(self, body: bytes) -> None:
+        """Queue a command of the traffic (boxed on an encrypted connection)."""
+        if self.mechanism.encrypts and self.state is TRAFFIC:
+            self._boxed(self._out, _BOX_COMMAND, body)
+        else:
+            self._out.append(encode_command(body))
+
+    def _encode_boxed(self, out: list, msg: Any) -> None:
+        """``encode`` on an encrypted connection: one MESSAGE command per frame."""
+        if self.state is not TRAFFIC:
+            raise RuntimeError(f"cannot send messages in state {self.state}")
+        if msg.__class__ is list:
+            last = len(msg) - 1
+            for i, part in enumerate(msg):
+                self._boxed(out, _BOX_MORE if i < last else 0, part)
+        elif self._subscriptions_as_commands and len(msg) and msg[0] < 2:
+            name = SUBSCRIBE if msg[0] == 1 else CANCEL
+            self._boxed(out, _BOX_COMMAND, command_body(name, bytes(msg[1:])))
+        else:
+            self._boxed(out, 0, msg)
+
+    def _boxed(self, out: list, flags: int, data: Any) -> None:
+        if data.__class__ is not bytes:
+            data = getattr(data, "buffer", data)  # a Frame: its buffer
+        out.append(self.mechanism.encode_frame(flags, data))
 
     def send_error(self, reason: str) -> None:
         """Tell the peer why it is being refused (before closing)."""
@@ -189,6 +246,7 @@ class Connection:
         docstring)."""
         self.state = ERROR_STATE
         self.decoder.release()
+        self._boxed_parts = None
 
     def _receive_greeting(self, data: Any) -> bytes:
         buf = self._greeting_in
@@ -214,17 +272,57 @@ class Connection:
         # frames; a fault in a later frame is met after READY and the messages before it, as in
         # libzmq, which handles frame by frame.
         decoder = self.decoder
+        mechanism = self.mechanism
+        if self._zap_waiting:
+            decoder.hold(data)
+            return []
         while True:
+            if mechanism.zap_request is not None:  # asked at start, or by the last command
+                request, mechanism.zap_request = mechanism.zap_request, None
+                self._zap_waiting = True
+                decoder.hold(data)
+                return [request]
             commands = decoder.feed(data)
             if not commands:
                 return []
             data = b""  # the rest of the input waits in the decoder
-            replies, metadata = self.mechanism.receive(commands[0])
+            replies, properties = mechanism.receive(commands[0])
             for body in replies:
                 self._out.append(encode_command(body))
-            if metadata is not None:
-                break
-        ready = self._complete(metadata)
+            if properties is not None:
+                return self._completed(properties)
+
+    @property
+    def zap_waiting(self) -> bool:
+        """The handshake is paused until ``zap_reply``."""
+        return self._zap_waiting
+
+    def zap_reply(self, frames: list[bytes] | None) -> list:
+        """Resume a handshake paused for ZAP with the handler's reply (None: no handler is
+        bound); returns what ``receive_data`` would, and raises as it does."""
+        if not self._zap_waiting:
+            raise RuntimeError("no ZAP request is waiting for a reply")
+        self._zap_waiting = False
+        try:
+            reply = None if frames is None else parse_reply(frames)
+            try:
+                replies, properties = self.mechanism.zap_replied(reply)
+            except AuthenticationFailed as exc:
+                if exc.status != 300:  # a temporary failure closes silently (RFC 26, libzmq)
+                    self.send_error(str(exc.status))
+                raise
+            for body in replies:
+                self._out.append(encode_command(body))
+            if properties is not None:
+                return self._completed(properties)
+            return self._receive_handshake(b"")
+        except ProtocolError:
+            self.close()
+            raise
+
+    def _completed(self, properties: dict[str, bytes]) -> list:
+        """The handshake is complete: READY, and whatever traffic followed it in the input."""
+        ready = self._complete(properties)
         try:
             rest = self._receive_traffic(b"")
         except ProtocolError as exc:
@@ -234,7 +332,8 @@ class Connection:
             self.had_events = True  # READY is an event
         return [ready, *rest]
 
-    def _complete(self, metadata: dict[str, bytes]) -> Ready:
+    def _complete(self, properties: dict[str, bytes]) -> Ready:
+        metadata = fold(properties)
         raw_type = metadata.get("socket-type", b"")
         try:
             peer_type = SocketType[raw_type.decode("ascii")]
@@ -248,21 +347,81 @@ class Connection:
         self.state = TRAFFIC
         self.decoder.handshaking = False
         self._subscriptions_as_commands = self._minor >= 1 and self.socket_type in _SUBSCRIBERS
-        self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor)
+        carried = dict(self.mechanism.zap_properties)
+        for name, value in properties.items():
+            carried.setdefault(name, value)
+        self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor, carried)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
+        self._own_encoder = self._subscriptions_as_commands or self.mechanism.encrypts
+        if self.mechanism.encrypts:
+            self.encode = self._encode_boxed  # type: ignore[method-assign]
+            self._receive_traffic = self._receive_boxed  # type: ignore[method-assign]
         return self.peer
 
     def _receive_traffic(self, data: Any) -> list:
         try:
             items = self.decoder.feed(data)
         except ProtocolError as exc:
-            exc.messages = self._traffic(exc.messages)
+            exc.messages = self._traffic(exc.messages, self.decoder.commands)
             raise
-        return self._traffic(items)
+        return self._traffic(items, self.decoder.commands)
 
-    def _traffic(self, items: list) -> list:
+    def _receive_boxed(self, data: Any) -> list:
+        """``_receive_traffic`` on an encrypted connection: every frame is a MESSAGE."""
+        try:
+            items = self.decoder.feed(data)
+        except ProtocolError as exc:
+            opened, _ = self._unbox(exc.messages)
+            exc.messages = [item for item in opened if item.__class__ is not Command]
+            raise
+        opened, commands = self._unbox(items)
+        return self._traffic(opened, commands)
+
+    def _unbox(self, items: list) -> tuple[list, bool]:
+        """Open MESSAGE frames into messages and commands; whether any is a command.  A fault
+        raises with the messages opened before it."""
+        decode = self.mechanism.decode_frame
+        parts = self._boxed_parts
+        out: list = []
+        commands = False
+        try:
+            for item in items:
+                if item.__class__ is bytes:
+                    flags, data = decode(item)
+                elif item.__class__ is Command and item.name == b"MESSAGE":  # sent as a command
+                    flags, data = decode(b"\x07MESSAGE" + item.data)
+                else:
+                    raise UnexpectedFrame(
+                        "unencrypted frame on a CURVE connection"
+                        if item.__class__ is not Command
+                        else f"unencrypted {item.name!r} command on a CURVE connection"
+                    )
+                if flags & _BOX_COMMAND:
+                    if flags & _BOX_MORE or parts is not None:
+                        raise ProtocolError("command inside a multipart message")
+                    out.append(parse_command(data))
+                    commands = True
+                elif flags & _BOX_MORE:
+                    if parts is None:
+                        parts = [data]
+                    else:
+                        parts.append(data)
+                elif parts is None:
+                    out.append(data)
+                else:
+                    parts.append(data)
+                    out.append(parts)
+                    parts = None
+        except ProtocolError as exc:
+            exc.messages = [item for item in out if item.__class__ is not Command]
+            raise
+        finally:
+            self._boxed_parts = parts
+        return out, commands
+
+    def _traffic(self, items: list, commands: bool) -> list:
         """Handle the commands among decoded items; messages pass through untouched."""
-        if not self.decoder.commands:
+        if not commands:
             self.had_events = False
             return items
         self.had_events = True
@@ -277,7 +436,7 @@ class Connection:
                         out.append(prefix + item.data)
                 elif item.name == PING:
                     ttl, context = parse_ping(item.data)
-                    self._out.append(encode_command(command_body(PONG, context)))
+                    self._command(command_body(PONG, context))
                     out.append(Ping(ttl, context))
                 elif item.name == PONG:
                     out.append(Pong(item.data))
