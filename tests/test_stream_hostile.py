@@ -37,7 +37,7 @@ from brokerless.stream.protocol import (
 )
 from brokerless.stream.tuple import Fields, Tuple
 from brokerless.stream.worker import Credits, Worker
-from brokerless.zmtp.commands import parse_command, parse_metadata
+from brokerless.zmtp.commands import fold, parse_command, parse_metadata
 from brokerless.zmtp.greeting import GREETING_SIZE, build_greeting
 
 from .helpers import recv_within
@@ -155,7 +155,7 @@ def sender_type(endpoint: str) -> int:
             data += chunk
     size = data[GREETING_SIZE + 1]  # READY is a short command frame: flags, size, body
     ready = parse_command(data[GREETING_SIZE + 2 : GREETING_SIZE + 2 + size])
-    announced = parse_metadata(ready.data)["socket-type"]
+    announced = fold(parse_metadata(ready.data))["socket-type"]
     return {b"PULL": zmq.PUSH, b"ROUTER": zmq.DEALER}[announced]
 
 
