@@ -35,10 +35,14 @@ class _Ctxopts(Protocol):
     def set(self, option: int, value: int) -> None: ...
 
 
-def _unreadable(name: str, exc: ZMQError) -> AttributeError:
-    error = AttributeError(f"{name} cannot be read here: {exc}")
-    error.__cause__ = exc
-    return error
+def _read(get: Callable[[int], Any], option: SocketOption | ContextOption) -> Any:
+    """``get(option)``, with EINVAL (unreadable here) turned into AttributeError."""
+    try:
+        return get(option)
+    except ZMQError as exc:
+        if exc.errno == EINVAL:
+            raise AttributeError(f"{option.name} cannot be read here: {exc}") from exc
+        raise
 
 
 class SocketOptionAttr(Generic[V]):
@@ -54,14 +58,7 @@ class SocketOptionAttr(Generic[V]):
     @overload
     def __get__(self, obj: _Sockopts, owner: type | None = None) -> V: ...
     def __get__(self, obj: _Sockopts | None, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return obj.getsockopt(self.option)
-        except ZMQError as exc:
-            if exc.errno == EINVAL:
-                raise _unreadable(self.option.name, exc) from exc
-            raise
+        return self if obj is None else _read(obj.getsockopt, self.option)
 
     def __set__(self, obj: _Sockopts, value: Any) -> None:
         obj.setsockopt(self.option, value)
@@ -80,14 +77,7 @@ class ContextOptionAttr:
     @overload
     def __get__(self, obj: _Ctxopts, owner: type | None = None) -> int: ...
     def __get__(self, obj: _Ctxopts | None, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return obj.get(self.option)
-        except ZMQError as exc:
-            if exc.errno == EINVAL:
-                raise _unreadable(self.option.name, exc) from exc
-            raise
+        return self if obj is None else _read(obj.get, self.option)
 
     def __set__(self, obj: _Ctxopts, value: int) -> None:
         obj.set(self.option, value)
