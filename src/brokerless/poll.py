@@ -153,3 +153,12 @@ def select_(
         [s for s in wlist if ready(s, POLLOUT)],
         [s for s in xlist if ready(s, POLLERR)],
     )
+
+
+def zmq_poll(sockets: list[tuple[Any, int]], timeout: float | None = -1) -> list[tuple[Any, int]]:
+    """pyzmq's ``zmq.zmq_poll``: poll ``[(socket or fd, flags), ...]`` for ``timeout`` ms
+    (negative or None: no limit); the ready ones as ``[(socket or fd, events), ...]``."""
+    poller = Poller()
+    for sock, flags in sockets:
+        poller.register(sock, flags)
+    return poller.poll(timeout)

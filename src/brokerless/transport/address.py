@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 import socket as pysocket
 import struct
+import sys
 import tempfile
 from dataclasses import dataclass
+from errno import ENAMETOOLONG
 
 from ..errno import EADDRINUSE, EADDRNOTAVAIL, EINVAL
 from ..error import ZMQError
+
+#: The longest ipc path, in bytes: ``sockaddr_un.sun_path`` less its closing NUL (as libzmq's).
+IPC_PATH_MAX_LEN = 107 if sys.platform.startswith("linux") else 103
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +101,12 @@ def parse_ipc(address: str) -> NetAddress:
     """A path, ``@name`` (Linux abstract namespace), or ``*`` (a fresh temporary path)."""
     if address == "*":
         address = os.path.join(tempfile.mkdtemp(prefix="brokerless-"), "socket")
+    if len(address.encode()) > IPC_PATH_MAX_LEN:
+        raise ZMQError(
+            ENAMETOOLONG,
+            f"File name too long: ipc path {address!r} is longer than IPC_PATH_MAX_LEN "
+            f"({IPC_PATH_MAX_LEN} bytes, the size of sockaddr_un.sun_path)",
+        )
     if address.startswith("@"):
         address = "\0" + address[1:]
     return NetAddress(pysocket.AF_UNIX, address, "ipc")
