@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from brokerless.stream import Bolt, SerializationError, Spout, Stream
+from brokerless.stream import Bolt, SerializationError, Spout, StatefulBolt, Stream
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -299,3 +299,34 @@ class ReportSent(Bolt):
     def process(self, tup: Any) -> None:
         tasks = self.emit([tup[0]])
         self.emit([tup[0], tasks], stream="sent")
+
+
+# -- checkpointed topologies (test_stream_state*.py) ---------------------------------------
+
+
+class WordSplit(Bolt):
+    """Splits a sentence (str, or the bytes of a WAL record's payload) into words."""
+
+    outputs = ["word"]
+
+    def process(self, tup: Any) -> None:
+        sentence = tup[1] if len(tup) > 1 else tup[0]
+        if isinstance(sentence, bytes):
+            sentence = sentence.decode()
+        for word in sentence.split():
+            self.emit([word])
+
+
+class StatefulCount(StatefulBolt):
+    """Counts words in its checkpointed state; emits ``[word, count]``."""
+
+    outputs = ["word", "count"]
+
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def process(self, tup: Any) -> None:
+        word = tup[0]
+        count = self.counts.get(word, 0) + 1
+        self.counts[word] = count
+        self.emit([word, count])
