@@ -6,9 +6,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from brokerless.stream import Bolt, SerializationError, Spout, StatefulBolt, Stream
+from brokerless.stream import (
+    Bolt,
+    SerializationError,
+    Spout,
+    StatefulBolt,
+    Stream,
+    WALSpout,
+)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -330,3 +337,40 @@ class StatefulCount(StatefulBolt):
         count = self.counts.get(word, 0) + 1
         self.counts[word] = count
         self.emit([word, count])
+
+
+class FailingCount(StatefulCount):
+    """A StatefulCount whose ``process`` raises ``error`` when it sees ``word``: once per
+    process (the first time any instance sees it) unless ``always``."""
+
+    failed: ClassVar[set[str]] = set()
+
+    def __init__(
+        self, word: str, error: type[BaseException] = ValueError, always: bool = False
+    ) -> None:
+        self.word = word
+        self.error = error
+        self.always = always
+
+    def process(self, tup: Any) -> None:
+        if tup[0] == self.word and (self.always or self.word not in self.failed):
+            self.failed.add(self.word)
+            raise self.error(f"failing on {self.word!r}")
+        super().process(tup)
+
+
+class EndingWALSpout(WALSpout):
+    """A WALSpout (run it with one task) that is exhausted once it has read the message
+    ``END``, which it emits like any other."""
+
+    def open(self, conf: Any, context: Any) -> None:
+        super().open(conf, context)
+        self.ended = False
+
+    def values(self, record: Any) -> list[Any]:
+        if record.frames[-1] == b"END":
+            self.ended = True
+        return super().values(record)
+
+    def exhausted(self) -> bool:
+        return self.ended
