@@ -59,7 +59,13 @@ class TaskCheckpoints:
     start afresh), storing their snapshots, collecting their acknowledgements."""
 
     def __init__(self, plan: TopologyPlan, restore: int | None, name: str) -> None:
-        self.storage = open_storage(plan.config.checkpoint_dir)
+        location = plan.config.checkpoint_dir
+        if location is None:
+            raise ValueError(
+                f"topology {plan.name!r} has stateful bolts: its workers need a checkpoint "
+                "location every one of them reaches (Config.checkpoint_dir)"
+            )
+        self.storage = open_storage(location)
         self.serializer = plan.config.serializer
         self.restore = restore
         self._queue = BoundedQueue()
