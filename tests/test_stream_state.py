@@ -47,8 +47,11 @@ def word_count(count=StatefulCount, sentences=SENTENCES, **config) -> Topology:
     settings = {"num_workers": 2, "checkpoint_interval_secs": 0.05, **config}
     return (
         Topology("stateful-word-count", Config(**settings))
-        .spout("sentences", partial(SequenceSpout, [[s] for s in sentences], ["sentence"]),
-               parallelism=2)
+        .spout(
+            "sentences",
+            partial(SequenceSpout, [[s] for s in sentences], ["sentence"]),
+            parallelism=2,
+        )
         .bolt("split", WordSplit, parallelism=2, inputs={"sentences": shuffle()})
         .bolt("count", count, parallelism=2, tasks=4, inputs={"split": fields("word")})
     )
@@ -77,7 +80,10 @@ def test_a_snapshot_round_trips_and_refuses_damage_or_another_task():
     state.delete("absent")
     data = encode_snapshot(serializer, "count", 5, 9, state)
     assert decode_snapshot(serializer, data, "count", 5, 9, stateful=True) == {
-        ("pair", 1): [1, 2], 7: None, "x": 1}
+        ("pair", 1): [1, 2],
+        7: None,
+        "x": 1,
+    }
     position = encode_snapshot(serializer, "spout", 1, 9, {"offset": 12})
     assert decode_snapshot(serializer, position, "spout", 1, 9, stateful=False) == {"offset": 12}
     damaged = data[:-1] + bytes([data[-1] ^ 1])
@@ -147,18 +153,22 @@ def test_a_topology_with_stateful_bolts_is_checkpointed_and_the_others_are_not(t
     assert not plan.components["split"].stateful
     worker = Worker(plan, assign(plan, 1), 0)
     assert {type(e) for e in worker.executors if e.kind != "acker"} == {
-        CheckpointedSpoutExecutor, CheckpointedBoltExecutor}
+        CheckpointedSpoutExecutor,
+        CheckpointedBoltExecutor,
+    }
     plain = word_count(count=WordSplit).build()
     assert not plain.checkpointed
     worker = Worker(plain, assign(plain, 1), 0)
     assert worker.checkpoints is None
-    assert {type(e) for e in worker.executors if e.kind != "acker"} == {
-        SpoutExecutor, BoltExecutor}
+    assert {type(e) for e in worker.executors if e.kind != "acker"} == {SpoutExecutor, BoltExecutor}
 
 
 def test_a_checkpointed_topology_needs_replayable_spouts_and_no_cycle():
-    topo = Topology("t").spout("source", Source).bolt(
-        "count", StatefulCount, inputs={"source": shuffle()})
+    topo = (
+        Topology("t")
+        .spout("source", Source)
+        .bolt("count", StatefulCount, inputs={"source": shuffle()})
+    )
     with pytest.raises(TopologyError, match="'source' is not a ReplayableSpout"):
         topo.build()
     cyclic = (
@@ -225,14 +235,21 @@ def aligning_count(tmp_path, queue_size=4096):
                 source, checkpoint = item
                 item = Barrier(source, checkpoint)
             elif isinstance(item, str):
-                item = Tuple((item,), "a" if item.startswith("a") else "b", "default",
-                             a if item.startswith("a") else b, field)
+                item = Tuple(
+                    (item,),
+                    "a" if item.startswith("a") else "b",
+                    "default",
+                    a if item.startswith("a") else b,
+                    field,
+                )
             executor._execute(executor.states[task], item)
 
     def acks(n):
         found = []
-        wait_for(lambda: found.extend(worker.checkpoints.take_acks()) or len(found) >= n,
-                 what=f"{n} acknowledgement(s)")
+        wait_for(
+            lambda: found.extend(worker.checkpoints.take_acks()) or len(found) >= n,
+            what=f"{n} acknowledgement(s)",
+        )
         return found
 
     def snapshot(checkpoint):
@@ -305,7 +322,8 @@ def test_the_coordinator_commits_when_every_task_acknowledged(tmp_path):
     metadata = json.loads(storage.read("chk-0000000008/_COMPLETED"))
     assert metadata["layout"]["count"] == list(plan.components["count"].tasks)
     assert coordinator.stats.completed == 1 and coordinator.stats.history[0].bytes == 10 * len(
-        tasks)
+        tasks
+    )
     second = coordinator.trigger(1e9)
     coordinator.acknowledge(TaskAck(second, tasks[0], error="storing failed"))
     assert coordinator.stats.aborted == 1 and coordinator.due(2e9)
@@ -316,9 +334,12 @@ def test_the_coordinator_commits_when_every_task_acknowledged(tmp_path):
     again = CheckpointCoordinator(plan, storage)  # a later run on the same location
     assert again.latest == 8 and again.trigger(0) == 9
     other = word_count(checkpoint_interval_secs=1000, num_workers=1).build()
-    changed = Topology("other", other.config).spout(
-        "sentences", partial(SequenceSpout, [], ["sentence"])).bolt(
-        "count", StatefulCount, inputs={"sentences": shuffle()}).build()
+    changed = (
+        Topology("other", other.config)
+        .spout("sentences", partial(SequenceSpout, [], ["sentence"]))
+        .bolt("count", StatefulCount, inputs={"sentences": shuffle()})
+        .build()
+    )
     with pytest.raises(TopologyError, match="other components or tasks"):
         CheckpointCoordinator(changed, storage)
 

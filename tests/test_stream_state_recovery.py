@@ -112,8 +112,10 @@ def test_a_live_word_count_that_loses_a_worker_counts_exactly_what_was_sent(tmp_
             sender.start()
             started = time.monotonic()
             wait_for(
-                lambda: run.checkpoint_statistics().completed >= 2
-                and time.monotonic() - started > SECONDS / 2,
+                lambda: (
+                    run.checkpoint_statistics().completed >= 2
+                    and time.monotonic() - started > SECONDS / 2
+                ),
                 timeout=30 + SECONDS,
                 what="two checkpoints, half-way",
             )
@@ -136,4 +138,3 @@ def test_a_live_word_count_that_loses_a_worker_counts_exactly_what_was_sent(tmp_
     assert ingest.wal.durable_seq == len(sent)
     assert counts == collections.Counter(w for s in sent for w in s.split())
     assert child_pids() - before == set()
-
