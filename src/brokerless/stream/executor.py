@@ -403,14 +403,18 @@ class Executor:
             self.report(task, exc)
 
     def _call(self, state: _TaskState, method: str, *args: Any) -> Any:
-        """Call a component method; an exception is reported (returns None)."""
+        """Call a component method; an exception is reported (see ``_call_failed``)."""
         try:
             return getattr(state.component, method)(*args)
         except Shutdown:
             raise
         except Exception as exc:
             self.report(state.task, exc)
-            return None
+            return self._call_failed(state, method, exc)
+
+    def _call_failed(self, state: _TaskState, method: str, error: Exception) -> Any:
+        """A component method raised ``error`` (reported): go on, it returned None."""
+        return None
 
     def open(self) -> None:
         raise NotImplementedError

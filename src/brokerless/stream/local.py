@@ -14,13 +14,11 @@ import threading
 from typing import Any
 
 from .assignment import assign
-from .checkpoint import CheckpointCoordinator
 from .config import Config
 from .control import WorkerProcessError
 from .messaging import LocalMessaging, LocalNetwork
 from .metrics import ErrorReport, Statistics
 from .run import TopologyRun, plan_for
-from .storage import open_storage
 from .topology import Topology
 from .worker import Activity, Worker
 
@@ -56,13 +54,7 @@ class LocalRun(TopologyRun):
         self._earlier: list[Worker] = []  # workers of earlier attempts: their errors and tuples
         self.workers: list[Worker] = []
         try:
-            restore = None
-            if plan.checkpointed:
-                self.checkpoint_dir = plan.config.checkpoint_dir
-                coordinator = CheckpointCoordinator(plan, open_storage(self.checkpoint_dir))
-                self._coordinator = coordinator
-                restore = coordinator.latest
-            self._start_workers(restore)
+            self._start_workers(self._open_checkpoints())
             if plan.checkpointed:
                 self._start_supervisor()
         except BaseException:

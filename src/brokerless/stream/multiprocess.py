@@ -48,7 +48,6 @@ from typing import Any
 import brokerless as zmq
 
 from .assignment import assign
-from .checkpoint import CheckpointCoordinator
 from .config import Config
 from .control import (
     ControlledRun,
@@ -60,7 +59,6 @@ from .control import (
 )
 from .messaging import SocketMessaging
 from .run import plan_for
-from .storage import open_storage
 from .topology import Topology, TopologyError
 from .worker import Worker
 
@@ -155,13 +153,7 @@ class MultiprocessRun(ControlledRun):
         self.processes: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, _kill, self.processes, self._directory)
         try:
-            restore = None
-            if plan.checkpointed:
-                self.checkpoint_dir = plan.config.checkpoint_dir
-                coordinator = CheckpointCoordinator(plan, open_storage(self.checkpoint_dir))
-                self._coordinator = coordinator
-                restore = coordinator.latest
-            self._launch(restore)
+            self._launch(self._open_checkpoints())
             if plan.checkpointed:
                 self._start_supervisor()
         except BaseException:

@@ -34,6 +34,7 @@ from typing import Any
 
 from .checkpoint import CheckpointCoordinator, CheckpointStatistics, TaskAck
 from .metrics import ErrorReport, Statistics
+from .storage import open_storage
 from .topology import Topology, TopologyPlan
 from .worker import Activity
 
@@ -170,6 +171,17 @@ class TopologyRun(ABC):
                 stats.restored_from,
                 list(stats.history),
             )
+
+    def _open_checkpoints(self) -> int | None:
+        """A checkpointed run's coordinator, over its plan's checkpoint location; returns the
+        checkpoint the workers start from (None: from the start, or not checkpointed)."""
+        plan = self.plan
+        if not plan.checkpointed:
+            return None
+        self.checkpoint_dir = plan.config.checkpoint_dir
+        assert self.checkpoint_dir is not None
+        self._coordinator = CheckpointCoordinator(plan, open_storage(self.checkpoint_dir))
+        return self._coordinator.latest
 
     def _broadcast(self, kind: str, checkpoint: int) -> None:
         """Tell every worker ``kind`` ("checkpoint" or "commit") ``checkpoint``."""

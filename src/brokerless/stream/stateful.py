@@ -133,18 +133,12 @@ class _Checkpointed(Executor):
 
     _closing = False
 
-    def _call(self, state: _TaskState, method: str, *args: Any) -> Any:
-        """Call a component method; an exception is reported and fails the task (except
-        while closing, when there is nothing left to roll back)."""
-        try:
-            return getattr(state.component, method)(*args)
-        except Shutdown:
-            raise
-        except Exception as exc:
-            self.report(state.task, exc)
-            if self._closing:
-                return None
-            raise TaskFailed(f"task {state.task}: {method}() raised {exc!r}") from exc
+    def _call_failed(self, state: _TaskState, method: str, error: Exception) -> Any:
+        """A component method raised: the task fails (except while closing, when there is
+        nothing left to roll back)."""
+        if self._closing:
+            return None
+        raise TaskFailed(f"task {state.task}: {method}() raised {error!r}") from error
 
     def close(self) -> None:
         self._closing = True
