@@ -340,23 +340,41 @@ class StatefulCount(StatefulBolt):
 
 
 class FailingCount(StatefulCount):
-    """A StatefulCount whose ``process`` raises ``error`` when it sees ``word``: once per
-    process (the first time any instance sees it) unless ``always``."""
-
-    failed: ClassVar[set[str]] = set()
+    """A StatefulCount whose ``process`` raises ``error`` when it sees ``word``: every time,
+    or with ``once`` (a file path) only while that file does not exist, which it creates --
+    once in all, whichever process or attempt gets there first."""
 
     def __init__(
-        self, word: str, error: type[BaseException] = ValueError, always: bool = False
+        self, word: str, error: type[BaseException] = ValueError, once: str | None = None
     ) -> None:
         self.word = word
         self.error = error
-        self.always = always
+        self.once = once
 
     def process(self, tup: Any) -> None:
-        if tup[0] == self.word and (self.always or self.word not in self.failed):
-            self.failed.add(self.word)
-            raise self.error(f"failing on {self.word!r}")
+        if tup[0] == self.word:
+            if self.once is None:
+                raise self.error(f"failing on {self.word!r}")
+            try:
+                with open(self.once, "x"):
+                    pass
+            except FileExistsError:
+                pass
+            else:
+                raise self.error(f"failing on {self.word!r}")
         super().process(tup)
+
+
+class HookedCount(StatefulCount):
+    """A StatefulCount that records its checkpoint hooks in ``events`` (local mode)."""
+
+    events: ClassVar[list[tuple[str, int]]] = []
+
+    def pre_prepare(self, checkpoint_id: int) -> None:
+        self.events.append(("pre_prepare", checkpoint_id))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.events.append(("complete", checkpoint_id))
 
 
 class EndingWALSpout(WALSpout):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import threading
 from functools import partial
 
 import msgpack
@@ -22,6 +23,7 @@ from brokerless.stream import (
     fields,
     read_state,
     run_local,
+    run_multiprocess,
     shuffle,
 )
 from brokerless.stream.assignment import assign
@@ -35,7 +37,15 @@ from brokerless.stream.storage import ArrowStorage, LocalStorage, open_storage
 from brokerless.stream.tuple import Tuple
 from brokerless.stream.worker import Worker
 
-from .stream_topologies import FailingCount, Recorder, Source, StatefulCount, WordSplit, wait_for
+from .stream_topologies import (
+    FailingCount,
+    HookedCount,
+    Recorder,
+    Source,
+    StatefulCount,
+    WordSplit,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -370,11 +380,17 @@ def test_a_killed_worker_rolls_the_run_back_to_its_last_checkpoint():
         assert run.attempt == 2 and run.checkpoint_statistics().restored_from >= 2
 
 
-@pytest.mark.parametrize("error", [ValueError, KeyboardInterrupt])
-def test_a_failed_task_or_a_crashed_executor_rolls_the_run_back(error):
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [("local", ValueError), ("local", KeyboardInterrupt), ("multiprocess", ValueError)],
+)
+def test_a_failed_task_or_a_crashed_executor_rolls_the_run_back(tmp_path, mode, error):
+    # ValueError from process() fails the task; a BaseException ends its executor's thread
     word = f"s{len(SENTENCES) // 2}"
-    FailingCount.failed.discard(word)
-    with run_local(word_count(count=partial(FailingCount, word, error))) as run:
+    count = partial(FailingCount, word, error, once=str(tmp_path / "failed"))
+    topology = word_count(count=count)
+    run = run_local(topology) if mode == "local" else run_multiprocess(topology)
+    with run:
         run.wait_until_done(30)
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
@@ -383,11 +399,49 @@ def test_a_failed_task_or_a_crashed_executor_rolls_the_run_back(error):
 
 
 def test_a_task_that_always_fails_ends_the_run_after_its_attempts():
-    count = partial(FailingCount, "s1", always=True)
+    count = partial(FailingCount, "s1")
     with run_local(word_count(count=count), max_attempts=2) as run:
         with pytest.raises(WorkerProcessError, match=r"each of its 2 attempt\(s\)"):
             run.wait_until_done(30)
-        assert len(run.restarts) == 2
+        assert len(run.restarts) == 2 and run.stopped
+        with pytest.raises(WorkerProcessError):
+            run.checkpoint()
+
+
+def test_stateful_bolts_hear_of_each_checkpoint_before_and_after():
+    HookedCount.events.clear()
+    with run_local(word_count(count=HookedCount, sentences=SENTENCES[:100])) as run:
+        run.wait_until_done(30)
+        latest = run.checkpoint()
+        wait_for(lambda: ("complete", latest) in HookedCount.events, what="the commit's news")
+        tasks = len(run.plan.components["count"].tasks)
+        assert HookedCount.events.count(("pre_prepare", latest)) == tasks
+        assert HookedCount.events.count(("complete", latest)) == tasks
+    with pytest.raises(RuntimeError, match="is stopped"):
+        run.checkpoint(timeout=5)
+
+
+def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(monkeypatch):
+    failing = threading.Event()
+    write = LocalStorage.write
+
+    def flaky(self, path, data):
+        if failing.is_set() and "/task-" in path:
+            raise OSError(28, "No space left on device")
+        write(self, path, data)
+
+    monkeypatch.setattr(LocalStorage, "write", flaky)
+    with run_local(word_count()) as run:
+        failing.set()
+        wait_for(lambda: run.checkpoint_statistics().aborted >= 1, what="an abandoned checkpoint")
+        stats = run.checkpoint_statistics()
+        assert "declined it: storing its snapshot failed" in stats.last_failure
+        assert "No space left on device" in stats.last_failure
+        assert any("No space left" in e.error for e in run.errors())
+        failing.clear()
+        run.wait_until_done(30)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
 
 
 def test_a_run_on_a_location_with_a_checkpoint_resumes_from_it(tmp_path):

@@ -46,6 +46,7 @@ ids) and each task's snapshot size.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ __all__ = [
     "latest_checkpoint",
     "read_state",
 ]
+
+log = logging.getLogger("brokerless.stream")
 
 _COMPLETED = "_COMPLETED"
 _NAME = re.compile(r"chk-(\d+)")
@@ -108,6 +111,7 @@ class CheckpointStatistics:
     latest: int | None = None  # the last complete checkpoint
     restored_from: int | None = None  # what the current workers started from
     history: list[CheckpointRecord] = field(default_factory=list)  # the last 100
+    last_failure: str | None = None  # why the last abandoned checkpoint was abandoned
 
 
 def _layout(plan: TopologyPlan) -> dict[str, list[int]]:
@@ -225,31 +229,39 @@ class CheckpointCoordinator:
         if current is None or ack.checkpoint != current.id or ack.task not in current.waiting:
             return None  # late, from an abandoned checkpoint or an earlier attempt
         if ack.error is not None:
-            self._abandon()
+            self._abandon(f"task {ack.task} declined it: {ack.error}")
             return None
         current.waiting.discard(ack.task)
         current.acks.append(ack)
         if current.waiting:
             return None
-        self._commit(current)
+        try:
+            self._commit(current)
+        except Exception as exc:
+            self._abandon(f"writing its commit failed: {exc!r}")
+            return None
         return current.id
 
     def expire(self, now: float) -> None:
         """Abandon the checkpoint in flight if it has taken longer than the timeout."""
         current = self._in_flight
         if current is not None and now - current.started > self.timeout:
-            self._abandon()
+            waiting = sorted(current.waiting)
+            self._abandon(f"not complete after {self.timeout:g} s (tasks {waiting} never answered)")
 
     def restart(self) -> int | None:
         """The run is starting its workers again: forget the checkpoint in flight; returns the
         checkpoint they restore (None: from the start)."""
         if self._in_flight is not None:
-            self._abandon()
+            self._abandon("the run restarted its workers")
         self._last_trigger = time.monotonic()
         self.stats.restored_from = self.latest
         return self.latest
 
-    def _abandon(self) -> None:
+    def _abandon(self, why: str) -> None:
+        assert self._in_flight is not None
+        self.stats.last_failure = why = f"checkpoint {self._in_flight.id}: {why}"
+        log.warning("%s: %s", self._name, why)
         self._in_flight = None
         self.stats.aborted += 1
 
@@ -269,7 +281,10 @@ class CheckpointCoordinator:
         self.latest = current.id
         for older in _ids(self.storage):
             if older < current.id:
-                self.storage.delete(checkpoint_name(older))
+                try:
+                    self.storage.delete(checkpoint_name(older))
+                except Exception as exc:  # it is no checkpoint any more: only space is lost
+                    log.warning("%s: deleting checkpoint %d failed: %r", self._name, older, exc)
         acks = current.acks
         stats = self.stats
         stats.completed += 1

@@ -435,6 +435,10 @@ class ControlledRun(TopologyRun):
     def _pause(self, seconds: float) -> None:
         self._look(seconds)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def _broadcast(self, kind: str, checkpoint: int) -> None:
         for index in range(self.workers):
             self._send(index, (kind, checkpoint))

@@ -153,6 +153,10 @@ class LocalRun(TopologyRun):
     def _pause(self, seconds: float) -> None:
         self._stopped.wait(seconds)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
     def stop(self) -> None:
         if self._stopped.is_set():
             return

@@ -26,6 +26,7 @@ attempts run out the run stops, and the error is raised to whoever waits on it n
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -103,6 +104,11 @@ class TopologyRun(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    @property
+    @abstractmethod
+    def stopped(self) -> bool:
+        """Whether the run has stopped (by ``stop()``, or by itself when it failed)."""
+
     @abstractmethod
     def _pause(self, seconds: float) -> None:
         """Wait between rounds of reports (and do any housekeeping)."""
@@ -149,6 +155,8 @@ class TopologyRun(ABC):
         deadline = time.monotonic() + timeout
         while coordinator.latest is None or coordinator.latest < target:
             self._raise_failure()
+            if self.stopped:
+                raise RuntimeError(f"topology {self.plan.name!r} is stopped: no checkpoint")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(
@@ -164,13 +172,7 @@ class TopologyRun(ABC):
             return CheckpointStatistics()
         with self._lock:
             stats = self._coordinator.stats
-            return CheckpointStatistics(
-                stats.completed,
-                stats.aborted,
-                stats.latest,
-                stats.restored_from,
-                list(stats.history),
-            )
+            return dataclasses.replace(stats, history=list(stats.history))
 
     def _open_checkpoints(self) -> int | None:
         """A checkpointed run's coordinator, over its plan's checkpoint location; returns the

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .checkpoint import TaskAck, snapshot_path
@@ -56,9 +57,16 @@ _WRITE_BATCH = 64
 
 class TaskCheckpoints:
     """A worker's part in checkpoints: restoring its tasks from checkpoint ``restore`` (None:
-    start afresh), storing their snapshots, collecting their acknowledgements."""
+    start afresh), storing their snapshots (a failure is reported with ``report(component,
+    task, error)`` and declines the checkpoint), collecting their acknowledgements."""
 
-    def __init__(self, plan: TopologyPlan, restore: int | None, name: str) -> None:
+    def __init__(
+        self,
+        plan: TopologyPlan,
+        restore: int | None,
+        name: str,
+        report: Callable[[str, int, BaseException], None],
+    ) -> None:
         location = plan.config.checkpoint_dir
         if location is None:
             raise ValueError(
@@ -68,6 +76,8 @@ class TaskCheckpoints:
         self.storage = open_storage(location)
         self.serializer = plan.config.serializer
         self.restore = restore
+        self._report = report
+        self._task_component = plan.task_component
         self._queue = BoundedQueue()
         self._acks: list[TaskAck] = []
         self._lock = threading.Lock()
@@ -106,7 +116,8 @@ class TaskCheckpoints:
                             self.storage.write(snapshot_path(ack.checkpoint, ack.task), snapshot)
                             ack = ack._replace(bytes=len(snapshot))
                         except Exception as exc:
-                            ack = ack._replace(error=f"storing the snapshot failed: {exc!r}")
+                            self._report(self._task_component[ack.task], ack.task, exc)
+                            ack = ack._replace(error=f"storing its snapshot failed: {exc!r}")
                     with self._lock:
                         self._acks.append(ack)
         except Shutdown:

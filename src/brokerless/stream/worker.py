@@ -265,7 +265,7 @@ class Worker:
         #: Why the worker failed (a task failed, an executor crashed), or None.
         self.failure: str | None = None
         self.checkpoints = (
-            TaskCheckpoints(plan, restore, f"{plan.name}:worker{index}")
+            TaskCheckpoints(plan, restore, f"{plan.name}:worker{index}", self.record_error)
             if plan.checkpointed
             else None
         )
