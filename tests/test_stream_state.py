@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import sys
 import threading
 from functools import partial
 
@@ -105,10 +106,11 @@ def test_a_snapshot_round_trips_and_refuses_damage_or_another_task():
         decode_snapshot(serializer, b"junk", "count", 5, 9, stateful=True)
 
 
-@pytest.mark.parametrize("kind", ["local", "arrow"])
-def test_storage_writes_reads_lists_and_deletes(tmp_path, kind):
+@pytest.mark.parametrize("kind", ["local", "arrow", "fsspec"])
+def test_storage_writes_reads_lists_and_deletes(tmp_path, kind, monkeypatch):
     root = tmp_path / "checkpoints"
-    storage = open_storage(str(root) if kind == "local" else f"file://{root}")
+    location = {"local": str(root), "arrow": f"file://{root}", "fsspec": f"memory:/{root}"}
+    storage = open_storage(location[kind])
     assert isinstance(storage, LocalStorage if kind == "local" else ArrowStorage)
     assert storage.list() == []
     storage.write("chk-1/task-3", b"three")
@@ -121,7 +123,11 @@ def test_storage_writes_reads_lists_and_deletes(tmp_path, kind):
     storage.delete("chk-1")
     storage.delete("chk-9")  # absent: nothing
     assert storage.list() == ["chk-2"]
-    assert sorted(p.name for p in root.rglob("*")) == ["_COMPLETED", "chk-2"]  # no temporaries
+    if kind != "fsspec":  # (in this process's memory)
+        assert sorted(p.name for p in root.rglob("*")) == ["_COMPLETED", "chk-2"]
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # not installed
+    with pytest.raises(ValueError, match="pyarrow does not know its scheme; install fsspec"):
+        open_storage("memory://x")
 
 
 def test_a_log_reader_follows_the_writer_across_segments_and_partial_records(tmp_path):

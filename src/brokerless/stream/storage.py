@@ -7,8 +7,10 @@ relative ``/``-separated paths), and two implementations:
   every machine shares).  A file is written beside its place, ``fsync``-ed and renamed over
   it, then the directory is ``fsync``-ed: a reader sees a whole file or none.
 * :class:`ArrowStorage` -- any filesystem ``pyarrow.fs`` opens from a URL: ``hdfs://``
-  (Hadoop-compatible), ``s3://``, ``gs://``, ``file://``.  A file is written under a temporary
-  name and moved into place.
+  (Hadoop-compatible), ``s3://``, ``gs://``, ``file://``; or, for a scheme pyarrow does not
+  know, ``fsspec``'s (``abfs://``, ``memory://``, ...) when fsspec is installed, through
+  ``pyarrow.fs.FSSpecHandler``.  A file is written under a temporary name and moved into
+  place.
 
 :func:`open_storage` picks one from a path or URL.
 """
@@ -92,14 +94,27 @@ class LocalStorage(CheckpointStorage):
 
 
 class ArrowStorage(CheckpointStorage):
-    """A ``pyarrow.fs`` filesystem and a root on it, from a URL (needs pyarrow)."""
+    """A ``pyarrow.fs`` filesystem and a root on it, from a URL (needs pyarrow; fsspec for
+    the schemes only it knows)."""
 
     def __init__(self, url: str) -> None:
+        import pyarrow
         from pyarrow import fs
 
         self._fs_module = fs
         self.url = url
-        self._fs, root = fs.FileSystem.from_uri(url)
+        try:
+            self._fs, root = fs.FileSystem.from_uri(url)
+        except pyarrow.ArrowInvalid:  # a scheme pyarrow does not know
+            try:
+                import fsspec
+            except ImportError:
+                raise ValueError(
+                    f"checkpoint location {url!r}: pyarrow does not know its scheme; "
+                    "install fsspec (and its package for that scheme)"
+                ) from None
+            filesystem, root = fsspec.core.url_to_fs(url)
+            self._fs = fs.PyFileSystem(fs.FSSpecHandler(filesystem))
         self._root = root.rstrip("/")
 
     def _path(self, path: str) -> str:
