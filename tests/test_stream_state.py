@@ -462,3 +462,15 @@ def test_a_run_on_a_location_with_a_checkpoint_resumes_from_it(tmp_path):
         run.wait_until_done(30)
         assert run.checkpoint() > first
     assert counted(location) == EXPECTED
+
+
+def test_a_spout_that_has_not_opened_yet_is_not_done():
+    # a completion round taken while workers (re)start must not see a finished topology
+    plan = word_count(count=WordSplit, num_workers=1).build()
+    worker = Worker(plan, assign(plan, 1), 0)
+    assert not worker.activity().spouts_done
+    for executor in worker.executors:
+        if executor.kind == "spout":
+            executor.open()
+            executor._next_tuples()
+    assert not worker.activity().spouts_done  # opened, with its tuples still to emit

@@ -444,13 +444,9 @@ class ControlledRun(TopologyRun):
             self._send(index, (kind, checkpoint))
 
     def _supervise_once(self) -> None:
-        if self._stopped:
-            return
-        try:
+        if not self._stopped:
             self._pump(0)
-        except Restarted:
-            pass
-        self._drive_checkpoints(())
+            self._drive_checkpoints(())
 
 
 # -- the worker's side --------------------------------------------------------------------------

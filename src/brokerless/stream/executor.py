@@ -329,7 +329,10 @@ class Executor:
         self.config = worker.plan.config
         self.metrics = ExecutorMetrics()
         self.handled = 0  # queue items whose handling is over
-        self.done = True  # nothing left to do on its own (spouts: exhausted, nothing pending)
+        #: Nothing left to do on its own (spouts: opened, exhausted, nothing pending): a
+        #: spout that has not opened yet is not done, or a completion round taken while a
+        #: worker starts could see a finished topology.
+        self.done = self.kind != "spout"
         self.stopping = False
         acker_tasks = worker.plan.acker_tasks
         self.acking = bool(acker_tasks)

@@ -51,7 +51,6 @@ from .assignment import assign
 from .config import Config
 from .control import (
     ControlledRun,
-    Restarted,
     WorkerChannel,
     WorkerProcessError,
     serve,
@@ -253,8 +252,10 @@ class MultiprocessRun(ControlledRun):
             raise WorkerProcessError(cause)
         if self._launching:
             raise _AttemptFailed(cause)
+        # a new attempt: a question waiting for answers is asked again of its workers as they
+        # prove their connections (ControlledRun._route), and completion rounds of different
+        # attempts never confirm each other (epoch)
         self._launch(self._attempt_failed(cause))
-        raise Restarted
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the workers, collect their final reports, end the processes."""
