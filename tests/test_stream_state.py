@@ -21,6 +21,7 @@ from brokerless.stream import (
     Topology,
     TopologyError,
     WorkerProcessError,
+    complete_topology,
     fields,
     read_state,
     run_local,
@@ -29,6 +30,7 @@ from brokerless.stream import (
 )
 from brokerless.stream.assignment import assign
 from brokerless.stream.checkpoint import CheckpointCoordinator, TaskAck, snapshot_path
+from brokerless.stream.examples import final_counts
 from brokerless.stream.executor import BoltExecutor, SpoutExecutor
 from brokerless.stream.messaging import LocalMessaging, LocalNetwork
 from brokerless.stream.protocol import BARRIER, Barrier, task_frame
@@ -474,3 +476,12 @@ def test_a_spout_that_has_not_opened_yet_is_not_done():
             executor.open()
             executor._next_tuples()
     assert not worker.activity().spouts_done  # opened, with its tuples still to emit
+
+
+def test_complete_topology_mocks_the_spouts_of_a_stateful_topology():
+    sentences = SENTENCES[:200]
+    result = complete_topology(word_count(), {"sentences": [[s] for s in sentences]})
+    assert result.errors == []
+    assert final_counts(result.emitted("count")) == collections.Counter(
+        w for s in sentences for w in s.split()
+    )
