@@ -421,10 +421,12 @@ def test_stateful_bolts_hear_of_each_checkpoint_before_and_after():
     with run_local(word_count(count=HookedCount, sentences=SENTENCES[:100])) as run:
         run.wait_until_done(30)
         latest = run.checkpoint()
-        wait_for(lambda: ("complete", latest) in HookedCount.events, what="the commit's news")
         tasks = len(run.plan.components["count"].tasks)
+        wait_for(  # each executor hears of the commit in its own time
+            lambda: HookedCount.events.count(("complete", latest)) == tasks,
+            what="the commit's news in every task",
+        )
         assert HookedCount.events.count(("pre_prepare", latest)) == tasks
-        assert HookedCount.events.count(("complete", latest)) == tasks
     with pytest.raises(RuntimeError, match="is stopped"):
         run.checkpoint(timeout=5)
 
@@ -460,7 +462,7 @@ def test_a_run_on_a_location_with_a_checkpoint_resumes_from_it(tmp_path):
     # the second run starts from the first one's checkpoint: what came before it is not
     # counted again, what came after it is counted once
     with run_local(topology) as run:
-        assert run.checkpoint_statistics().restored_from == first
+        assert run.checkpoint_statistics().restored_from >= first  # (or a later periodic one)
         run.wait_until_done(30)
         assert run.checkpoint() > first
     assert counted(location) == EXPECTED
