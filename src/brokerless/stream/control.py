@@ -238,6 +238,10 @@ class ControlledRun(TopologyRun):
         """Raise if a worker is lost (called after every look at the control channel)."""
 
     @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
     def worker_info(self) -> list[dict[str, Any]]:
         """What each worker of the current attempt said when it started (pid, host, ...)."""
         started = self.state.started

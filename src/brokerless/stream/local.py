@@ -9,8 +9,9 @@ from .assignment import assign
 from .config import Config
 from .messaging import LocalMessaging, LocalNetwork
 from .metrics import ErrorReport, Statistics
-from .run import TopologyRun, plan_for
+from .run import TopologyRun, plan_for, with_ui
 from .topology import Topology
+from .ui import UIAddress
 from .worker import Activity, Worker
 
 
@@ -58,6 +59,10 @@ class LocalRun(TopologyRun):
     def _pause(self, seconds: float) -> None:
         self._stopped.wait(seconds)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
     def stop(self) -> None:
         if self._stopped.is_set():
             return
@@ -72,9 +77,11 @@ def run_local(
     workers: int | None = None,
     config: Config | None = None,
     capture: bool = False,
+    ui: UIAddress | None = None,
 ) -> LocalRun:
     """Start ``topology`` in this process; returns the running topology (a context manager).
 
     ``config`` replaces the topology's own; ``workers`` overrides its ``num_workers``;
-    ``capture`` records every emitted tuple (for ``captured()``)."""
-    return LocalRun(topology, workers=workers, config=config, capture=capture)
+    ``capture`` records every emitted tuple (for ``captured()``); ``ui`` serves the live
+    topology UI (True: a free port on 127.0.0.1; a port; ``"host:port"``; see ``run.ui.url``)."""
+    return with_ui(LocalRun(topology, workers=workers, config=config, capture=capture), ui)

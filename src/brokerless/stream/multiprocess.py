@@ -45,8 +45,9 @@ from .assignment import assign
 from .config import Config
 from .control import ControlledRun, WorkerChannel, WorkerProcessError, serve, started_info
 from .messaging import SocketMessaging
-from .run import plan_for
+from .run import plan_for, with_ui
 from .topology import Topology, TopologyError
+from .ui import UIAddress
 from .worker import Worker
 
 __all__ = [
@@ -212,15 +213,17 @@ def run_multiprocess(
     transport: str = "ipc",
     config: Config | None = None,
     capture: bool = False,
+    ui: UIAddress | None = None,
 ) -> MultiprocessRun:
     """Start ``topology`` (a Topology whose components are importable, or a ``"module:name"``
     reference) in ``workers`` processes talking over ``transport`` ("ipc" or "tcp");
     returns the running topology (a context manager).  ``config`` replaces the topology's
     own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
-    in this process (``captured()``)."""
-    return MultiprocessRun(
+    in this process (``captured()``); ``ui`` serves the live topology UI (as ``run_local``)."""
+    run = MultiprocessRun(
         topology, workers=workers, transport=transport, config=config, capture=capture
     )
+    return with_ui(run, ui)
 
 
 # -- the worker process -------------------------------------------------------------------------

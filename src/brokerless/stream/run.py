@@ -13,6 +13,13 @@ only after the work it counts (a handled item's emits are queued before it count
 If two consecutive rounds of reports show all spouts done, queued == handled and sent ==
 received in total, and the same totals, then nothing moved between the rounds, so at the end
 of the first round nothing was queued, being handled or in flight: the topology had finished.
+
+The live UI
+-----------
+Every kind of run can serve the topology UI (``stream/ui``): ``open_ui`` starts it, the
+entry points (``run_local``, ``run_multiprocess``, ``run_on_spark``) take ``ui=`` and call it
+through :func:`with_ui`.  The page stays up after ``stop()`` with the final figures, until
+``close_ui()`` or the end of the ``with`` block.
 """
 
 from __future__ import annotations
@@ -20,13 +27,17 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .metrics import ErrorReport, Statistics
 from .topology import Topology, TopologyPlan
 from .worker import Activity
 
+if TYPE_CHECKING:
+    from .ui import TopologyUI, UIAddress
+
 _Totals = tuple[int, int, int, int]
+_Run = TypeVar("_Run", bound="TopologyRun")
 
 
 def settled_totals(wave: Sequence[Activity]) -> _Totals | None:
@@ -63,6 +74,8 @@ class TopologyRun(ABC):
     epoch = 0
     _settled: tuple[int, _Totals] | None = None  # the last round's totals, if it looked finished
     _last_wave: Sequence[Activity] = ()
+    #: The live web page of this run, when one was opened (``open_ui``).
+    ui: TopologyUI | None = None
 
     @abstractmethod
     def activity(self) -> list[Activity]:
@@ -80,6 +93,11 @@ class TopologyRun(ABC):
 
     @abstractmethod
     def stop(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def stopped(self) -> bool:
+        """Whether ``stop()`` was called."""
 
     @abstractmethod
     def _pause(self, seconds: float) -> None:
@@ -106,13 +124,42 @@ class TopologyRun(ABC):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(
-                    f"topology {self.plan.name!r} not finished after {timeout} s: "
-                    f"{self._last_wave}"
+                    f"topology {self.plan.name!r} not finished after {timeout} s: {self._last_wave}"
                 )
             self._pause(min(self.poll_interval, remaining))
 
-    def __enter__(self) -> TopologyRun:
+    def open_ui(self, where: UIAddress = True) -> TopologyUI:
+        """Serve the live topology UI (``stream/ui``) at ``where``: True for a free port on
+        127.0.0.1, a port, or ``"host:port"``; returns it (``.url`` says where)."""
+        from .ui import TopologyUI
+
+        if self.ui is not None:
+            raise RuntimeError(f"topology {self.plan.name!r} already has a UI at {self.ui.url}")
+        self.ui = TopologyUI(self, where)
+        return self.ui
+
+    def close_ui(self) -> None:
+        if self.ui is not None:
+            self.ui.close()
+
+    def __enter__(self: _Run) -> _Run:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            self.close_ui()
+
+
+def with_ui(run: _Run, ui: UIAddress | None) -> _Run:
+    """``run`` serving its UI at ``ui`` (None or False: no UI); stops ``run`` if the UI cannot
+    be served (the port is taken, say)."""
+    if ui is None or ui is False:
+        return run
+    try:
+        run.open_ui(ui)
+    except BaseException:
+        run.stop()
+        raise
+    return run
