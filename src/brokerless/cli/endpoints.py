@@ -8,7 +8,8 @@ without one, the command's default applies (the socket commands connect unless `
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import click
 
@@ -58,6 +59,11 @@ def set_options(socket: zmq.Socket, options: Iterable[str]) -> None:
             socket.setsockopt(option, value)
         except (zmq.ZMQError, TypeError, ValueError) as exc:
             raise click.BadParameter(f"{text!r}: {exc}", param_hint="-o/--option") from None
+
+
+def option_settings(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The ``-o NAME=VALUE`` option (repeatable), for :func:`set_options`."""
+    return click.option("-o", "--option", "options", multiple=True, metavar="NAME=VALUE", help=help)
 
 
 def socket_type(name: str) -> zmq.SocketType:

@@ -36,7 +36,7 @@ import click
 
 import brokerless as zmq
 
-from .endpoints import attach, set_options
+from .endpoints import attach, option_settings, set_options
 from .framing import Framing, FramingError, Lines, Message, Raw
 from .status import INTERRUPTED
 
@@ -295,14 +295,7 @@ def make_command(name: str, role: Role) -> click.Command:
         show_default=True,
         help="ms to deliver what is queued when done (-1: until delivered).",
     )
-    @click.option(
-        "-o",
-        "--option",
-        "options",
-        multiple=True,
-        metavar="NAME=VALUE",
-        help="Set a socket option (e.g. sndhwm=1000, routing_id=me); repeatable.",
-    )
+    @option_settings("Set a socket option (e.g. sndhwm=1000, routing_id=me); repeatable.")
     @click.option(
         "--topic",
         "-t",

@@ -12,7 +12,7 @@ import click
 import brokerless as zmq
 from brokerless.monitor import _HEADER as MONITOR_HEADER
 
-from .endpoints import attach, set_options, socket_type
+from .endpoints import attach, option_settings, set_options, socket_type
 
 #: Socket types ``monitor`` tries in turn when probing: between them every socket type a peer
 #: may have accepts one (DEALER: REP, DEALER, ROUTER; SUB: PUB, XPUB; PULL: PUSH; PUSH: PULL;
@@ -56,14 +56,7 @@ Endpoints are bound unless prefixed with '>' (connect)."""
     metavar="ENDPOINT",
     help="Also publish (PUB) a copy of every message, both ways, here.",
 )
-@click.option(
-    "-o",
-    "--option",
-    "options",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A socket option for both sockets (e.g. sndhwm=0); repeatable.",
-)
+@option_settings("A socket option for both sockets (e.g. sndhwm=0); repeatable.")
 def proxy(
     front: str,
     back: str,

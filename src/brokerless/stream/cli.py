@@ -19,14 +19,16 @@ process, its job read from stdin.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -34,7 +36,13 @@ from .component import DEFAULT_STREAM
 from .local import run_local
 from .multiprocess import load_topology, run_multiprocess, worker_main
 from .run import TopologyRun
-from .topology import Topology, TopologyError
+from .topology import Topology, TopologyError, TopologyPlan
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
+
+#: The exit status after Ctrl-C (128 + SIGINT), as ``brokerless.cli.status`` says.
+INTERRUPTED = 130
 
 _PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal
 _EXAMPLES = "brokerless.stream.examples"
@@ -88,98 +96,122 @@ class _Progress:
         click.echo("", err=True)
 
 
-def _run_options(function: Any) -> Any:
-    """The options ``run`` and ``ui`` share."""
-    options = [
-        click.argument("topology"),
-        click.option(
-            "--workers",
-            type=click.IntRange(min=1),
-            help="Workers (default: the topology's num_workers).",
-        ),
-        click.option("--local", "mode", flag_value="local", help="Run in this process."),
-        click.option(
-            "--spark",
-            "mode",
-            flag_value="spark",
-            help="Run the workers as Spark tasks (the spark extra).",
-        ),
-        click.option("--master", help="Spark master URL (with --spark; default local[WORKERS])."),
-        click.option(
-            "--transport",
-            type=click.Choice(["ipc", "tcp"]),
-            default="ipc",
-            show_default=True,
-            help="Between worker processes.",
-        ),
-        click.option(
-            "--duration", type=float, help="Stop after this many seconds (default: when done)."
-        ),
-        click.option(
-            "--timeout",
-            type=float,
-            default=600.0,
-            show_default=True,
-            help="Give up when not done after this many seconds.",
-        ),
-        click.option(
-            "--progress/--no-progress",
-            default=None,
-            help="Show progress on stderr (default: when it is a terminal).",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``run`` and ``ui`` both take: which topology, where and how long to run it."""
 
+    topology: str
+    workers: int | None
+    mode: str | None  # "local", "spark", or None: worker processes
+    master: str | None
+    transport: str
+    duration: float | None
+    timeout: float
+    progress: bool | None
 
-def _start(
-    reference: str,
-    mode: str | None,
-    workers: int | None,
-    master: str | None,
-    transport: str,
-    capture: bool,
-    ui: Any,
-) -> TopologyRun:
-    topology = _load(reference)
-    if mode == "local":
-        return run_local(topology, workers=workers, capture=capture, ui=ui)
-    if mode == "spark":
-        try:
-            from brokerless.spark import run_on_spark
-        except ImportError as exc:
-            raise click.ClickException(
-                f"--spark needs PySpark ({exc}): pip install 'brokerless[spark]'"
-            ) from None
-        return run_on_spark(reference, workers=workers, master=master, capture=capture, ui=ui)
-    return run_multiprocess(reference, workers=workers, transport=transport, capture=capture, ui=ui)
-
-
-def _mode_name(mode: str | None, transport: str) -> str:
-    return mode or f"multiprocess/{transport}"
-
-
-def _run_until_done(run: TopologyRun, duration: float | None, timeout: float) -> None:
-    finite = all(c.finite for c in run.plan.components.values() if c.kind == "spout")
-    if duration is None and finite:
-        run.wait_until_done(timeout)
-        return
-    deadline = None if duration is None else time.monotonic() + duration
-    idle = threading.Event()
-    while deadline is None or time.monotonic() < deadline:
-        run.errors()  # lets a multi-process run take in its workers' reports
-        idle.wait(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
-
-
-def _warn_if_endless(topology: Topology, duration: float | None) -> None:
-    finite = all(c.finite for c in topology.build().components.values() if c.kind == "spout")
-    if duration is None and not finite:
-        click.echo(
-            "the topology's spouts never say they are exhausted: pass --duration "
-            "SECONDS (or stop it with Ctrl-C)",
-            err=True,
+    def start(self, capture: bool, ui: UIAddress | None) -> TopologyRun:
+        """Start the run (after saying if it cannot end by itself)."""
+        topology = _load(self.topology)
+        if self.duration is None and not _finite(topology.build()):
+            click.echo(
+                "the topology's spouts never say they are exhausted: pass --duration "
+                "SECONDS (or stop it with Ctrl-C)",
+                err=True,
+            )
+        if self.mode == "local":
+            return run_local(topology, workers=self.workers, capture=capture, ui=ui)
+        if self.mode == "spark":
+            try:
+                from brokerless.spark import run_on_spark
+            except ImportError as exc:
+                raise click.ClickException(
+                    f"--spark needs PySpark ({exc}): pip install 'brokerless[spark]'"
+                ) from None
+            return run_on_spark(
+                self.topology, workers=self.workers, master=self.master, capture=capture, ui=ui
+            )
+        return run_multiprocess(
+            self.topology, workers=self.workers, transport=self.transport, capture=capture, ui=ui
         )
+
+    def wait(self, run: TopologyRun) -> None:
+        """Until the run is done (finite spouts), ``duration`` is over, or Ctrl-C; with
+        progress on stderr when wanted."""
+        shown = _Progress(run) if _show_progress(self.progress) else None
+        try:
+            if self.duration is None and _finite(run.plan):
+                run.wait_until_done(self.timeout)
+                return
+            deadline = None if self.duration is None else time.monotonic() + self.duration
+            idle = threading.Event()
+            while deadline is None or time.monotonic() < deadline:
+                run.errors()  # lets a multi-process run take in its workers' reports
+                left = 0.2 if deadline is None else max(0.0, deadline - time.monotonic())
+                idle.wait(min(0.2, left))
+        finally:
+            if shown is not None:
+                shown.close()
+
+    @property
+    def mode_name(self) -> str:
+        return self.mode or f"multiprocess/{self.transport}"
+
+
+_RUN_OPTIONS = [
+    click.argument("topology"),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        help="Workers (default: the topology's num_workers).",
+    ),
+    click.option("--local", "mode", flag_value="local", help="Run in this process."),
+    click.option(
+        "--spark",
+        "mode",
+        flag_value="spark",
+        help="Run the workers as Spark tasks (the spark extra).",
+    ),
+    click.option("--master", help="Spark master URL (with --spark; default local[WORKERS])."),
+    click.option(
+        "--transport",
+        type=click.Choice(["ipc", "tcp"]),
+        default="ipc",
+        show_default=True,
+        help="Between worker processes.",
+    ),
+    click.option(
+        "--duration", type=float, help="Stop after this many seconds (default: when done)."
+    ),
+    click.option(
+        "--timeout",
+        type=float,
+        default=600.0,
+        show_default=True,
+        help="Give up when not done after this many seconds.",
+    ),
+    click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show progress on stderr (default: when it is a terminal).",
+    ),
+]
+
+
+def _run_options(function: Callable[..., int]) -> Callable[..., int]:
+    """Give a command the options of :class:`RunOptions`, passed to it as one object."""
+
+    @functools.wraps(function)
+    def command(**values: Any) -> int:
+        shared = {f.name: values.pop(f.name) for f in fields(RunOptions)}
+        return function(RunOptions(**shared), **values)
+
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _finite(plan: TopologyPlan) -> bool:
+    return all(c.finite for c in plan.components.values() if c.kind == "spout")
 
 
 @click.group(
@@ -216,41 +248,25 @@ Examples:
     metavar="[HOST:]PORT",
     help="Serve the live topology UI while it runs (0: a free port).",
 )
-def run(
-    topology: str,
-    workers: int | None,
-    mode: str | None,
-    master: str | None,
-    transport: str,
-    duration: float | None,
-    timeout: float,
-    progress: bool | None,
-    emitted: tuple[str, ...],
-    ui: str | None,
-) -> int:
+def run(options: RunOptions, emitted: tuple[str, ...], ui: str | None) -> int:
     """Run TOPOLOGY to completion (or --duration, or Ctrl-C) and print a JSON report."""
-    _warn_if_endless(_load(topology), duration)
     capture = bool(emitted)
     started = time.monotonic()
     address = (int(ui) if ui.isdigit() else ui) if ui is not None else None
-    handle = _start(topology, mode, workers, master, transport, capture, address)
+    handle = options.start(capture, address)
     interrupted = False
     with handle:
         if handle.ui is not None:
             click.echo(f"topology UI: {handle.ui.url}", err=True)
-        shown = _Progress(handle) if _show_progress(progress) else None
         try:
-            _run_until_done(handle, duration, timeout)
+            options.wait(handle)
         except KeyboardInterrupt:
             interrupted = True
-        finally:
-            if shown is not None:
-                shown.close()
         handle.stop()
         report: dict[str, Any] = {
             "topology": handle.plan.name,
             "workers": handle.plan.config.num_workers,
-            "mode": _mode_name(mode, transport),
+            "mode": options.mode_name,
             "seconds": round(time.monotonic() - started, 3),
             "interrupted": interrupted,
             "statistics": handle.statistics().as_dict(),
@@ -259,7 +275,7 @@ def run(
         if capture:
             report["emitted"] = _emitted(handle, emitted)
     click.echo(json.dumps(report, indent=1, default=repr))
-    return 130 if interrupted else 0
+    return INTERRUPTED if interrupted else 0
 
 
 @stream.command(
@@ -278,37 +294,17 @@ Examples:
     show_default=True,
     help="The UI's address (it shows errors with tracebacks: keep it local).",
 )
-def ui(
-    topology: str,
-    workers: int | None,
-    mode: str | None,
-    master: str | None,
-    transport: str,
-    duration: float | None,
-    timeout: float,
-    progress: bool | None,
-    port: int,
-    host: str,
-) -> int:
+def ui(options: RunOptions, port: int, host: str) -> int:
     """Run TOPOLOGY with its live web UI; the page stays up after the run ends, until
     Ctrl-C."""
-    _warn_if_endless(_load(topology), duration)
-    handle = _start(topology, mode, workers, master, transport, False, f"{host}:{port}")
+    handle = options.start(False, f"{host}:{port}")
     assert handle.ui is not None
     with handle:
         click.echo(f"topology UI: {handle.ui.url}  (Ctrl-C to stop)", err=True)
-        shown = _Progress(handle) if _show_progress(progress) else None
-        try:
-            _run_until_done(handle, duration, timeout)
-            handle.stop()
-            if shown is not None:
-                shown.close()
-                shown = None
-            click.echo(f"done: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
-            threading.Event().wait()
-        finally:
-            if shown is not None:
-                shown.close()
+        options.wait(handle)
+        handle.stop()
+        click.echo(f"done: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
+        threading.Event().wait()
     return 0
 
 

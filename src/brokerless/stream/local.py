@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .assignment import assign
 from .config import Config
@@ -11,8 +11,10 @@ from .messaging import LocalMessaging, LocalNetwork
 from .metrics import ErrorReport, Statistics
 from .run import TopologyRun, plan_for, with_ui
 from .topology import Topology
-from .ui import UIAddress
 from .worker import Activity, Worker
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
 
 class LocalRun(TopologyRun):

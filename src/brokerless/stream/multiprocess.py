@@ -37,7 +37,7 @@ import traceback
 import weakref
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
@@ -47,8 +47,10 @@ from .control import ControlledRun, WorkerChannel, WorkerProcessError, serve, st
 from .messaging import SocketMessaging
 from .run import plan_for, with_ui
 from .topology import Topology, TopologyError
-from .ui import UIAddress
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
 __all__ = [
     "MultiprocessRun",
