@@ -178,9 +178,9 @@ class Shuttle:
         role = self.role
         if self.count is not None and self._done() >= self.count:
             return True
-        input_over = self.eof and not self.pending
         if role.receives and not role.lockstep and self.bad_input is None:
             return False  # until -n or Ctrl-C
+        input_over = self.eof and not self.pending
         return input_over and not (role.type == zmq.REQ and self.awaiting_reply)
 
     def _may_send(self) -> bool:
