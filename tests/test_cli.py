@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 import zmq as libzmq
 
+from .processes import descendants, gone
+from .stream_topologies import wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 BROKERLESS = [sys.executable, "-m", "brokerless"]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -472,6 +475,22 @@ def test_bench_runs_the_comparison_and_plots_it(tmp_path):
     assert b"| inproc PUSH" in done.stdout and b"| inproc REQ/REP" in done.stdout
     assert b"case 1/2: inproc-thr-100" in done.stderr  # progress
     assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_bench_and_its_trials():
+    with started("bench", "--rounds", "3", "--cases", "tcp-thr-100") as bench:
+        for line in bench.stderr:  # the header, then the case starts
+            if line.startswith(b"case 1/1: tcp-thr-100"):
+                break
+        trials = wait_for(
+            lambda: len(found := descendants(bench.pid)) >= 3 and found,
+            timeout=60,
+            what="compare.py and a trial's two processes",
+        )
+        out, err = interrupt(bench)
+    assert out == b"" and b"interrupted\n" in err  # stopped mid-case, no report
+    wait_for(lambda: all(gone(pid) for pid in trials), timeout=30, what="the trials to end")
 
 
 def test_bench_without_a_checkout_says_where_to_get_one(tmp_path):

@@ -10,6 +10,7 @@ source checkout -- the one this brokerless was installed from (``pip install -e`
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -69,10 +70,12 @@ def bench(
         command += ["--plot", plot]
     if help_compare:
         command = [sys.executable, str(script), "--help"]
-    process = subprocess.Popen(command)
+    # Its own process group: Ctrl-C reaches it once, from here, not also from the terminal.
+    process = subprocess.Popen(command, process_group=0)
     try:
         return process.wait()
-    except KeyboardInterrupt:  # it got the SIGINT too, and ends its trials
+    except KeyboardInterrupt:  # compare.py kills its running trial and exits
+        process.send_signal(signal.SIGINT)
         process.wait()
         raise
 
