@@ -2,8 +2,8 @@
 monitor, bench, completion, help; Ctrl-C ends every long-running command with status 130, no
 traceback and its sockets closed.
 
-Every command runs as a real subprocess (``python -m brokerless``, or the console script), so
-these tests also hold when the suite runs against pyzmq: the peers are libzmq's.
+Every command runs as a real subprocess (``python -m brokerless``, or the console script); the
+peers are libzmq's, through pyzmq.
 """
 
 from __future__ import annotations

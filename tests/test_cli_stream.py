@@ -1,9 +1,6 @@
 """``brokerless stream`` (and its alias ``brokerless-stream``): modules found in the current
 directory, the README's examples (the command line section and its topology, the topology UI
-paragraph) executed as written, ``list``, ``run --ui`` and ``ui``, Ctrl-C.
-
-Everything brokerless runs in subprocesses, so these tests hold when the suite runs against
-pyzmq too."""
+paragraph) executed as written, ``list``, ``run --ui`` and ``ui``, Ctrl-C."""
 
 from __future__ import annotations
 
