@@ -41,13 +41,14 @@ if AGAINST_PYZMQ:
 import brokerless as zmq  # noqa: E402
 
 # What has no counterpart in pyzmq is not collected in that mode: brokerless's own ZMTP codec
-# and pipes, and the layers built on brokerless (they import it by name).
+# and pipes, and the layers built on brokerless (they import it by name), its command included.
 _BROKERLESS_ONLY = [
     "test_zmtp_*.py",
     "test_pipe.py",
     "test_transport_*.py",
     "test_stream_*.py",
     "test_spark_*.py",
+    "test_cli*.py",
 ]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 

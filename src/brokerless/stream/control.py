@@ -249,6 +249,10 @@ class ControlledRun(TopologyRun):
         """Raise if a worker is lost (called after every look at the control channel)."""
 
     @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
     def worker_info(self) -> list[dict[str, Any]]:
         """What each worker of the current attempt said when it started (pid, host, ...)."""
         started = self.state.started
@@ -434,10 +438,6 @@ class ControlledRun(TopologyRun):
 
     def _pause(self, seconds: float) -> None:
         self._look(seconds)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
 
     def _broadcast(self, kind: str, checkpoint: int) -> None:
         for index in range(self.workers):

@@ -441,6 +441,7 @@ class Executor:
         m = self.metrics
         pending, pending_max = self.pending()
         return {
+            "executor": self.id,
             "component": self.component,
             "kind": self.kind,
             "tasks": len(self.task_ids),

@@ -11,16 +11,19 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .assignment import assign
 from .config import Config
 from .control import WorkerProcessError
 from .messaging import LocalMessaging, LocalNetwork
 from .metrics import ErrorReport, Statistics
-from .run import TopologyRun, plan_for
+from .run import TopologyRun, plan_for, with_ui
 from .topology import Topology
 from .worker import Activity, Worker
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
 
 class LocalRun(TopologyRun):
@@ -176,12 +179,16 @@ def run_local(
     config: Config | None = None,
     capture: bool = False,
     max_attempts: int = 3,
+    ui: UIAddress | None = None,
 ) -> LocalRun:
     """Start ``topology`` in this process; returns the running topology (a context manager).
 
     ``config`` replaces the topology's own; ``workers`` overrides its ``num_workers``;
     ``capture`` records every emitted tuple (for ``captured()``); ``max_attempts`` bounds how
-    many times a checkpointed topology starts its workers (a rollback starts them again)."""
-    return LocalRun(
+    many times a checkpointed topology starts its workers (a rollback starts them again);
+    ``ui`` serves the live topology UI (True: a free port on 127.0.0.1; a port;
+    ``"host:port"``; see ``run.ui.url``)."""
+    run = LocalRun(
         topology, workers=workers, config=config, capture=capture, max_attempts=max_attempts
     )
+    return with_ui(run, ui)

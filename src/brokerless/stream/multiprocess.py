@@ -43,7 +43,7 @@ import traceback
 import weakref
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
@@ -57,9 +57,12 @@ from .control import (
     started_info,
 )
 from .messaging import SocketMessaging
-from .run import plan_for
+from .run import plan_for, with_ui
 from .topology import Topology, TopologyError
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
 __all__ = [
     "MultiprocessRun",
@@ -307,14 +310,16 @@ def run_multiprocess(
     config: Config | None = None,
     capture: bool = False,
     max_attempts: int = 3,
+    ui: UIAddress | None = None,
 ) -> MultiprocessRun:
     """Start ``topology`` (a Topology whose components are importable, or a ``"module:name"``
     reference) in ``workers`` processes talking over ``transport`` ("ipc" or "tcp");
     returns the running topology (a context manager).  ``config`` replaces the topology's
     own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
     in this process (``captured()``); ``max_attempts`` bounds how many sets of processes a
-    checkpointed topology starts (a rollback starts a new set)."""
-    return MultiprocessRun(
+    checkpointed topology starts (a rollback starts a new set); ``ui`` serves the live
+    topology UI (as ``run_local``)."""
+    run = MultiprocessRun(
         topology,
         workers=workers,
         transport=transport,
@@ -322,6 +327,7 @@ def run_multiprocess(
         capture=capture,
         max_attempts=max_attempts,
     )
+    return with_ui(run, ui)
 
 
 # -- the worker process -------------------------------------------------------------------------

@@ -22,6 +22,13 @@ acknowledgements, triggers and commits checkpoints (``_drive_checkpoints``; the 
 how to reach the workers, ``_broadcast``) and notices a lost worker, after which the run
 starts every worker again from the last complete checkpoint (up to ``max_attempts``).  When
 attempts run out the run stops, and the error is raised to whoever waits on it next.
+
+The live UI
+-----------
+Every kind of run can serve the topology UI (``stream/ui``): ``open_ui`` starts it, the
+entry points (``run_local``, ``run_multiprocess``, ``run_on_spark``) take ``ui=`` and call it
+through :func:`with_ui`.  The page stays up after ``stop()`` with the final figures, until
+``close_ui()`` or the end of the ``with`` block.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checkpoint import CheckpointCoordinator, CheckpointStatistics, TaskAck
 from .metrics import ErrorReport, Statistics
@@ -41,7 +48,11 @@ from .worker import Activity
 
 _SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a checkpointed run
 
+if TYPE_CHECKING:
+    from .ui import TopologyUI, UIAddress
+
 _Totals = tuple[int, int, int, int]
+_Run = TypeVar("_Run", bound="TopologyRun")
 
 
 def settled_totals(wave: Sequence[Activity]) -> _Totals | None:
@@ -86,6 +97,8 @@ class TopologyRun(ABC):
     _halt: threading.Event
     #: Why the run ended by itself (a checkpointed run out of attempts): raised to the caller.
     _failure: BaseException | None = None
+    #: The live web page of this run, when one was opened (``open_ui``).
+    ui: TopologyUI | None = None
 
     @abstractmethod
     def activity(self) -> list[Activity]:
@@ -240,8 +253,38 @@ class TopologyRun(ABC):
         if self._failure is not None:
             raise self._failure
 
-    def __enter__(self) -> TopologyRun:
+    def open_ui(self, where: UIAddress = True) -> TopologyUI:
+        """Serve the live topology UI (``stream/ui``) at ``where``: True for a free port on
+        127.0.0.1, a port, or ``"host:port"``; returns it (``.url`` says where)."""
+        from .ui import TopologyUI
+
+        if self.ui is not None:
+            raise RuntimeError(f"topology {self.plan.name!r} already has a UI at {self.ui.url}")
+        self.ui = TopologyUI(self, where)
+        return self.ui
+
+    def close_ui(self) -> None:
+        if self.ui is not None:
+            self.ui.close()
+
+    def __enter__(self: _Run) -> _Run:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            self.close_ui()
+
+
+def with_ui(run: _Run, ui: UIAddress | None) -> _Run:
+    """``run`` serving its UI at ``ui`` (None or False: no UI); stops ``run`` if the UI cannot
+    be served (the port is taken, say)."""
+    if ui is None or ui is False:
+        return run
+    try:
+        run.open_ui(ui)
+    except BaseException:
+        run.stop()
+        raise
+    return run
