@@ -49,6 +49,8 @@ _BROKERLESS_ONLY = [
     "test_stream_*.py",
     "test_spark_*.py",
     "test_cli*.py",
+    "test_fuzz_*.py",
+    "test_internal_limits.py",
 ]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 
