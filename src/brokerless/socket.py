@@ -263,6 +263,7 @@ class Socket:
         """Connect to ``addr`` (the peer need not exist yet); ``with`` disconnects on exit."""
         self._check_alive()
         ep = _endpoint.parse(addr)
+        self._pattern.check_connect()
         pipes = self.context._transport(ep.transport).connect(self, ep)
         self._connected.setdefault(ep.uri, []).extend(pipes)
         self._options[_O.LAST_ENDPOINT] = ep.uri.encode()
