@@ -1,21 +1,14 @@
 # `make demo` runs the main job (the demo pipeline on Spark local mode), `make test` the test suite;
 # both create .venv when missing. `make tour` runs examples/tour.py, a tour of the messaging patterns.
-<<<<<<< HEAD
 # `make fuzz` runs every fuzz target (fuzz/) for FUZZ_SECONDS each (default 60).
-=======
 # `make pyzmq-suite` runs pyzmq 27.3.0's own test suite, unmodified, against pyzmq and against
 # brokerless through the `zmq` alias; `make pyzmq-examples` does the same for pyzmq's examples.
 # Both install the `pyzmq-suite` extra and write their reports to .cache/pyzmq/report/.
->>>>>>> pyzmq-suite
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-<<<<<<< HEAD
-.PHONY: demo tour test lint bench fuzz clean
-=======
-.PHONY: demo tour test lint bench clean pyzmq-suite pyzmq-examples
->>>>>>> pyzmq-suite
+.PHONY: demo tour test lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
