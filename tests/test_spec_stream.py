@@ -272,33 +272,31 @@ def test_connect_routing_id_in_use_is_refused(make, tmp_path):
 # -- STREAM and libzmq's STREAM --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("binder", ["brokerless", "libzmq"])
-def test_talks_to_libzmq_stream(make, lmake, wire, address, binder):
-    ours = make(zmq.STREAM)
-    theirs = lmake(libzmq.STREAM)
-    server, client = (ours, theirs) if binder == "brokerless" else (theirs, ours)
-    endpoint = bind(server, address())
-    client.connect(endpoint)
-    client_rid = expect_opened(client)
-    server_rid = expect_opened(server)
-
-    client.send_multipart([client_rid, b"hello from the client"])
-    assert stream_data(server, server_rid, 21) == b"hello from the client"
-    server.send_multipart([server_rid, b"hello from the server"])
-    assert stream_data(client, client_rid, 21) == b"hello from the server"
-
-
-@pytest.mark.beyond_libzmq  # libzmq 4.3.5 closes only once the peer sends something more
-@pytest.mark.parametrize("binder", ["brokerless", "libzmq"])
-def test_closing_is_seen_by_libzmq_stream(make, lmake, wire, address, binder):
+def opened_with_libzmq(make, lmake, address, binder: str):
+    """A brokerless STREAM and a libzmq STREAM connected (``binder`` binds), each having
+    announced the connection: (ours, theirs, our routing id, theirs)."""
     ours = make(zmq.STREAM)
     theirs = lmake(libzmq.STREAM)
     if binder == "brokerless":
         theirs.connect(bind(ours, address()))
     else:
         ours.connect(bind(theirs, address()))
-    rid = expect_opened(ours)
-    theirs_rid = expect_opened(theirs)
+    return ours, theirs, expect_opened(ours), expect_opened(theirs)
+
+
+@pytest.mark.parametrize("binder", ["brokerless", "libzmq"])
+def test_talks_to_libzmq_stream(make, lmake, wire, address, binder):
+    ours, theirs, rid, theirs_rid = opened_with_libzmq(make, lmake, address, binder)
+    ours.send_multipart([rid, b"hello from brokerless"])
+    assert stream_data(theirs, theirs_rid, 21) == b"hello from brokerless"
+    theirs.send_multipart([theirs_rid, b"hello from libzmq"])
+    assert stream_data(ours, rid, 17) == b"hello from libzmq"
+
+
+@pytest.mark.beyond_libzmq  # libzmq 4.3.5 closes only once the peer sends something more
+@pytest.mark.parametrize("binder", ["brokerless", "libzmq"])
+def test_closing_is_seen_by_libzmq_stream(make, lmake, wire, address, binder):
+    ours, theirs, rid, theirs_rid = opened_with_libzmq(make, lmake, address, binder)
     ours.send_multipart([rid, b"last words"])
     ours.send_multipart([rid, b""])
     assert stream_data(theirs, theirs_rid, 10) == b"last words"
@@ -307,14 +305,7 @@ def test_closing_is_seen_by_libzmq_stream(make, lmake, wire, address, binder):
 
 @pytest.mark.parametrize("binder", ["brokerless", "libzmq"])
 def test_libzmq_stream_going_away_is_announced(make, lmake, wire, address, binder):
-    ours = make(zmq.STREAM)
-    theirs = lmake(libzmq.STREAM)
-    if binder == "brokerless":
-        theirs.connect(bind(ours, address()))
-    else:
-        ours.connect(bind(theirs, address()))
-    rid = expect_opened(ours)
-    expect_opened(theirs)
+    ours, theirs, rid, _ = opened_with_libzmq(make, lmake, address, binder)
     theirs.close(linger=0)
     assert recv_within(ours, 5000, multipart=True) == [rid, b""]
 
