@@ -193,6 +193,24 @@ def test_large_data_both_ways(make, address):
     assert read_exactly(client, len(payload)) == payload
 
 
+def test_received_data_comes_in_pieces_of_at_most_8_kib(make, address):
+    """As libzmq: a read is handed over in messages of at most 8 KiB, so what a peer can make
+    the socket hold is bounded by RCVHWM messages of that size."""
+    server = make(zmq.STREAM)
+    endpoint = bind(server, address())
+    client = plain_connect(endpoint)
+    rid = expect_opened(server)
+    payload = bytes(range(256)) * 400  # 102,400 octets
+    client.sendall(payload)
+    data = b""
+    while len(data) < len(payload):
+        got_rid, chunk = recv_within(server, multipart=True)
+        assert got_rid == rid
+        assert 0 < len(chunk) <= 8192
+        data += chunk
+    assert data == payload
+
+
 def test_notifications_off(make, address):
     server = make(zmq.STREAM, STREAM_NOTIFY=0)
     endpoint = bind(server, address())

@@ -4,8 +4,9 @@ Theory of operation
 -------------------
 :class:`RawConnection` stands in for the ZMTP :class:`~brokerless.zmtp.Connection` with the
 same small sans-I/O interface, so the :class:`~.engine.Engine` drives it unchanged: it is in
-TRAFFIC from the start (no greeting, no handshake), ``receive_data`` turns each read into one
-single-part message (a copy: the engine's read buffer is reused), ``encode_batch`` writes each
+TRAFFIC from the start (no greeting, no handshake), ``receive_data`` turns each read into
+single-part messages of at most ``CHUNK`` octets, as libzmq does (copies: the engine's read
+buffer is reused), ``encode_batch`` writes each
 message's bytes as they are (large ones by reference, runs of small ones joined), and
 ``data_to_send`` never has anything of its own.
 
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 
 _O = SocketOption
 
+#: The most one received message holds (libzmq's in_batch_size): what a peer can make a STREAM
+#: socket hold is RCVHWM messages of this size per connection.
+CHUNK = 8192
+
 
 class RawConnection:
     """A connection that carries bytes as they are; see the module docstring."""
@@ -52,7 +57,10 @@ class RawConnection:
         return [self.peer]
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> list:
-        return [bytes(data)]
+        if len(data) <= CHUNK:
+            return [bytes(data)]
+        view = memoryview(data)
+        return [bytes(view[i : i + CHUNK]) for i in range(0, len(view), CHUNK)]
 
     def data_to_send(self) -> bytes:
         return b""
