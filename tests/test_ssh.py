@@ -9,11 +9,13 @@ service only the ssh server can reach; the REQ reaches it through the tunnel.
 from __future__ import annotations
 
 import getpass
+import glob
 import os
 import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -204,6 +206,9 @@ def test_key_with_a_passphrase_given_as_password(sshd, service, make):
     try:
         req.send(b"through a passphrase")
         assert req.recv() == b"re:through a passphrase"
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            assert b"open sesame" not in environ.read()  # nor on disk: its directory is gone
+        assert not glob.glob(os.path.join(tempfile.gettempdir(), "brokerless-ssh-*"))
     finally:
         kill(pid)
     with pytest.raises(tunnel.SSHException, match="failed"):

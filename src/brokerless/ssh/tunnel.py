@@ -15,9 +15,9 @@ its forward listens (a ``LocalCommand`` that prints a line, run once the forward
 so the socket connects only then; its pid is what ``openssh_tunnel`` returns (kill it to close
 the tunnel).  ssh runs without a terminal: a password or key passphrase given as ``password``
 reaches it through ``SSH_ASKPASS`` (a helper that answers password and passphrase prompts only,
-so an unknown host key is refused, never accepted); with no password, ssh must log in without
-one (``BatchMode``).  If ssh already runs a control master for the server (``ssh -O check``),
-the forward is added to it instead and cancelled at exit, as pyzmq does.
+so an unknown host key is refused, never accepted; see ``_environment``); with no password, ssh
+must log in without one (``BatchMode``).  If ssh already runs a control master for the server
+(``ssh -O check``), the forward is added to it instead and cancelled at exit, as pyzmq does.
 
 ``paramiko_tunnel`` does the same with paramiko, in a child process, where paramiko is
 installed (pyzmq's choice on Windows).  ``SSH_COMMAND`` is the ssh client and any options to
@@ -292,32 +292,34 @@ def _run_quiet(command: list[str]) -> bool:
 
 @contextlib.contextmanager
 def _environment(password: str | None) -> Iterator[dict[str, str]]:
-    """ssh's environment: with a password, SSH_ASKPASS names a helper (in a private directory,
-    removed afterwards) that answers password and passphrase prompts with it, and no other."""
+    """ssh's environment.  With a password, SSH_ASKPASS names a helper that answers password
+    and passphrase prompts (and no other) with it, read from a file beside it: both live in a
+    private directory removed when the tunnel is up, so the password is in no process's
+    environment and on disk only while ssh logs in."""
     env = dict(os.environ)
     env.pop("SSH_ASKPASS", None)
     if password is None:
         yield env
         return
     with tempfile.TemporaryDirectory(prefix="brokerless-ssh-") as directory:
+        secret = os.path.join(directory, "password")
+        with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(password)
         helper = os.path.join(directory, "askpass")
         with open(helper, "w") as script:
-            script.write(_ASKPASS.format(python=sys.executable))
+            script.write(_ASKPASS.format(python=sys.executable, secret=secret))
         os.chmod(helper, stat.S_IRWXU)
-        env.update(
-            SSH_ASKPASS=helper,
-            SSH_ASKPASS_REQUIRE="force",
-            DISPLAY=env.get("DISPLAY", ":0"),
-            BROKERLESS_SSH_PASSWORD=password,
-        )
+        env.update(SSH_ASKPASS=helper, SSH_ASKPASS_REQUIRE="force")
+        env.setdefault("DISPLAY", ":0")  # older ssh asks SSH_ASKPASS only with a DISPLAY
         yield env
 
 
 _ASKPASS = """#!{python}
-import os, sys
+import sys
 if "pass" not in (sys.argv[1] if len(sys.argv) > 1 else "").lower():
     sys.exit(1)  # not a password or passphrase prompt (a host key question): refused
-sys.stdout.write(os.environ["BROKERLESS_SSH_PASSWORD"] + "\\n")
+with open({secret!r}) as secret:
+    sys.stdout.write(secret.read() + "\\n")
 """
 
 
