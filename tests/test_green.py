@@ -283,6 +283,28 @@ def test_term_wakes_a_waiting_greenlet():
     assert terminated.wait(WAIT)
 
 
+@pytest.mark.beyond_libzmq  # pyzmq's zmq.green term() blocks the hub: this deadlocks there
+@pytest.mark.timeout(30)  # term() blocking the hub would deadlock: pytest-timeout ends it
+def test_term_in_a_greenlet_lets_the_others_close_their_sockets():
+    ctx = green.Context()
+    closed = []
+
+    def worker(n):
+        sock = ctx.socket(zmq.PULL)
+        sock.bind(f"inproc://term-{n}")
+        try:
+            sock.recv()
+        except zmq.ContextTerminated:
+            sock.close()
+            closed.append(n)
+
+    workers = [gevent.spawn(worker, n) for n in range(5)]
+    gevent.sleep(0)  # every worker waits in recv
+    ctx.term()  # returns once every worker closed its socket
+    assert sorted(closed) == list(range(5))
+    gevent.joinall(workers, timeout=WAIT, raise_error=True)
+
+
 def test_green_device_relays(gctx):
     rep = gctx.socket(zmq.REP)
     req = gctx.socket(zmq.REQ)

@@ -22,7 +22,8 @@ the edge.  So:
 
 RCVTIMEO / SNDTIMEO bound the wait (``Again`` when they run out) -- pyzmq's green sockets
 ignore them, so setting one warns.  Closing the socket or terminating its context wakes every
-waiter, which then raises ENOTSOCK / ETERM.
+waiter, which then raises ENOTSOCK / ETERM; ``term()`` itself waits off the hub, so those
+greenlets can close their sockets while it waits.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import gevent.event
+import gevent.monkey
 from gevent.hub import get_hub
 
 from ..constants import Flag, PollEvent, SocketOption
@@ -55,6 +57,7 @@ class Socket(_Socket):
     """A :class:`brokerless.Socket` whose blocking calls yield to the gevent hub."""
 
     __slots__ = ("_green_changed", "_green_readers", "_green_watcher", "_green_writers")
+    _repr_cls = "zmq.green.Socket"  # the name pyzmq's repr gives it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._green_changed = gevent.event.Event()
@@ -201,6 +204,21 @@ class Context(_Context):
 
     _instance = None
     _instance_pid = None
+    _socket_class = Socket  # pyzmq's name for what socket() makes
+    _repr_cls = "zmq.green.Context"
+
+    def term(self) -> None:
+        """Terminate as :meth:`brokerless.Context.term` does, blocking only the calling
+        greenlet: the wait for every socket to close runs in gevent's thread pool, so the
+        greenlets that must close theirs (woken with ETERM) still run.  With threading
+        monkey-patched, the wait is green already."""
+        if gevent.monkey.is_module_patched("threading"):
+            _Context.term(self)
+            return
+        try:
+            get_hub().threadpool.apply(_Context.term, (self,))
+        except RuntimeError:  # no new thread at interpreter exit: nobody is left to wait for
+            _Context.term(self)
 
     def socket(
         self, socket_type: int, socket_class: type[_Socket] | None = None, **kwargs: Any
