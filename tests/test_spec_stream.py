@@ -140,7 +140,7 @@ def test_http_like_exchange_with_a_plain_client(make, address):
 
 @pytest.mark.beyond_libzmq  # libzmq 4.3.5 closes only once the peer sends something more
 def test_sending_an_empty_frame_closes_the_connection(make, address):
-    server = make(zmq.STREAM)
+    server = make(zmq.STREAM, LINGER=5000)  # what was sent first goes out within LINGER
     endpoint = bind(server, address())
     client = plain_connect(endpoint)
     rid = expect_opened(server)

@@ -13,10 +13,11 @@ sends goes out as bytes, with no framing.  On top of that the pattern routes as 
 * **out:** a message is read frame by frame as libzmq does: a routing id frame, then one data
   frame.  The id must name a live connection (EHOSTUNREACH otherwise, always: there is no
   ROUTER_MANDATORY to set); a connection at its HWM makes the send wait, or raise ``Again``.
-  Sending ``[id, b""]`` closes that connection (after what was sent before it); the socket then
-  forgets the id and sees no notification for it.  MORE on a data frame is ignored, so a third
-  frame starts a new ``[id, data]`` pair; a lone frame sent without MORE leaves the socket
-  expecting a data frame, which is then dropped (libzmq's state machine, kept exactly).
+  Sending ``[id, b""]`` closes that connection (what was sent before it still goes out, within
+  LINGER, as when a socket closes); the socket then forgets the id and sees no notification
+  for it.  MORE on a data frame is ignored, so a third frame starts a new ``[id, data]`` pair;
+  a lone frame sent without MORE leaves the socket expecting a data frame, which is then
+  dropped (libzmq's state machine, kept exactly).
 * **ids:** an accepted connection gets a generated 5-octet id (as ROUTER's), which ROUTING_ID
   then reads, as in libzmq; ``connect`` uses CONNECT_ROUTING_ID when one is set (an id already in
   use is refused with EINVAL before anything is made, where libzmq aborts).  A connecting
