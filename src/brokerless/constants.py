@@ -502,6 +502,7 @@ OPTIONS: dict[SocketOption, OptionSpec] = {
     _O.HEARTBEAT_TTL: OptionSpec(_INT, 0),
     _O.HEARTBEAT_TIMEOUT: OptionSpec(_INT, -1),
     _O.XPUB_VERBOSER: OptionSpec(_INT, 0, gettable=False),
+    _O.STREAM_NOTIFY: OptionSpec(_INT, 1, gettable=False),
     _O.CONNECT_TIMEOUT: OptionSpec(_INT, 0),
     _O.TCP_MAXRT: OptionSpec(_INT, 0),
     _O.THREAD_SAFE: OptionSpec(_INT, 0, settable=False),

@@ -364,6 +364,7 @@ class Socket(SocketOptionAttrs, Generic[_R]):
         self._check_alive()
         try:
             ep = _endpoint.parse(addr)
+            self._pattern.check_connect()
             pipes = self.context._transport(ep.transport).connect(self, ep)
         except ZMQError as exc:
             _name_endpoint(exc, addr)

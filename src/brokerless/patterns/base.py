@@ -75,6 +75,9 @@ class Pattern:
             for msg in self.greeting():
                 pipe.force_write(msg)
 
+    def check_connect(self) -> None:
+        """Called by ``connect`` before anything is made: raise to refuse the connection."""
+
     # messages
     def xsend(self, msg: Any) -> bool:
         name = self.socket_type.name
