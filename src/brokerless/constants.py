@@ -392,7 +392,6 @@ COMPILED_OUT: dict[SocketOption, str] = {
 #: outright.  Either way the EINVAL says so, rather than store a value nothing would act on.
 NOT_HONOURED: dict[SocketOption, str] = {
     SocketOption.ROUTER_RAW: "raw TCP on a ROUTER socket",
-    SocketOption.STREAM_NOTIFY: "STREAM sockets",
     SocketOption.SOCKS_PROXY: "connecting through a SOCKS5 proxy",
     SocketOption.SOCKS_USERNAME: "connecting through a SOCKS5 proxy",
     SocketOption.SOCKS_PASSWORD: "connecting through a SOCKS5 proxy",
