@@ -74,7 +74,15 @@ class Recipe:
     peers: tuple[tuple[str, ...], ...] = ()
     #: Python code run on the real pyzmq beside it; must exit 0.
     driver: str | None = None
+    #: Examples run to completion (status 0) before it, on the same implementation.
+    setup: tuple[tuple[str, ...], ...] = ()
     timeout: float = 40.0
+
+
+#: Security examples that print (grasslands) or log "<Name> test OK" when they worked.
+_SECURITY = ("grasslands", "strawhouse", "woodhouse", "stonehouse", "ironhouse")
+#: stonehouse and the ironhouses read the certificates generate_certificates.py writes.
+_CERTIFICATES = (("security/generate_certificates.py",),)
 
 
 RECIPES: list[Recipe] = [
@@ -117,7 +125,20 @@ RECIPES: list[Recipe] = [
     Recipe(("recv_into/discard.py",), r"Exiting\.\.\."),
     Recipe(("recv_into/recv_into_array.py",), r"received \d+ bytes"),
     Recipe(("serialization/serialsocket.py",), r"(?s)\A(?!.*Failed).*Okay.*Okay.*Okay"),
+    *(
+        Recipe(
+            (f"security/{name}.py",),
+            rf"{name.capitalize()} test OK",
+            setup=_CERTIFICATES if name in ("stonehouse", "ironhouse") else (),
+        )
+        for name in _SECURITY
+    ),
+    Recipe(("security/asyncio-ironhouse.py",), r"Ironhouse test OK", setup=_CERTIFICATES),
+    Recipe(("security/ioloop-ironhouse.py",), r"Ironhouse test OK", setup=_CERTIFICATES),
 ]
+
+#: The security examples (pyzmq's examples/security/, one program each).
+SECURITY_RECIPES = [r for r in RECIPES if r.argv[0].startswith("security/")]
 
 #: Example files not driven, by category: why.
 NOT_DRIVEN: dict[str, tuple[str, str]] = {
@@ -135,19 +156,6 @@ NOT_DRIVEN: dict[str, tuple[str, str]] = {
     ),
     "monitoring/zmq_monitor_class.py": ("not a program", "a module of helpers with no main"),
     "win32-interrupt/display.py": ("windows", "Ctrl-C on Windows; half of a chat with no peer"),
-    **{
-        f"security/{name}": ("security", "CURVE/ZAP, the next issue; not driven yet")
-        for name in (
-            "asyncio-ironhouse.py",
-            "generate_certificates.py",
-            "grasslands.py",
-            "ioloop-ironhouse.py",
-            "ironhouse.py",
-            "stonehouse.py",
-            "strawhouse.py",
-            "woodhouse.py",
-        )
-    },
 }
 
 
@@ -173,12 +181,33 @@ def _start(argv: tuple[str, ...], side: str, examples: Path, log: Path) -> subpr
         )
 
 
+def _run_setup(recipe: Recipe, side: str, root: Path, logs: Path, stem: str) -> str | None:
+    """Run the recipe's set-up examples one after another; why one failed, or None."""
+    for i, argv in enumerate(recipe.setup):
+        log = logs / f"{stem}.setup{i}.log"
+        proc = _start(argv, side, root / "examples", log)
+        try:
+            status = proc.wait(timeout=recipe.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"setup {argv[0]} timed out after {recipe.timeout:.0f} s"
+        if status != 0:
+            return (
+                f"setup {argv[0]} exited {status}: {_error_line(log.read_text(errors='replace'))}"
+            )
+    return None
+
+
 def run_recipe(recipe: Recipe, side: str, root: Path) -> dict:
     """Drive one example on one side; {"passed": bool, "reason": str, "seconds": float}."""
     logs = root / "logs" / "examples"
     logs.mkdir(parents=True, exist_ok=True)
     stem = recipe.argv[0].replace("/", "__")
     log = logs / f"{stem}.log"
+    failed_setup = _run_setup(recipe, side, root, logs, stem)
+    if failed_setup:
+        return {"passed": False, "reason": failed_setup, "seconds": 0.0}
     procs = [
         _start(peer, side, root / "examples", logs / f"{stem}.peer{i}.log")
         for i, peer in enumerate(recipe.peers)
@@ -298,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
 
     examples = listing(roots["pyzmq"] / "examples")
     driven = {recipe.argv[0] for recipe in RECIPES}
-    driven |= {peer[0] for recipe in RECIPES for peer in recipe.peers}
+    driven |= {other[0] for recipe in RECIPES for other in (*recipe.peers, *recipe.setup)}
     undriven = {name: NOT_DRIVEN.get(name, ("no recipe", "not driven yet")) for name in examples}
     undriven = {name: why for name, why in undriven.items() if name not in driven}
     recipes = [r for r in RECIPES if not args.only or r.argv[0] in args.only]
