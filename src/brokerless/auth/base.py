@@ -163,10 +163,9 @@ class Authenticator:
         """Answer one ZAP request (its frames) on the ZAP socket."""
         if len(msg) < 6:
             self.log.error("Invalid ZAP message, not enough frames: %r", msg)
-            if len(msg) >= 2:
-                self._send_zap_reply(msg[1], _REFUSED, b"Not enough frames")
-            else:
-                self.log.error("Not enough information to reply")
+            # Answered even without a request id: a REP socket that does not reply reads no more.
+            request_id = msg[1] if len(msg) > 1 else b""
+            self._send_zap_reply(request_id, _REFUSED, b"Not enough frames")
             return
         version, request_id, domain, address, identity, mechanism = msg[:6]
         if version != VERSION:

@@ -3,8 +3,8 @@
 The thread polls two sockets: the ZAP socket, whose requests it answers one at a time, and one
 end of an inproc PAIR pipe on which :meth:`ThreadAuthenticator.stop` sends ``TERMINATE``.  A
 CURVE callback may be a coroutine: each request is decided on an asyncio loop private to the
-thread, so such a callback may await.  The thread also ends, quietly, when the context is
-destroyed (its sockets closed) or terminated under it.
+thread, so such a callback may await.  As with pyzmq, call ``stop()`` before the context is
+terminated or destroyed: the thread's sockets are its own while it runs.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 
 from ..constants import PollEvent, SocketType
 from ..context import Context
-from ..errno import ENOTSOCK, ETERM
-from ..error import ZMQError
 from ..poll import Poller
 from ..socket import Socket
 from .base import Authenticator
@@ -38,11 +36,6 @@ class AuthenticationThread(threading.Thread):
         loop = asyncio.new_event_loop()
         try:
             self._serve(loop)
-        except ZMQError as e:
-            if e.errno not in (ETERM, ENOTSOCK):
-                raise
-            # Context.destroy() closed the sockets, or term() was called: nothing left to serve.
-            self.log.debug("the authentication thread ends: %s", e)
         finally:
             self.pipe.close()
             loop.close()
