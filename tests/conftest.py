@@ -27,10 +27,15 @@ if AGAINST_PYZMQ:
 
     sys.modules["brokerless"] = _reference
     # Submodules the tests import by brokerless's name: pyzmq's counterparts.
-    with warnings.catch_warnings():  # zmq.eventloop.ioloop warns that it is deprecated
+    with warnings.catch_warnings():  # zmq.eventloop.ioloop and zmq.auth.ioloop are deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
         for _name in (
             "asyncio",
+            "auth",
+            "auth.asyncio",
+            "auth.certs",
+            "auth.ioloop",
+            "auth.thread",
             "eventloop",
             "eventloop.future",
             "eventloop.ioloop",

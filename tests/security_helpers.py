@@ -111,6 +111,17 @@ def secure(
         client.setsockopt(zmq_client.CURVE_SECRETKEY, keys["client_secret"])
 
 
+def handshake_events(zmq: ModuleType) -> int:
+    """The monitor events that end a handshake: succeeded, or failed (auth, protocol, no
+    detail)."""
+    return (
+        zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+        | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    )
+
+
 def next_event(monitor: Any, timeout_ms: int, wanted: int) -> tuple[int, int]:
     """The next monitor event among ``wanted`` (a mask) as (event, value); AssertionError if
     none comes within the timeout."""

@@ -12,6 +12,7 @@ import zmq as libzmq
 import brokerless as zmq
 from tests.security_helpers import (
     ZapHandler,
+    handshake_events,
     keys_policy,
     make_keys,
     next_event,
@@ -21,12 +22,7 @@ from tests.security_helpers import (
 
 pytestmark = pytest.mark.timeout(30)
 
-HANDSHAKE = (
-    zmq.EVENT_HANDSHAKE_FAILED_AUTH
-    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-    | zmq.EVENT_HANDSHAKE_SUCCEEDED
-)
+HANDSHAKE = handshake_events(zmq)
 PATTERNS = {
     "push-pull": ("PULL", "PUSH"),
     "req-rep": ("REP", "REQ"),
