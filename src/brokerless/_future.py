@@ -169,6 +169,7 @@ class _AsyncSocket(_Async, SyncSocket):
         self._current_loop: Any = None
         self._pass_scheduled = False
         self._fd = self._shadow_sock.getsockopt(FD)
+        self._monitor_facade: _AsyncSocket | None = None
 
     @classmethod
     def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> _AsyncSocket:
@@ -193,7 +194,16 @@ class _AsyncSocket(_Async, SyncSocket):
         return EndpointContext(self, self.disconnect, self._shadow_sock.connect(addr).addr)
 
     def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Any:
-        return type(self).from_socket(self._shadow_sock.get_monitor_socket(events, addr))
+        """The async PAIR receiving this socket's monitor events: one façade on the sync
+        socket's monitor socket, the same until that is closed or the monitor disabled (as in
+        pyzmq; two façades would both watch its FD, and a loop keeps one watcher per FD)."""
+        monitor = self._shadow_sock.get_monitor_socket(events, addr)
+        if isinstance(monitor, type(self)):  # an async context made it: one of ours already
+            return monitor
+        facade = self._monitor_facade
+        if facade is None or facade._shadow_sock is not monitor:
+            facade = self._monitor_facade = type(self).from_socket(monitor)
+        return facade
 
     def getsockopt(self, option: int) -> Any:
         value = self._shadow_sock.getsockopt(option)
