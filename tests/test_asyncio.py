@@ -91,6 +91,15 @@ def test_the_asyncio_instance_is_its_own(actx) -> None:
         ctx_instance.term()
 
 
+def test_reprs_are_pyzmqs(actx) -> None:
+    assert repr(actx).startswith("<zmq.asyncio.Context() at 0x")
+    sock = actx.socket(zmq.PUSH)
+    assert repr(sock).startswith(f"<zmq.asyncio.Socket(zmq.PUSH) at {id(sock):#x}")
+    assert repr(actx).startswith("<zmq.asyncio.Context(1 socket) at 0x")
+    sock.close()
+    assert repr(sock).endswith(" closed>")
+
+
 def test_install_and_zmqeventloop_are_deprecated() -> None:
     with pytest.warns(DeprecationWarning):
         zaio.install()

@@ -176,12 +176,6 @@ class _AsyncSocket(_Async, SyncSocket):
         """An async socket on ``socket`` (which stays usable: both are the same socket)."""
         return cls(_from_socket=socket, io_loop=io_loop)
 
-    def __repr__(self) -> str:
-        cls = type(self)
-        return repr(self._shadow_sock).replace(
-            "brokerless.Socket", f"{cls.__module__}.{cls.__qualname__}", 1
-        )
-
     def __del__(self) -> None:
         pass  # the socket is closed by close(), or by its own finalizer once nothing holds it
 
