@@ -33,10 +33,10 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from types import FunctionType, MemberDescriptorType
-from typing import Any
+from typing import Any, Self
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
@@ -123,7 +123,7 @@ class _Async:
         raise NotImplementedError
 
 
-class _AsyncSocket(_Async, SyncSocket):
+class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
     """A socket whose blocking calls return futures (see the module doc)."""
 
     _poller_class: type[_AsyncPoller]
@@ -169,10 +169,10 @@ class _AsyncSocket(_Async, SyncSocket):
         self._current_loop: Any = None
         self._pass_scheduled = False
         self._fd = self._shadow_sock.getsockopt(FD)
-        self._monitor_facade: _AsyncSocket | None = None
+        self._monitor_facade: Self | None = None
 
     @classmethod
-    def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> _AsyncSocket:
+    def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> Self:
         """An async socket on ``socket`` (which stays usable: both are the same socket)."""
         return cls(_from_socket=socket, io_loop=io_loop)
 
@@ -187,7 +187,7 @@ class _AsyncSocket(_Async, SyncSocket):
     def connect(self, addr: str) -> EndpointContext:
         return EndpointContext(self, self.disconnect, self._shadow_sock.connect(addr).addr)
 
-    def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Any:
+    def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Self:
         """The async PAIR receiving this socket's monitor events: one façade on the sync
         socket's monitor socket, the same until that is closed or the monitor disabled (as in
         pyzmq; two façades would both watch its FD, and a loop keeps one watcher per FD)."""
