@@ -62,9 +62,10 @@ wrong: bytes = sock.recv(copy=False)
 """
 
 
-def test_mypy_reads_pyzmq_style_code(tmp_path):
+def mypy_errors(tmp_path: Path, program_text: str) -> tuple[Path, list[str], str]:
+    """mypy's errors on ``program_text`` (brokerless from the source tree), with its output."""
     program = tmp_path / "program.py"
-    program.write_text(textwrap.dedent(PROGRAM))
+    program.write_text(textwrap.dedent(program_text))
     result = subprocess.run(
         [
             sys.executable,
@@ -83,6 +84,36 @@ def test_mypy_reads_pyzmq_style_code(tmp_path):
         check=False,
     )
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    return program, errors, result.stdout
+
+
+def test_mypy_reads_pyzmq_style_code(tmp_path):
+    program, errors, output = mypy_errors(tmp_path, PROGRAM)
     last = len(PROGRAM.splitlines())
     # exactly one error: the last line, where a Frame is not bytes
-    assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), result.stdout
+    assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), output
+
+
+ASYNC_PROGRAM = """\
+from collections.abc import Awaitable
+
+import brokerless as zmq
+import brokerless.asyncio as zaio
+from brokerless.utils.monitor import MonitorMessage, recv_monitor_message
+
+sync = zmq.Context().socket(zmq.PULL)
+wrapped: zaio.Socket = zaio.Socket.from_socket(sync)
+monitor: zaio.Socket = wrapped.get_monitor_socket()
+pending: Awaitable[MonitorMessage] = recv_monitor_message(monitor)
+event: MonitorMessage = recv_monitor_message(sync.get_monitor_socket())
+wrong: MonitorMessage = recv_monitor_message(monitor)
+"""
+
+
+def test_mypy_reads_pyzmq_style_asyncio_code(tmp_path):
+    """``from_socket`` and ``get_monitor_socket`` give the async class itself, and
+    ``recv_monitor_message`` of an async socket is an awaitable (pyzmq's overloads)."""
+    program, errors, output = mypy_errors(tmp_path, ASYNC_PROGRAM)
+    last = len(ASYNC_PROGRAM.splitlines())
+    # exactly one error: the last line, where an awaitable is not the message
+    assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), output

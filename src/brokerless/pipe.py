@@ -54,6 +54,7 @@ DELIMITER = _Delimiter()
 ACTIVATE_READ = "activate_read"
 ACTIVATE_WRITE = "activate_write"
 PIPE_TERM = "pipe_term"
+HICCUP = "hiccup"
 
 _MAX_WM_DELTA = 1024
 
@@ -339,6 +340,12 @@ class Pipe:
     def drop_inbound(self) -> None:
         """Discard everything queued for this end (used when it is dropped unread)."""
         self._in.q.clear()
+
+    def hiccup(self) -> None:
+        """The connection behind this end was lost and is being re-established (libzmq's pipe
+        hiccup): the peer's owner gets ``hiccup`` and may resend what the lost connection
+        carried (a subscriber, its subscriptions)."""
+        self._notify_peer(HICCUP)
 
     # -- termination -----------------------------------------------------------------------
 

@@ -290,6 +290,10 @@ class Socket(SocketOptionAttrs, Generic[_R]):
             else:
                 self._pattern.read_activated(pipe)  # read what is left, then it goes
 
+    def _on_hiccup(self, pipe: Pipe) -> None:
+        if pipe in self._pipes:
+            self._pattern.hiccuped(pipe)
+
     def _on_wake(self, _: Any) -> None:
         pass  # woken from a lent read (see _wait_for): the caller's loop looks again
 
@@ -906,6 +910,7 @@ _HANDLERS: dict[str, Callable[[Socket, Any], None]] = {
     _pipe.ACTIVATE_READ: Socket._on_activate_read,
     _pipe.ACTIVATE_WRITE: Socket._on_activate_write,
     _pipe.PIPE_TERM: Socket._on_pipe_term,
+    _pipe.HICCUP: Socket._on_hiccup,
     ATTACH: Socket.attach_pipe,
     STOP: Socket._on_stop,
 }

@@ -60,6 +60,10 @@ class Pattern:
     def write_activated(self, pipe: Pipe) -> None:
         pass
 
+    def hiccuped(self, pipe: Pipe) -> None:
+        """The connection behind ``pipe`` was lost and is being re-established (libzmq's
+        ``xhiccuped``); what the next connection must carry again is written now."""
+
     def greeting(self) -> tuple:
         """Messages every new pipe starts with (subscriptions, a probe, a welcome message).
 

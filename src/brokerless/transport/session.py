@@ -8,7 +8,9 @@ It is what makes a connection *disconnected-tolerant*:
 * a **connecting** session is made by ``connect``; unless IMMEDIATE is set (or the socket is a
   ROUTER, which needs the peer's identity first) its pipe exists at once, so messages queue
   (within HWM) before the peer is there and while it is away; when its engine fails it keeps the
-  pipe and reconnects after RECONNECT_IVL, doubling up to RECONNECT_IVL_MAX;
+  pipe, hiccups it (the socket's pattern resends what the next connection needs from the start:
+  a subscriber's subscriptions) and reconnects after RECONNECT_IVL, doubling up to
+  RECONNECT_IVL_MAX;
 * an **accepted** session is made per incoming connection and gets its pipe when the handshake
   completes; when its engine fails the pipe is closed and the session ends.
 
@@ -208,6 +210,8 @@ class Session:
             and (self.immediate or self._needs_identity())
         ):
             self._drop_pipe()
+        elif not self.closing and self.pipe is not None:
+            self.pipe.hiccup()
         self._schedule_reconnect()
 
     def output_flushed(self, engine: Engine) -> None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Awaitable
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, overload
 
 from ..constants import Event
+
+if TYPE_CHECKING:
+    from .._future import _AsyncSocket
+    from ..socket import Socket, SyncSocket
 
 _HEADER = struct.Struct("=HI")
 
@@ -36,7 +40,13 @@ async def _parse_later(msg: Awaitable[list[bytes]]) -> MonitorMessage:
     return parse_monitor_message(await msg)
 
 
-def recv_monitor_message(socket: Any, flags: int = 0) -> Any:
+@overload
+def recv_monitor_message(socket: _AsyncSocket, flags: int = 0) -> Awaitable[MonitorMessage]: ...
+@overload
+def recv_monitor_message(socket: SyncSocket, flags: int = 0) -> MonitorMessage: ...
+def recv_monitor_message(
+    socket: Socket[Any], flags: int = 0
+) -> MonitorMessage | Awaitable[MonitorMessage]:
     """Receive and decode the next event from ``socket`` (made by ``get_monitor_socket()``).
 
     With an async socket (whose ``recv_multipart`` returns an awaitable) it returns an
