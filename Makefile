@@ -1,11 +1,16 @@
 # `make demo` runs the main job (the demo pipeline on Spark local mode), `make test` the test suite;
 # both create .venv when missing. `make tour` runs examples/tour.py, a tour of the messaging patterns.
 # `make fuzz` runs every fuzz target (fuzz/) for FUZZ_SECONDS each (default 60).
+# `make pyzmq-suite` runs pyzmq 27.3.0's own test suite, unmodified, against pyzmq and against
+# brokerless through the `zmq` alias; `make pyzmq-examples` does the same for pyzmq's examples.
+# Both install the `pyzmq-suite` extra and write their reports to .cache/pyzmq/report/.
+# `make test-recovery` runs the live exactly-once recovery test for RECOVERY_SECONDS (default 60)
+# of input, where the default suite sends for 3 s.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo tour test lint bench fuzz clean
+.PHONY: demo tour test test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,6 +27,21 @@ tour: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+RECOVERY_SECONDS ?= 60
+
+test-recovery: $(BIN)/.installed
+	BROKERLESS_RECOVERY_SECONDS=$(RECOVERY_SECONDS) $(BIN)/python -m pytest -q tests/test_stream_state_recovery.py
+
+$(BIN)/.installed-pyzmq-suite: pyproject.toml $(BIN)/.installed
+	$(BIN)/python -m pip install -q -e '.[test,pyzmq-suite]'
+	touch $@
+
+pyzmq-suite: $(BIN)/.installed-pyzmq-suite
+	$(BIN)/python tools/pyzmq_suite.py
+
+pyzmq-examples: $(BIN)/.installed-pyzmq-suite
+	$(BIN)/python tools/pyzmq_examples.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/compare.py

@@ -3,15 +3,20 @@
 The suite is written against pyzmq's API through ``import brokerless as zmq``.  Setting
 ``BROKERLESS_TEST_AGAINST=pyzmq`` runs the same tests against real libzmq (through pyzmq), which
 is how a test is checked to describe libzmq's behaviour and not just ours; tests marked
-``beyond_libzmq`` cover places where brokerless deliberately does better and are deselected then.
+``beyond_libzmq`` (or ``beyond_pyzmq``, for pyzmq's Python layer: asyncio, zmqstream) cover
+places where brokerless deliberately does better and are deselected then.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import inspect
 import itertools
 import os
 import socket
 import sys
+import warnings
 
 import pytest
 import zmq as libzmq  # the reference peer, whichever implementation is under test
@@ -21,14 +26,39 @@ if AGAINST_PYZMQ:
     import zmq as _reference
 
     sys.modules["brokerless"] = _reference
+    # Submodules the tests import by brokerless's name: pyzmq's counterparts.
+    with warnings.catch_warnings():  # zmq.eventloop.ioloop and zmq.auth.ioloop are deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _name in (
+            "asyncio",
+            "auth",
+            "auth.asyncio",
+            "auth.certs",
+            "auth.ioloop",
+            "auth.thread",
+            "eventloop",
+            "eventloop.future",
+            "eventloop.ioloop",
+            "eventloop.zmqstream",
+        ):
+            sys.modules[f"brokerless.{_name}"] = importlib.import_module(f"zmq.{_name}")
 
 import brokerless as zmq  # noqa: E402
 
 from .jeromq import requirements_missing  # noqa: E402
 
 # What has no counterpart in pyzmq is not collected in that mode: brokerless's own ZMTP codec
-# and pipes, and the layers built on brokerless (they import it by name).
-_BROKERLESS_ONLY = ["test_zmtp_*.py", "test_pipe.py", "test_stream_*.py", "test_spark_*.py"]
+# and pipes, and the layers built on brokerless (they import it by name), its command included.
+_BROKERLESS_ONLY = [
+    "test_zmtp_*.py",
+    "test_pipe.py",
+    "test_transport_*.py",
+    "test_stream_*.py",
+    "test_spark_*.py",
+    "test_cli*.py",
+    "test_fuzz_*.py",
+    "test_internal_limits.py",
+]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 
 # The JeroMQ interop tests need a JDK and Debian's libjeromq-java.  CI installs them and sets
@@ -55,10 +85,52 @@ _counter = itertools.count()
 def pytest_collection_modifyitems(config, items):
     if not AGAINST_PYZMQ:
         return
-    skip = [item for item in items if item.get_closest_marker("beyond_libzmq")]
+    skip = [
+        item
+        for item in items
+        if item.get_closest_marker("beyond_libzmq") or item.get_closest_marker("beyond_pyzmq")
+    ]
     if skip:
         config.hook.pytest_deselected(items=skip)
         items[:] = [item for item in items if item not in skip]
+
+
+# -- coroutine tests ---------------------------------------------------------------------------
+# ``async def test_...`` runs on a fresh loop of its own, once on asyncio's default loop and once
+# on uvloop (where it installs), bounded as a whole by ASYNC_TIMEOUT -- every await in it is.
+
+ASYNC_TIMEOUT = 20.0
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop has no Windows build
+    LOOP_FACTORIES = {"asyncio": None}
+else:
+    LOOP_FACTORIES = {"asyncio": None, "uvloop": uvloop.new_event_loop}
+
+
+def pytest_generate_tests(metafunc):
+    if inspect.iscoroutinefunction(metafunc.function):
+        metafunc.fixturenames.append("loop_factory")
+        metafunc.parametrize(
+            "loop_factory", list(LOOP_FACTORIES.values()), ids=list(LOOP_FACTORIES)
+        )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    test = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(test):
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+
+    async def bounded():
+        async with asyncio.timeout(ASYNC_TIMEOUT):
+            await test(**kwargs)
+
+    with asyncio.Runner(loop_factory=pyfuncitem.callspec.params["loop_factory"]) as runner:
+        runner.run(bounded())
+    return True
 
 
 def _free_port() -> int:

@@ -212,6 +212,6 @@ def test_messages_queued_by_a_program_that_exits_are_delivered(lmake, where, tmp
         [sys.executable, str(script), f"tcp://127.0.0.1:{port}", where], check=True, timeout=30
     )
     received = []
-    while len(received) < 10 and pull.poll(5000):
+    while len(received) < 10 and pull.poll(20000):  # generous: the machine may be loaded
         received.append(pull.recv()[0])
     assert received == list(range(10))

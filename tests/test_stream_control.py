@@ -1,17 +1,36 @@
 """The control channel between a driver and its workers (``stream/control.py``): only signed
-messages are read, and a worker whose driver is gone stops by itself."""
+messages are read, a worker's commands go only over a connection it proved is its own,
+strangers cost the driver bounded memory, and a worker whose driver is gone stops by itself."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import zmq as pyzmq  # strangers speak real libzmq
 
 import brokerless as zmq
 from brokerless.stream import Topology, all_
 from brokerless.stream.assignment import assign
-from brokerless.stream.control import DriverGone, Signer, WorkerChannel, new_key, serve
+from brokerless.stream.control import (
+    MAX_FRAME,
+    DriverGone,
+    Signer,
+    WorkerChannel,
+    new_key,
+    serve,
+    worker_identity,
+)
+from brokerless.stream.metrics import ErrorReport
+from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.worker import Worker
 
 from .stream_topologies import Counter, Sink
@@ -19,21 +38,34 @@ from .stream_topologies import Counter, Sink
 pytestmark = pytest.mark.timeout(60)
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def test_only_messages_signed_with_the_key_for_that_worker_are_read():
     key = new_key()
     signer = Signer(key)
-    frames = signer.pack(("stats", 3), b"1:0")
-    assert signer.unpack(frames, b"1:0") == ("stats", 3)
-    assert Signer(new_key()).unpack(frames, b"1:0") is None
-    assert signer.unpack(frames, b"1:1") is None  # not another worker's ...
-    assert signer.unpack(frames, b"2:0") is None  # ... nor another attempt's
-    assert signer.unpack([frames[0], frames[1] + b"."], b"1:0") is None
-    assert signer.unpack([frames[1]], b"1:0") is None
+    frames = signer.pack(("stats", 3), b"1:0:00")
+    assert signer.unpack(frames, b"1:0:00") == ("stats", 3)
+    assert Signer(new_key()).unpack(frames, b"1:0:00") is None
+    assert signer.unpack(frames, b"1:1:00") is None  # not another worker's ...
+    assert signer.unpack(frames, b"2:0:00") is None  # ... nor another attempt's ...
+    assert signer.unpack(frames, b"1:0:01") is None  # ... nor another process's
+    assert signer.unpack([frames[0], frames[1] + b"."], b"1:0:00") is None
+    assert signer.unpack([frames[1]], b"1:0:00") is None
+
+
+def test_worker_ids_carry_a_random_part():
+    ids = {worker_identity(3, 1) for _ in range(100)}
+    assert len(ids) == 100
+    assert all(re.fullmatch(rb"3:1:[0-9a-f]{16}", i) for i in ids)
 
 
 def endless_worker() -> Worker:
-    plan = (Topology("endless-control").spout("counter", Counter)
-            .bolt("sink", Sink, inputs={"counter": all_()})).build()
+    plan = (
+        Topology("endless-control")
+        .spout("counter", Counter)
+        .bolt("sink", Sink, inputs={"counter": all_()})
+    ).build()
     return Worker(plan, assign(plan, 1), 0)
 
 
@@ -88,38 +120,42 @@ def serving(driver):
     assert threads_of("endless-control") == []
 
 
-def signed(key: bytes, router: zmq.Socket, skip_events: bool = True) -> tuple:
-    """The next message the worker sent (past its "events" reports)."""
-    identity, *frames = router.recv_multipart()
-    message = Signer(key).unpack(frames, identity)
-    while skip_events and message[0] == "events":
-        identity, *frames = router.recv_multipart()
+def next_message(key: bytes, router: zmq.Socket) -> tuple[bytes, bytes, tuple]:
+    """The next message a worker sent to the stand-in driver, past its "hello" and "events":
+    (the driver's routing id of its connection, the worker's id, the message)."""
+    while True:
+        connection, identity, *frames = router.recv_multipart()
         message = Signer(key).unpack(frames, identity)
-    return message
+        if message[0] not in ("hello", "events"):
+            return connection, identity, message
 
 
 def test_a_worker_ignores_unsigned_commands_and_answers_signed_ones(driver, serving):
     router, _, key = driver
     thread, outcome = serving(attempt=2, driver_timeout=5.0)
-    identity, *frames = router.recv_multipart()
-    assert identity == b"2:0" and Signer(key).unpack(frames, identity) == (
-        "started", {"pid": 0}
-    )
-    router.send_multipart([identity, *Signer(new_key()).pack(("stop",), identity)])  # forged
-    router.send_multipart([identity, *Signer(key).pack(("stop",), b"1:0")])  # an old attempt's
-    router.send_multipart([identity, *Signer(key).pack(("activity", 7), identity)])
-    assert signed(key, router)[:2] == ("activity", 7)  # still running: both were dropped
-    router.send_multipart([identity, *Signer(key).pack(("stop",), identity)])
+    connection, identity, message = next_message(key, router)
+    assert re.fullmatch(rb"2:0:[0-9a-f]{16}", identity)
+    assert message == ("started", {"pid": 0})
+
+    def command(signer: Signer, message: tuple, signed_for: bytes) -> None:
+        router.send_multipart([connection, *signer.pack(message, signed_for)])
+
+    command(Signer(new_key()), ("stop",), identity)  # forged
+    command(Signer(key), ("stop",), b"1" + identity[1:])  # an old attempt's
+    command(Signer(key), ("stop",), worker_identity(2, 0))  # another process's (same index)
+    command(Signer(key), ("activity", 7), identity)
+    assert next_message(key, router)[2][:2] == ("activity", 7)  # still running: all dropped
+    command(Signer(key), ("stop",), identity)
     thread.join(20)
     assert not thread.is_alive() and outcome == {}
-    final = signed(key, router)
+    final = next_message(key, router)[2]
     assert final[0] == "final" and final[1]["hung"] == []
 
 
 def test_a_worker_whose_driver_is_gone_stops_by_itself(driver, serving):
     router, endpoint, key = driver
     thread, outcome = serving(attempt=1, driver_timeout=1.0)
-    assert signed(key, router)[0] == "started"
+    assert next_message(key, router)[2][0] == "started"
     router.close(linger=0)  # the driver vanishes without a word
     thread.join(30)
     assert not thread.is_alive()
@@ -127,32 +163,64 @@ def test_a_worker_whose_driver_is_gone_stops_by_itself(driver, serving):
     assert f"no connection to the driver at {endpoint}" in str(outcome["error"])
 
 
+def test_a_worker_splits_its_reports_into_messages_the_driver_takes(driver):
+    """Captured tuples and errors worth several MiB leave in messages of about 1 MiB, all of
+    them, in order; one report larger than the channel carries is refused with a clear error
+    (it would cost the worker its connection)."""
+    router, endpoint, key = driver
+    context = zmq.Context()
+    channel = WorkerChannel(context, endpoint, key, 1, 0)
+    try:
+        captured = [("spout", "default", (i, os.urandom(1000))) for i in range(5000)]
+        errors = [ErrorReport("bolt", 1, 0, "boom", "x" * 5000) for _ in range(200)]
+        channel.send_events(captured, errors)
+        got_captured: list = []
+        got_errors: list = []
+        while len(got_captured) < len(captured) or len(got_errors) < len(errors):
+            _, identity, *frames = router.recv_multipart()
+            assert len(frames[1]) <= 1.1 * (1 << 20)
+            kind, part_captured, part_errors = Signer(key).unpack(frames, identity)
+            assert kind == "events"
+            got_captured += part_captured
+            got_errors += part_errors
+        assert (got_captured, got_errors) == (captured, errors)
+        with pytest.raises(ValueError, match="larger than the control channel carries"):
+            channel.send_events([("spout", "default", (bytes(MAX_FRAME),))], [])
+    finally:
+        channel.close(linger=0)
+        context.term()
+
+
+def endless_topology() -> Topology:
+    return (
+        Topology("endless-control")
+        .spout("counter", Counter)
+        .bolt("sink", Sink, inputs={"counter": all_()})
+    )
+
+
+def stranger_frames(signer: Signer, message: tuple, identity: bytes) -> list[bytes]:
+    return [identity, *signer.pack(message, identity)]
+
+
 def test_the_driver_reads_only_signed_messages_of_its_current_attempt():
     """A stranger on the control channel: unsigned messages and messages of an older attempt
     are dropped (either "failed" would end the run), and the stranger's stream reaches the
     driver -- a message signed for the current attempt, after them, is read."""
-    from brokerless.stream.multiprocess import run_multiprocess
-
-    topology = (Topology("endless-control").spout("counter", Counter)
-                .bolt("sink", Sink, inputs={"counter": all_()}))
-    with run_multiprocess(topology, workers=2) as run:
+    with run_multiprocess(endless_topology(), workers=2) as run:
         context = zmq.Context()
         endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
         signer = run._signer  # the run's own key, as a worker has it
-        strangers = []
-        for attempt in (run.attempt, run.attempt - 1):
-            stranger = context.socket(zmq.DEALER)
-            stranger.linger = 0
-            stranger.routing_id = b"%d:9" % attempt
-            stranger.connect(endpoint)
-            strangers.append(stranger)
-        current, old = strangers
+        stranger = context.socket(zmq.DEALER)
+        stranger.linger = 0
+        stranger.connect(endpoint)
+        current, old = worker_identity(run.attempt, 9), worker_identity(run.attempt - 1, 9)
         try:
-            current.send_multipart(Signer(new_key()).pack(("failed", "forged"), b"1:9"))
-            old.send_multipart(signer.pack(("failed", "an old attempt's"), old.routing_id))
+            stranger.send_multipart(stranger_frames(Signer(new_key()), ("failed", "x"), current))
+            stranger.send_multipart(stranger_frames(signer, ("failed", "an old one's"), old))
             marker = ("stranger", "default", ("read",))
-            old.send_multipart(signer.pack(("events", [marker], []), old.routing_id))
-            current.send_multipart(signer.pack(("events", [marker], []), current.routing_id))
+            stranger.send_multipart(stranger_frames(signer, ("events", [marker], []), old))
+            stranger.send_multipart(stranger_frames(signer, ("events", [marker], []), current))
             deadline = time.monotonic() + 10
             while marker not in run.captured():
                 assert time.monotonic() < deadline, "the signed message never arrived"
@@ -161,6 +229,182 @@ def test_the_driver_reads_only_signed_messages_of_its_current_attempt():
             assert run.errors() == []
             run.activity()  # answers: no "failed" was taken (it would raise WorkerProcessError)
         finally:
-            for stranger in strangers:
-                stranger.close(linger=0)
+            stranger.close(linger=0)
             context.term()
+
+
+class Stranger(threading.Thread):
+    """Connects to the control channel claiming worker 0.  As its routing id it sets the
+    worker's id, the id the worker's connection has at the driver, or the old predictable
+    ``b"<attempt>:0"``; on each connection it says hello as worker 0 (a replay of a signed
+    hello), replays the worker's proof and sends an unsigned one.  ``every`` seconds it
+    reconnects with the next claim; with ``every=None`` it connects once with each claim and
+    stays.  ``got`` holds what reached it."""
+
+    def __init__(self, run, every: float | None) -> None:
+        super().__init__(name="stranger")
+        self.connection, self.identity = run.state.routes[0]
+        self.claims = [self.identity, self.connection, b"%d:0" % run.attempt]
+        self.endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
+        signer = run._signer
+        proof = ("proof", signer.challenge(self.connection))
+        self.messages = [
+            stranger_frames(signer, ("hello",), self.identity),
+            stranger_frames(signer, proof, self.identity),
+            stranger_frames(Signer(new_key()), proof, self.identity),
+        ]
+        self.every = every
+        self.connections = 0
+        self.got: list[list[bytes]] = []
+        self.done = threading.Event()
+        self.context = pyzmq.Context()
+
+    def run(self) -> None:
+        if self.every is None:
+            self._claim(self.claims, None)
+        else:
+            for claim in itertools.cycle(self.claims):
+                if self._claim([claim], self.every):
+                    return
+
+    def _claim(self, claims: list[bytes], seconds: float | None) -> bool:
+        """Connect once per claim, speak, stay ``seconds`` (None: until done); True when done."""
+        socks = []
+        for claim in claims:
+            sock = self.context.socket(pyzmq.DEALER)
+            sock.linger = 0
+            sock.routing_id = claim
+            sock.connect(self.endpoint)
+            for frames in self.messages:
+                sock.send_multipart(frames)
+            socks.append(sock)
+        self.connections += len(claims)
+        done = self.done.wait(seconds)
+        for sock in socks:
+            while sock.poll(0):
+                self.got.append(sock.recv_multipart())
+            sock.close(linger=0)
+        return done
+
+
+@pytest.mark.parametrize("every", [None, 0.2], ids=["once", "every 200 ms"])
+def test_a_stranger_claiming_a_workers_id_takes_no_question(every):
+    """Whatever a stranger claims, worker 0's route stays on the connection it proved: every
+    question of a run that keeps working is answered (none lost, none timed out), and the
+    stranger gets nothing but challenges it cannot answer."""
+    with run_multiprocess(endless_topology(), workers=2) as run:
+        route = run.state.routes[0]
+        stranger = Stranger(run, every)
+        stranger.start()
+        try:
+            questions = 0
+            while questions < 10 or stranger.connections < (3 if every is None else 12):
+                run._ask("activity", timeout=10.0)  # the default is 30 s
+                questions += 1
+            assert run.state.routes[0] == route
+            assert run.statistics()["counter"].emitted > 0
+        finally:
+            stranger.done.set()
+            stranger.join(10)
+            stranger.context.destroy(linger=0)
+    for frames in stranger.got:
+        message = Signer(run._signer.key).unpack(frames, stranger.identity)
+        assert message is not None and message[0] == "challenge", message
+
+
+def test_a_worker_that_reconnects_proves_its_new_connection_and_its_questions_follow():
+    """The driver drops every connection (its control endpoint is unbound and bound again);
+    the workers reconnect, prove their new connections, and the questions asked meanwhile
+    are answered."""
+    with run_multiprocess(endless_topology(), workers=2) as run:
+        before = dict(run.state.routes)
+        endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
+        run._control.unbind(endpoint)
+        run._control.bind(endpoint)
+        run._ask("activity", timeout=20.0)
+        assert all(run.state.routes[i][0] != before[i][0] for i in (0, 1))
+        assert all(run.state.routes[i][1] == before[i][1] for i in (0, 1))
+
+
+def test_a_frame_over_max_frame_disconnects_its_sender():
+    with run_multiprocess(endless_topology(), workers=1) as run:
+        endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
+        context = pyzmq.Context()
+        try:
+            stranger = context.socket(pyzmq.DEALER)
+            monitor = stranger.get_monitor_socket(pyzmq.EVENT_DISCONNECTED)
+            stranger.connect(endpoint)
+            stranger.send(bytes(MAX_FRAME + 1))
+            assert monitor.poll(20_000), "the driver kept the connection"
+            run.activity()
+        finally:
+            context.destroy(linger=0)
+
+
+_DRIVER = textwrap.dedent("""
+    import sys
+    import brokerless as zmq
+    from brokerless.stream import Topology, all_
+    from brokerless.stream.multiprocess import run_multiprocess
+    from tests.stream_topologies import Counter, Sink
+    topology = (Topology("endless").spout("counter", Counter)
+                .bolt("sink", Sink, inputs={"counter": all_()}))
+    with run_multiprocess(topology, workers=1) as run:
+        print(run._control.getsockopt(zmq.LAST_ENDPOINT).decode(), flush=True)
+        sys.stdin.readline()  # the test floods the control channel meanwhile: nobody pumps it
+        print(len(run.activity()), flush=True)
+""")
+
+
+def _rss(pid: int) -> int:
+    """Resident set size of process ``pid`` in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.mark.timeout(120)
+def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded_memory():
+    """256 MiB of unsigned 1 MiB messages at a driver process that is busy elsewhere: its
+    socket takes a few of them and then stops reading, so its memory stays where it was (the
+    stranger is pushed back); then the run answers as before."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    context = pyzmq.Context()
+    try:
+        endpoint = driver.stdout.readline().strip()
+        assert endpoint, "the driver did not start"
+        before = _rss(driver.pid)
+        stranger = context.socket(pyzmq.DEALER)
+        stranger.sndhwm = 4
+        stranger.connect(endpoint)
+        junk = bytes(1 << 20)
+        sent = 0
+        while sent < 256:
+            try:
+                stranger.send(junk, pyzmq.NOBLOCK)
+                sent += 1
+            except pyzmq.Again:
+                if not stranger.poll(2000, pyzmq.POLLOUT):  # two seconds without room
+                    break
+        grown = _rss(driver.pid) - before
+        assert grown < 64 << 20, f"the driver grew by {grown >> 20} MiB ({sent} MiB sent)"
+        assert sent < 256, "the driver took the whole flood"
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        assert driver.stdout.readline().strip() == "1"  # its one worker answered
+        assert driver.wait(30) == 0
+    finally:
+        context.destroy(linger=0)
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        driver.stdin.close()
+        driver.stdout.close()

@@ -40,7 +40,7 @@ def make_messaging(request, tmp_path):
 
 def test_batches_arrive_whole_and_in_order(make_messaging):
     workers = [make_messaging() for _ in range(3)]
-    endpoints = [m.bind() for m in workers]
+    endpoints = [m.bind(1000) for m in workers]
     assert len(set(endpoints)) == 3
     for m in workers:
         m.connect(endpoints)
@@ -48,25 +48,26 @@ def test_batches_arrive_whole_and_in_order(make_messaging):
     for batch in batches:
         workers[0].send(2, batch)
     received = [wait_for(lambda: workers[2].recv(0.05), what="a batch") for _ in batches]
-    assert received == batches
+    assert [frames for _, frames in received] == batches
+    assert len({sender for sender, _ in received}) == 1  # one sender, named the same each time
     assert workers[1].recv(0) is None
 
 
 def test_connecting_again_refreshes_only_changed_endpoints(make_messaging):
     sender, first, second = (make_messaging() for _ in range(3))
-    endpoints = [sender.bind(), first.bind(), second.bind()]
+    endpoints = [sender.bind(1000), first.bind(1000), second.bind(1000)]
     sender.connect(endpoints[:2])
     sender.send(1, [b"to-first"])
-    assert wait_for(lambda: first.recv(0.05)) == [b"to-first"]
+    assert wait_for(lambda: first.recv(0.05))[1] == [b"to-first"]
     sender.connect([endpoints[0], endpoints[2]])  # worker 1 now lives at another endpoint
     sender.send(1, [b"to-second"])
-    assert wait_for(lambda: second.recv(0.05)) == [b"to-second"]
+    assert wait_for(lambda: second.recv(0.05))[1] == [b"to-second"]
     assert first.recv(0.05) is None
 
 
 def test_interrupt_ends_a_waiting_receive(make_messaging):
     messaging = make_messaging()
-    messaging.bind()
+    messaging.bind(1000)
     messaging.connect([])
     outcome = []
 
@@ -90,7 +91,7 @@ class Recording(Messaging):
     def __init__(self):
         self.calls: list[tuple[str, object]] = []
 
-    def bind(self):
+    def bind(self, max_frame):
         return "recording://"
 
     def connect(self, endpoints):

@@ -117,8 +117,10 @@ def test_closing_a_queue_wakes_blocked_threads_with_shutdown():
             outcomes.append("shutdown")
 
     empty = BoundedQueue(1)
-    threads = [threading.Thread(target=blocked, args=(lambda: queue.put(2),)),
-               threading.Thread(target=blocked, args=(lambda: empty.take(1),))]
+    threads = [
+        threading.Thread(target=blocked, args=(lambda: queue.put(2),)),
+        threading.Thread(target=blocked, args=(lambda: empty.take(1),)),
+    ]
     for t in threads:
         t.start()
     for q in (queue, empty):
@@ -137,13 +139,38 @@ def test_histogram_mean_and_p99_merge_across_executors():
         (a if ns % 2 else b).add(ns * 1000)  # 1 us .. 1 ms
     snaps = []
     for i, h in enumerate((a, b)):
-        snaps.append({"worker": {"worker": i, "transfer_depth": 0, "transfer_depth_max": 0,
-                                 "sent": 0, "received": 0},
-                      "executors": [{"component": "x", "kind": "bolt", "tasks": 1, "emitted": 0,
-                                     "transferred": 0, "acked": 0, "failed": 0, "processed": 0,
-                                     "errors": 0, "latency": h.snapshot(), "queue_depth": 0,
-                                     "queue_depth_max": 0, "queue_capacity": 8, "pending": 0,
-                                     "pending_max": 0}]})
+        snaps.append(
+            {
+                "worker": {
+                    "worker": i,
+                    "transfer_depth": 0,
+                    "transfer_depth_max": 0,
+                    "sent": 0,
+                    "received": 0,
+                    "bad_messages": 0,
+                },
+                "executors": [
+                    {
+                        "executor": i,
+                        "component": "x",
+                        "kind": "bolt",
+                        "tasks": 1,
+                        "emitted": 0,
+                        "transferred": 0,
+                        "acked": 0,
+                        "failed": 0,
+                        "processed": 0,
+                        "errors": 0,
+                        "latency": h.snapshot(),
+                        "queue_depth": 0,
+                        "queue_depth_max": 0,
+                        "queue_capacity": 8,
+                        "pending": 0,
+                        "pending_max": 0,
+                    }
+                ],
+            }
+        )
     stats = Statistics.merge(snaps)["x"]
     assert stats.latency_ms_mean == pytest.approx(0.5005)
     assert 0.99 <= stats.latency_ms_p99 <= 0.99 * 1.25  # within one bucket above the truth

@@ -11,7 +11,9 @@ from __future__ import annotations
 import select
 import socket
 import time
+from functools import partial
 
+import nacl.bindings as sodium
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,9 +36,12 @@ from brokerless.zmtp import (
     Ready,
 )
 from brokerless.zmtp.frames_v1 import V1FrameDecoder, encode_message_v1
-from brokerless.zmtp.mechanisms import NullMechanism
+from brokerless.zmtp.mechanisms import NullMechanism, PlainClient, PlainServer
+from brokerless.zmtp.mechanisms.curve import CurveClient, CurveServer
+from brokerless.zmtp.mechanisms.zap import ZapPolicy
 
 from .helpers import bind
+from .security_helpers import ZapHandler
 from .test_zmtp_codec import FAST, command, feed_in_chunks, frame, greeting, message_lists, wire
 from .test_zmtp_codec import ready as ready_command
 
@@ -309,12 +314,22 @@ def test_unknown_zmtp_2_socket_types_are_refused(number):
 # -- security -------------------------------------------------------------------------------------
 
 
-class Plain(NullMechanism):
-    """Stands in for any mechanism but NULL (issue 13 brings PLAIN and CURVE)."""
+KEYS = sodium.crypto_box_keypair()
+ZAP_POLICY = ZapPolicy(b"domain", b"", False)
 
-    name = b"PLAIN"
+#: Every mechanism libzmq counts as "ZAP enabled": they refuse peers without security.
+SECURE = {
+    "plain-client": partial(PlainClient, username=b"u", password=b"p"),
+    "plain-server": partial(PlainServer, zap=ZapPolicy(b"", b"", True)),
+    "curve-client": partial(
+        CurveClient, public_key=KEYS[0], secret_key=KEYS[1], server_key=KEYS[0]
+    ),
+    "curve-server": partial(CurveServer, public_key=KEYS[0], secret_key=KEYS[1], zap=None),
+    "null-with-zap-domain": partial(NullMechanism, zap=ZAP_POLICY),
+}
 
 
+@pytest.mark.parametrize("mechanism", SECURE)
 @pytest.mark.parametrize(
     "opening",
     [
@@ -324,15 +339,18 @@ class Plain(NullMechanism):
         pytest.param(b"\xff" + bytes(8) + b"\x00", id="zmtp1.0-long"),
     ],
 )
-def test_no_security_mechanism_but_null_with_old_peers(opening):
+def test_old_peers_are_refused_when_security_is_on(opening, mechanism):
     """RFC 23: a ZMTP 1.0 or 2.0 peer can only do NULL; with anything else it MUST be dropped
-    at once -- nothing past the signature and version is sent to it."""
-    conn = Connection(T.PULL, b"me", mechanism=Plain)
+    at once -- nothing past the signature and version is sent to it.  libzmq drops it too with
+    NULL when ZAP is asked (ZAP_DOMAIN), so that old peers cannot bypass the handler
+    (CVE-2014-9721); no ZAP request is made for it."""
+    as_server = mechanism.endswith("server") or mechanism.startswith("null")
+    conn = Connection(T.PULL, b"me", as_server=as_server, mechanism=SECURE[mechanism])
     signature_sent = conn.data_to_send()
-    with pytest.raises(HandshakeError, match="no security: the PLAIN mechanism"):
+    with pytest.raises(HandshakeError, match="which has no security: the"):
         conn.receive_data(opening)
     assert signature_sent + conn.data_to_send() in (signature(2), signature(2) + b"\x03")
-    assert conn.state is ERROR_STATE
+    assert conn.state is ERROR_STATE and conn.mechanism.zap_request is None
 
 
 # -- subscriptions --------------------------------------------------------------------------------
@@ -561,6 +579,23 @@ def test_a_router_talks_to_a_zmtp_2_dealer_by_its_identity(make):
         assert router.recv_multipart() == [b"dealer-7", b"", b"request"]
         router.send_multipart([b"dealer-7", b"", b"reply"])
         assert read_exact(raw, len(wire([b"", b"reply"]))) == wire([b"", b"reply"])
+
+
+def test_a_null_socket_asking_zap_drops_a_zmtp_2_peer_without_asking(make, ctx):
+    """With ZAP_DOMAIN set, NULL asks the ZAP handler about every peer; a ZMTP 2.0 peer has no
+    handshake to ask about, so it is dropped after our signature and version, as libzmq drops
+    it (CVE-2014-9721), and the handler hears nothing of it."""
+    handler = ZapHandler(zmq, ctx, lambda request: (b"200", b"", b""))
+    try:
+        pull = make(zmq.PULL, ZAP_DOMAIN=b"domain")
+        with raw_peer(bind(pull, "tcp://127.0.0.1:*")) as raw:
+            raw.sendall(signature(0))
+            assert read_exact(raw, 11) == signature(0) + b"\x03"
+            raw.sendall(b"\x01")  # revision 1: ZMTP 2.0
+            assert raw.recv(1) == b"", "the ZMTP 2.0 peer was not dropped"
+        assert handler.requests == []
+    finally:
+        handler.close()
 
 
 def test_a_connecting_push_speaks_zmtp_1_to_an_unversioned_peer(make):

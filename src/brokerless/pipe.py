@@ -120,6 +120,7 @@ class Pipe:
         "data",
         "endpoint",
         "greeted",
+        "metadata",
         "peer",
         "peer_routing_id",
         "routing_id",
@@ -141,6 +142,8 @@ class Pipe:
         self.data: Any = None  # per-pattern state
         #: The greeting the peer's side already wrote for this end's owner (None: not yet).
         self.greeted: tuple | None = None
+        #: The properties of the connection feeding this end (``Frame.get``); None on inproc.
+        self.metadata: dict[str, bytes] | None = None
 
     def __repr__(self) -> str:
         return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"

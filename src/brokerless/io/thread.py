@@ -8,6 +8,19 @@ in the thread's :class:`~brokerless.mailbox.Mailbox` and wakes the selector thro
 mailbox's descriptor.  Each loop turn waits in ``select`` until a descriptor is ready, a call is
 queued, or the next timer is due; then it runs the ready handlers, the queued calls and the due
 timers, in that order.  ``stop`` lets it finish the turn and exit; the owner joins it.
+
+Memory: what a closed connection leaves here must be nothing, without waiting for the cyclic
+garbage collector, or a stream of short connections grows the process without bound.
+
+* The thread owns the one buffer its connections read into (``read_buffer``): decoding copies
+  what it keeps, so a read buffer per connection would only cost memory.
+* A cancelled :class:`Timer` drops its callback at once (a bound method would keep its object,
+  e.g. a closed engine, alive until the timer was due, and make a reference cycle through the
+  object's own timer table).  Cancelled timers stay in the heap until due or until they make
+  up most of it; then the heap is rebuilt without them, so a flood of connections that each
+  cancel a long timer (HANDSHAKE_IVL) cannot fill it.
+* A loop turn's handlers run in their own call (``_handle_ready``), so no local variable keeps
+  the last handler (and its connection) alive while the thread waits for the next event.
 """
 
 from __future__ import annotations
@@ -23,19 +36,28 @@ from typing import Any
 
 from ..mailbox import Mailbox
 
+#: Bytes one read of a connection takes at most (the size of each thread's read buffer).
+READ_BUFFER_SIZE = 256 * 1024
+
+#: The heap is rebuilt without its cancelled timers once they are at least this many and more
+#: than half of it.
+_COMPACT_MIN = 64
+
 
 class Timer:
-    """A pending call; ``cancel()`` makes it a no-op."""
+    """A pending call; ``cancel()`` makes it a no-op and lets go of the callback."""
 
-    __slots__ = ("callback", "cancelled", "when")
+    __slots__ = ("_thread", "callback", "when")
 
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+    def __init__(self, thread: IOThread, when: float, callback: Callable[[], None]) -> None:
+        self._thread = thread
         self.when = when
-        self.callback = callback
-        self.cancelled = False
+        self.callback: Callable[[], None] | None = callback  # None once cancelled or run
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if self.callback is not None:
+            self.callback = None
+            self._thread._timer_cancelled()
 
 
 class IOThread:
@@ -47,7 +69,9 @@ class IOThread:
         self._mailbox.use_fd()
         self._selector.register(self._mailbox.fileno(), selectors.EVENT_READ, None)
         self._timers: list[tuple[float, int, Timer]] = []
+        self._cancelled = 0  # cancelled timers still in _timers
         self._seq = itertools.count()
+        self.read_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
         self._running = True
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -100,9 +124,17 @@ class IOThread:
             pass
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        timer = Timer(time.monotonic() + delay, callback)
+        timer = Timer(self, time.monotonic() + delay, callback)
         heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
         return timer
+
+    def _timer_cancelled(self) -> None:
+        self._cancelled += 1
+        timers = self._timers
+        if self._cancelled >= _COMPACT_MIN and self._cancelled * 2 > len(timers):
+            timers[:] = [entry for entry in timers if entry[2].callback is not None]
+            heapq.heapify(timers)
+            self._cancelled = 0
 
     def _stop(self, _: Any = None) -> None:
         self._running = False
@@ -130,21 +162,28 @@ class IOThread:
                     timeout = max(0.0, self._timers[0][0] - time.monotonic())
                 if mailbox.commands:
                     timeout = 0
-                for key, mask in select(timeout):
-                    if key.fd == mailbox_fd:
-                        mailbox.clear_fd()
-                    else:
-                        self._guarded(key.data, mask)
+                self._handle_ready(select(timeout), mailbox_fd)
                 mailbox.process(self._dispatch)
                 self._run_timers()
         finally:
             self._selector.close()
             mailbox.close()
 
+    def _handle_ready(self, ready: list, mailbox_fd: int) -> None:
+        for key, mask in ready:
+            if key.fd == mailbox_fd:
+                self._mailbox.clear_fd()
+            else:
+                self._guarded(key.data, mask)
+
     def _run_timers(self) -> None:
         now = time.monotonic()
         timers = self._timers
         while timers and timers[0][0] <= now:
-            _, _, timer = heapq.heappop(timers)
-            if not timer.cancelled:
-                self._guarded(timer.callback)
+            timer = heapq.heappop(timers)[2]
+            callback = timer.callback
+            if callback is None:
+                self._cancelled -= 1
+            else:
+                timer.callback = None
+                self._guarded(callback)

@@ -75,6 +75,9 @@ class Pattern:
             for msg in self.greeting():
                 pipe.force_write(msg)
 
+    def check_connect(self) -> None:
+        """Called by ``connect`` before anything is made: raise to refuse the connection."""
+
     # messages
     def xsend(self, msg: Any) -> bool:
         name = self.socket_type.name
@@ -93,6 +96,11 @@ class Pattern:
 
     def xhas_out(self) -> bool:
         return False
+
+    def received_from(self) -> Pipe | None:
+        """The pipe the last message received came from (its connection's properties go on
+        frames received with ``copy=False``); None when not known."""
+        return None
 
     def xsetsockopt(self, option: SocketOption, value: Any) -> None:
         """Apply a type-specific option (already stored in ``self.options``)."""

@@ -167,6 +167,7 @@ class XSub(Pattern):
 
     def __init__(self, options) -> None:
         super().__init__(options)
+        options[_O.LINGER] = 0  # libzmq's default: closing never waits to send (un)subscriptions
         self.fq = FairQueue()
         self.dist = Distributor()
         self.subscriptions = SubscriptionCounts()
@@ -196,6 +197,9 @@ class XSub(Pattern):
 
     def read_activated(self, pipe: Pipe) -> None:
         self.fq.activated(pipe)
+
+    def received_from(self) -> Pipe | None:
+        return self.fq.last_pipe
 
     def _send_upstream(self, msg: Any) -> None:
         for pipe in self.dist.pipes:

@@ -50,6 +50,10 @@ from brokerless.stream.tuple import Tuple
 TITLE = "The Adventures of Sherlock Holmes"
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 _TOPIC = b"top"
+#: Limits on what the demo's sockets take in: the publisher only subscriptions, the display
+#: the top-words reports.
+_SUBSCRIPTION_MAX_BYTES = 64 << 10
+_REPORT_MAX_BYTES = 1 << 20
 _TTY_REFRESH = 0.25  # seconds between redraws on a terminal
 _LINE_REFRESH = 2.0  # seconds between progress lines otherwise
 
@@ -146,6 +150,7 @@ class TopWords(Bolt):
             self._context = zmq.Context()
             self._pub = self._context.socket(zmq.PUB)
             self._pub.linger = 2000  # the final message leaves before the task ends
+            self._pub.maxmsgsize = _SUBSCRIPTION_MAX_BYTES
             self._pub.connect(self.endpoint)
 
     def process(self, tup: Tuple) -> None:
@@ -267,6 +272,7 @@ def run_demo(
     context = zmq.Context()
     sub = context.socket(zmq.SUB)
     sub.linger = 0
+    sub.maxmsgsize = _REPORT_MAX_BYTES
     try:
         host = session.sparkContext.getConf().get("spark.driver.host")
         sub.bind(tcp_endpoint(bind_address(host), 0))

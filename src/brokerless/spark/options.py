@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import overload
 
 __all__ = ["OptionError", "boolean", "check_known", "choice", "endpoints", "positive_int"]
 
@@ -69,9 +70,14 @@ def boolean(options: Mapping[str, str], name: str, default: bool, what: str) -> 
     return value == "true"
 
 
+@overload
+def positive_int(options: Mapping[str, str], name: str, default: int, what: str) -> int: ...
+@overload
+def positive_int(options: Mapping[str, str], name: str, default: None, what: str) -> int | None: ...
 def positive_int(
     options: Mapping[str, str], name: str, default: int | None, what: str
 ) -> int | None:
+    """A positive integer option, or ``default`` when it is not given."""
     raw = options.get(name)
     if raw is None:
         return default

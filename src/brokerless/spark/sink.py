@@ -57,6 +57,8 @@ _OPTIONS = (
 )
 _SPARK_OPTIONS = ("checkpointLocation",)  # Spark passes the query's own options along
 _WHAT = "sink"
+#: What the sink's socket takes in: subscriptions (XPUB) or nothing (PUSH), from any peer.
+SUBSCRIPTION_MAX_BYTES = 64 << 10
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark sets on a micro-batch's tasks
 
 
@@ -197,6 +199,7 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
         sock = zmq_context.socket(zmq.XPUB if pub else zmq.PUSH)
         sock.setsockopt(zmq.LINGER, config.timeout_ms)
         sock.setsockopt(zmq.SNDTIMEO, config.timeout_ms)
+        sock.setsockopt(zmq.MAXMSGSIZE, SUBSCRIPTION_MAX_BYTES)
         hint = " (bind mode: one task at a time; use df.coalesce(1))" if config.bind else ""
         attach(
             sock, config.endpoints, config.bind,

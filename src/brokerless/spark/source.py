@@ -20,15 +20,24 @@ on an executor and reads those records straight from the segment files, so the l
 must be readable by every executor (local mode: any directory; a cluster: a shared mount).
 ``commit(end)`` deletes the segments that hold only records ``<= end``.
 
+The socket's limits are options: frames of at most ``maxMessageSize`` bytes (MAXMSGSIZE) and
+at most ``rcvhwm`` messages held while the log is busy (RCVHWM).  A full socket stops reading,
+so a PUSH peer waits and a PUB peer drops at its own SNDHWM (ZeroMQ's PUB/SUB rule); the
+source itself never drops a message its socket took.
+
 A restarted query reopens the same log: the receiver continues the numbering after the last
 good record, and Spark asks again for the range it had planned but not committed, which the
-log still holds, so nothing is lost or repeated.  Messages still travelling towards the socket
-when the query stops are ZeroMQ's to lose (SUB drops what arrives while no subscriber is
-there; a PUSH peer keeps queueing for the receiver of the next run when it connected to a source
-that binds, or when the source connects to it).  Spark ends the source's process soon after
-asking it to stop, without waiting: the receiver's last drain into the log is best effort, and
-messages taken off the socket but not yet flushed are lost with the process (at most one
-drained batch, taken a few milliseconds earlier).
+log still holds, so nothing is lost or repeated.  An offset Spark passes in must be one this
+reader offered or be within what the log held when it reopened: a log that lost records
+(``fsync=false`` and a machine crash) would otherwise give their numbers to new messages that
+Spark then skips as processed.  Messages still travelling towards the socket when the query
+stops are ZeroMQ's to lose (SUB drops what arrives while no subscriber is there; a PUSH peer
+keeps queueing for the receiver of the next run when it connected to a source that binds, or
+when the source connects to it); what the socket holds at the stop (``rcvhwm`` at most) goes to
+the log.  Spark ends the source's process soon after asking it to stop, without waiting: the
+receiver's last drain into the log is best effort, and messages taken off the socket but not
+yet flushed are lost with the process (at most one drained batch, taken a few milliseconds
+earlier).
 
 Why the reader does not start in ``__init__``: Spark also builds a reader in a short-lived
 planner process only to ship its ``read`` method to executors; that one must open nothing.
@@ -86,10 +95,14 @@ _OPTIONS = (
     "maxRowsPerBatch",
     "numPartitions",
     "fsync",
+    "maxMessageSize",
+    "rcvhwm",
 )
 _WHAT = "source"
 _POLL_MS = 100  # how often the receiver looks at its stop flag while no message comes
 _MAX_DRAIN = 8192  # messages per log flush at most (bounds the memory of one group commit)
+_MAX_MESSAGE_SIZE = 1 << 20  # default maxMessageSize: the largest frame a peer may send (bytes)
+_RCVHWM = 1000  # default rcvhwm: messages the socket holds for the receiver (libzmq's default)
 _ROWS_PER_ARROW_BATCH = 8192
 
 
@@ -109,6 +122,8 @@ class SourceConfig:
     max_rows_per_batch: int | None
     num_partitions: int
     fsync: bool
+    max_message_size: int
+    rcvhwm: int
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -125,6 +140,14 @@ class SourceConfig:
         - ``numPartitions``: split a micro-batch into up to this many read tasks (default 1).
         - ``fsync``: ``true`` (default) to ``fsync`` the log before Spark sees a record, so a
           machine crash loses nothing Spark has planned; ``false`` survives process crashes only.
+        - ``maxMessageSize``: the largest frame (message part) a peer may send, in bytes
+          (default 1 MiB; ZeroMQ's MAXMSGSIZE): a peer that sends a larger one is disconnected
+          as its header arrives, and what it sent before is kept.
+        - ``rcvhwm``: how many messages the socket holds for the receiver while the log is busy
+          (default 1000; ZeroMQ's RCVHWM).  When it is full the socket stops reading: a PUSH
+          peer waits, a PUB peer drops at its own SNDHWM (ZeroMQ's rule for PUB/SUB); a message
+          the socket has taken is never dropped.  So what one peer can make the source hold is
+          bounded: ``rcvhwm`` messages whose frames are at most ``maxMessageSize`` each.
         """
         opt.check_known(options, _OPTIONS, _WHAT)
         socket_type = opt.choice(options, "socketType", ("SUB", "PULL"), _WHAT)
@@ -148,8 +171,6 @@ class SourceConfig:
                 f'brokerless source: option "walPath" must be a local or mounted directory, '
                 f"not {wal_path!r} (the log is written with POSIX file calls)"
             )
-        num_partitions = opt.positive_int(options, "numPartitions", 1, _WHAT)
-        assert num_partitions is not None
         return cls(
             endpoints=opt.endpoints(options, "endpoints", _WHAT),
             socket_type=socket_type,
@@ -157,8 +178,10 @@ class SourceConfig:
             bind=opt.boolean(options, "bind", False, _WHAT),
             wal_path=os.path.abspath(wal_path),
             max_rows_per_batch=opt.positive_int(options, "maxRowsPerBatch", None, _WHAT),
-            num_partitions=num_partitions,
+            num_partitions=opt.positive_int(options, "numPartitions", 1, _WHAT),
             fsync=opt.boolean(options, "fsync", True, _WHAT),
+            max_message_size=opt.positive_int(options, "maxMessageSize", _MAX_MESSAGE_SIZE, _WHAT),
+            rcvhwm=opt.positive_int(options, "rcvhwm", _RCVHWM, _WHAT),
         )
 
 
@@ -180,7 +203,11 @@ class _Receiver:
 
     def __init__(self, config: SourceConfig) -> None:
         self.wal = WriteAheadLog(config.wal_path, fsync=config.fsync)
+        #: The last record the log held when it opened: an offset from an earlier run (Spark's
+        #: checkpoint) can name no record past it.
+        self.recovered_seq = self.wal.durable_seq
         self.error: BaseException | None = None
+        self._rcvhwm = config.rcvhwm
         self._context = zmq.Context()
         self._stopping = threading.Event()
         try:
@@ -197,11 +224,15 @@ class _Receiver:
     def _open(self, config: SourceConfig) -> zmq.Socket:
         sock = self._context.socket(zmq.SUB if config.socket_type == "SUB" else zmq.PULL)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, config.max_message_size)
+        sock.setsockopt(zmq.RCVHWM, config.rcvhwm)
         if config.socket_type == "SUB":
             for topic in config.topics:
                 sock.setsockopt(zmq.SUBSCRIBE, topic)
         attach(
-            sock, config.endpoints, config.bind,
+            sock,
+            config.endpoints,
+            config.bind,
             lambda verb, endpoint, exc: SourceError(
                 f"brokerless source: cannot {verb} {endpoint}: {exc}"
             ),
@@ -212,14 +243,15 @@ class _Receiver:
         try:
             while not self._stopping.is_set():
                 if self._socket.poll(_POLL_MS):
-                    self._drain()
-            self._drain()  # what the socket already holds goes to the log, for the next run
+                    self._drain(_MAX_DRAIN)
+            # What the socket holds (RCVHWM messages at most) goes to the log, for the next run.
+            self._drain(max(_MAX_DRAIN, self._rcvhwm))
         except BaseException as exc:  # reported to Spark by the next driver-side call
             self.error = exc
 
-    def _drain(self) -> None:
+    def _drain(self, limit: int) -> None:
         recv, append, now_ns = self._socket.recv_multipart, self.wal.append, time.time_ns
-        for _ in range(_MAX_DRAIN):
+        for _ in range(limit):
             try:
                 frames = recv(zmq.NOBLOCK)
             except zmq.Again:
@@ -248,12 +280,31 @@ class BrokerlessStreamReader(DataSourceStreamReader):
     def __init__(self, config: SourceConfig) -> None:
         self.config = config
         self._receiver: _Receiver | None = None
+        self._offered = 0  # the highest offset latestOffset returned
 
     def _log(self) -> WriteAheadLog:
         """The log, starting the receiver on the first call (driver side only)."""
         if self._receiver is None:
             self._receiver = _Receiver(self.config)
         return self._receiver.check()
+
+    def _check_known(self, seq: int) -> WriteAheadLog:
+        """The log, after checking that offset ``seq`` from Spark names a record it had: one
+        this reader offered, or one from the checkpoint of an earlier run, which must be in
+        the log as it reopened -- else records were lost, and new messages, numbered on from
+        the log's end, would be taken for records Spark has already processed."""
+        wal = self._log()
+        assert self._receiver is not None
+        recovered = self._receiver.recovered_seq
+        if seq > max(recovered, self._offered):
+            raise SourceError(
+                f"brokerless source: the checkpoint has processed up to record {seq}, but the "
+                f"write-ahead log at {self.config.wal_path} ended at {recovered} when it "
+                "opened: the log lost records (fsync=false and a machine crash, or the "
+                "directory was replaced). Start the query with a new checkpoint location and "
+                "walPath."
+            )
+        return wal
 
     def initialOffset(self) -> dict:
         return {"seq": self._log().first_seq - 1}
@@ -263,24 +314,19 @@ class BrokerlessStreamReader(DataSourceStreamReader):
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        durable = self._log().durable_seq
         begin = start["seq"]
-        if begin > durable:
-            raise SourceError(
-                f"brokerless source: the checkpoint has processed up to record {begin}, but the "
-                f"write-ahead log at {self.config.wal_path} ends at {durable}: the log lost "
-                "records (fsync=false and a machine crash, or the directory was replaced). "
-                "Start the query with a new checkpoint location and walPath."
-            )
+        end = self._check_known(begin).durable_seq
         if isinstance(limit, ReadMaxRows):
-            return {"seq": min(durable, begin + limit.max_rows)}
-        return {"seq": durable}
+            end = min(end, begin + limit.max_rows)
+        self._offered = max(self._offered, end)
+        return {"seq": end}
 
     def reportLatestOffset(self) -> dict:
         return {"seq": self._log().durable_seq}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         after, upto = start["seq"], end["seq"]
+        self._check_known(upto)  # a batch an earlier run planned is replayed with these records
         count = upto - after
         parts = min(self.config.num_partitions, max(count, 0))
         bounds = [after + count * i // parts for i in range(parts + 1)] if parts else []

@@ -91,7 +91,7 @@ from brokerless.stream.control import (
 )
 from brokerless.stream.messaging import SocketMessaging, tcp_endpoint
 from brokerless.stream.multiprocess import load_topology
-from brokerless.stream.run import plan_for
+from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
 from brokerless.stream.worker import Worker
 
@@ -134,8 +134,9 @@ def session_builder(master: str, app_name: str = "brokerless") -> SparkSession.B
             builder.config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.pyspark.python", sys.executable)
-            .config("spark.executorEnv.PYTHONPATH",
-                    os.pathsep.join(os.path.abspath(p) for p in paths))
+            .config(
+                "spark.executorEnv.PYTHONPATH", os.pathsep.join(os.path.abspath(p) for p in paths)
+            )
         )
     return builder
 
@@ -192,8 +193,11 @@ def bind_address(host: str) -> str:
 
 def _describe(error: BaseException) -> str:
     """The gist of a failed Spark job on one line: its messages without the stack traces."""
-    lines = [line.lstrip(": ") for line in str(error).splitlines()
-             if line.strip() and not line[0].isspace() and not line.startswith("An error")]
+    lines = [
+        line.lstrip(": ")
+        for line in str(error).splitlines()
+        if line.strip() and not line[0].isspace() and not line.startswith("An error")
+    ]
     return " | ".join(line[:300] for line in lines[:4]) or repr(error)
 
 
@@ -217,8 +221,9 @@ class _Job:
         self.group = group
         self.error: BaseException | None = None
         self.finished = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(sc, description, rdd),
-                                       name=f"{group}:job", daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, args=(sc, description, rdd), name=f"{group}:job", daemon=True
+        )
         self.thread.start()
 
     def _run(self, sc: SparkContext, description: str, rdd: Any) -> None:
@@ -271,7 +276,8 @@ class SparkRun(ControlledRun):
             check_slots(sc, n, plan.name)
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
             self.control_endpoint = self._open_control(
-                tcp_endpoint(bind_address(driver_host), 0), advertise=driver_host)
+                tcp_endpoint(bind_address(driver_host), 0), advertise=driver_host
+            )
         except BaseException:
             if self._owns_session:
                 self.spark.stop()
@@ -279,8 +285,9 @@ class SparkRun(ControlledRun):
         self._group = f"brokerless-{plan.name}-{uuid.uuid4().hex[:8]}"
         self._groups: list[str] = []  # every attempt's job group
         # a run dropped without stop(): its tasks would serve nobody until the session ends
-        self._abandoned = weakref.finalize(self, _abandon, sc, self._groups, self._control,
-                                           self._context)
+        self._abandoned = weakref.finalize(
+            self, _abandon, sc, self._groups, self._control, self._context
+        )
         self._job_template = {
             "topology": shipped,
             "control": self.control_endpoint,
@@ -297,8 +304,10 @@ class SparkRun(ControlledRun):
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "running"
-        return (f"<SparkRun {self.plan.name!r} {state}, {self.workers} worker(s) on "
-                f"{self.spark.sparkContext.master}, attempt {self.attempt}>")
+        return (
+            f"<SparkRun {self.plan.name!r} {state}, {self.workers} worker(s) on "
+            f"{self.spark.sparkContext.master}, attempt {self.attempt}>"
+        )
 
     # -- attempts ----------------------------------------------------------------------------
 
@@ -308,8 +317,11 @@ class SparkRun(ControlledRun):
             self._submit()
             self._launching = True
             try:
-                self._wait(lambda: len(self.state.started) == self.workers,
-                           self.start_timeout, "the workers to start")
+                self._wait(
+                    lambda: len(self.state.started) == self.workers,
+                    self.start_timeout,
+                    "the workers to start",
+                )
                 return
             except _AttemptFailed as failed:
                 self._attempt_failed(failed.cause)
@@ -331,8 +343,9 @@ class SparkRun(ControlledRun):
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(_task, job))
         group = f"{self._group}-{self.attempt}"
         self._groups.append(group)
-        self._job = _Job(sc, group,
-                         f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd)
+        self._job = _Job(
+            sc, group, f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd
+        )
 
     def _attempt_failed(self, cause: str) -> None:
         """The current attempt lost a worker: end what is left of it; raise (after stopping)
@@ -344,9 +357,11 @@ class SparkRun(ControlledRun):
         if job is not None and not job.finished.is_set():
             self.spark.sparkContext.cancelJobGroup(job.group)
         if self.attempt >= self.max_attempts:
-            self._fail(f"topology {self.plan.name!r} on Spark lost a worker in each of its "
-                       f"{self.attempt} attempt(s) (max_attempts={self.max_attempts}):\n"
-                       + "\n".join(self.restarts))
+            self._fail(
+                f"topology {self.plan.name!r} on Spark lost a worker in each of its "
+                f"{self.attempt} attempt(s) (max_attempts={self.max_attempts}):\n"
+                + "\n".join(self.restarts)
+            )
 
     def _fail(self, message: str) -> NoReturn:
         """Stop the run and say why, once."""
@@ -359,8 +374,10 @@ class SparkRun(ControlledRun):
         failures = self.state.failures
         if failures:
             index, text = next(iter(failures.items()))
-            self._fail(f"worker {index} of {self.plan.name!r} on Spark failed (attempt "
-                       f"{self.attempt}, not retried: it would fail again):\n{text}")
+            self._fail(
+                f"worker {index} of {self.plan.name!r} on Spark failed (attempt "
+                f"{self.attempt}, not retried: it would fail again):\n{text}"
+            )
         job = self._job
         if job is not None and job.finished.is_set():
             if job.error is not None and not _worker_lost(job.error):
@@ -393,8 +410,7 @@ class SparkRun(ControlledRun):
                     deadline = time.monotonic() + timeout
                     running = sorted(self.state.started)
                     if len(running) == self.workers:  # else some never heard of the run
-                        self._stop_workers(running, timeout,
-                                           lambda: not job.finished.is_set())
+                        self._stop_workers(running, timeout, lambda: not job.finished.is_set())
                         job.finished.wait(max(0.0, deadline - time.monotonic()))
                     if not job.finished.is_set():
                         self.spark.sparkContext.cancelJobGroup(job.group)
@@ -415,8 +431,9 @@ class SparkRun(ControlledRun):
         return self._job is not None and self._job.finished.is_set()
 
 
-def _abandon(sc: SparkContext, groups: list[str], control: zmq.Socket,
-             context: zmq.Context) -> None:
+def _abandon(
+    sc: SparkContext, groups: list[str], control: zmq.Socket, context: zmq.Context
+) -> None:
     """What stop() would have ended, for a run dropped without it."""
     for group in groups:
         try:
@@ -427,8 +444,9 @@ def _abandon(sc: SparkContext, groups: list[str], control: zmq.Socket,
     context.term()
 
 
-def _session(spark: SparkSession | None, master: str | None, workers: int
-             ) -> tuple[SparkSession, bool]:
+def _session(
+    spark: SparkSession | None, master: str | None, workers: int
+) -> tuple[SparkSession, bool]:
     """The session to run on, and whether the run started it (and so stops it)."""
     if spark is not None:
         return spark, False
@@ -459,15 +477,19 @@ def _task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]:
     context = zmq.Context()
     channel: WorkerChannel | None = None
     try:
-        channel = WorkerChannel(context, job["control"], job["key"], job["attempt"], index,
-                                job["driver_timeout"])
+        channel = WorkerChannel(
+            context, job["control"], job["key"], job["attempt"], index, job["driver_timeout"]
+        )
         try:
             topology, config = pickle.loads(job["topology"])
             plan = topology.build(config)
             n = config.num_workers
             host = barrier.getTaskInfos()[index].address.rsplit(":", 1)[0]
-            messaging = (SocketMessaging(context, "tcp", host=bind_address(host), advertise=host)
-                         if n > 1 else None)
+            messaging = (
+                SocketMessaging(context, "tcp", host=bind_address(host), advertise=host)
+                if n > 1
+                else None
+            )
             worker = Worker(plan, assign(plan, n), index, messaging, capture=job["capture"])
             endpoint = worker.bind()
         except Exception:
@@ -484,8 +506,11 @@ def _task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]:
             worker.stop()
             channel.send(("failed", traceback.format_exc()))
             raise
-        serve(worker, channel, started_info(worker, endpoint, attempt=job["attempt"],
-                                            threads_before=others))
+        serve(
+            worker,
+            channel,
+            started_info(worker, endpoint, attempt=job["attempt"], threads_before=others),
+        )
     finally:
         if channel is not None:
             channel.close()
@@ -514,8 +539,11 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
       attempts in all (state comes back by replay from the start: see the module doc);
     * ``start_timeout`` (120 s): how long the workers may take to start;
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver
-      before it stops by itself."""
-    return SparkRun(topology, **options)
+      before it stops by itself;
+    * ``ui``: serve the live topology UI from the driver, with the attempt history (True: a
+      free port on 127.0.0.1; a port; ``"host:port"``; see ``run.ui.url``)."""
+    ui = options.pop("ui", None)
+    return with_ui(SparkRun(topology, **options), ui)
 
 
 def complete_on_spark(
@@ -528,6 +556,7 @@ def complete_on_spark(
     """``complete_topology`` on Spark: run until every spout is exhausted and every tuple is
     processed, and return what each component emitted (in the attempt that finished).
     ``options`` are :func:`run_on_spark`'s."""
-    topology = finite_topology(topology, mocked_sources, options.get("workers"),
-                               options.get("config"))
+    topology = finite_topology(
+        topology, mocked_sources, options.get("workers"), options.get("config")
+    )
     return run_to_completion(SparkRun(topology, capture=True, **options), timeout)

@@ -17,10 +17,18 @@ message, credit origin)``.
 * An **acker executor** applies ACK_INIT/ACK/FAIL messages to its ledgers (see ``acker.py``)
   and tells spout tasks which trees are decided.
 
+Items from other workers are checked before they are queued (``inbound.py``); still, no item
+can end an executor: one whose handling raises outside the component's own code is reported
+and dropped (``_dropped``), and the loop goes on.  What does end one -- a bug, a component
+raising a BaseException, or in a checkpointed topology :class:`TaskFailed` (``stateful.py``)
+-- is reported and makes the worker *failed* (``Worker.task_failed``): a checkpointed run then
+rolls back.
+
 Emitting (``_Output.send``) runs in the emitter's thread: the routes (a chooser per
 subscribing component, see ``routing.py``) give the target tasks; the values are serialized
 once, and only if some target is in another worker (or ``always_try_serialize``), before
-anything is sent, so a value that cannot be serialized fails that emit alone.  Each target gets
+anything is sent, so a value that cannot be serialized (or that serializes into more than
+``max_tuple_bytes``) fails that emit alone.  Each target gets
 its own anchors (fresh edge ids).  A target in this worker gets a :class:`Tuple` object, a
 target elsewhere an encoded payload for the worker's transfer queue; both go into the
 executor's *outbox* (``worker.Outbox``), which the executor flushes after each batch it
@@ -46,7 +54,7 @@ from .metrics import ExecutorMetrics
 from .protocol import ACK, ACK_INIT, ACKED, FAIL, TUPLE, encode
 from .queues import BoundedQueue, Shutdown
 from .routing import StreamRoute, build_routes
-from .serializer import dumps_values
+from .serializer import SerializationError, dumps_values
 from .topology import ExecutorPlan
 from .tuple import Tuple
 
@@ -59,6 +67,11 @@ _new_id = random.getrandbits  # root and edge ids: _new_id(64)
 _MIN_WAIT = 0.001
 _MAX_WAIT = 0.1
 _FLUSH_AT = 4096  # an executor hands over what it emitted at least this often
+
+
+class TaskFailed(BaseException):
+    """A task cannot go on (already reported): its executor ends and its worker is failed.
+    A BaseException, so that no ``except Exception`` on the way swallows it."""
 
 
 class _Output:
@@ -77,6 +90,7 @@ class _Output:
             stream: route.possible_targets <= worker.tasks for stream, route in self.routes.items()
         }
         self.serializer = worker.plan.config.serializer
+        self.max_tuple_bytes = worker.plan.config.max_tuple_bytes
         self.capture = worker.capture
         self.outbox = executor.outbox
 
@@ -138,6 +152,12 @@ class _Output:
                 blob = dumps_values(
                     self.serializer, values, route.fields.names, self.component, stream
                 )
+                if len(blob) > self.max_tuple_bytes:
+                    raise SerializationError(
+                        f"{self.component!r} emitted a tuple of {len(blob)} bytes on stream "
+                        f"{stream!r}, more than max_tuple_bytes ({self.max_tuple_bytes}): "
+                        "emit smaller values, or raise the topology's max_tuple_bytes"
+                    )
         outbox = self.outbox
         sent = []
         for tasks, blocking in groups:
@@ -309,7 +329,10 @@ class Executor:
         self.config = worker.plan.config
         self.metrics = ExecutorMetrics()
         self.handled = 0  # queue items whose handling is over
-        self.done = True  # nothing left to do on its own (spouts: exhausted, nothing pending)
+        #: Nothing left to do on its own (spouts: opened, exhausted, nothing pending): a
+        #: spout that has not opened yet is not done, or a completion round taken while a
+        #: worker starts could see a finished topology.
+        self.done = self.kind != "spout"
         self.stopping = False
         acker_tasks = worker.plan.acker_tasks
         self.acking = bool(acker_tasks)
@@ -327,15 +350,30 @@ class Executor:
         self.metrics.errors += 1
         self.worker.record_error(self.component, task, error)
 
+    def _dropped(self, task: int, error: Exception) -> None:
+        """An item of the queue could not be handled (not an error of the component's own
+        code, which fails its tuple): a bug in the stream layer, or input that slipped past
+        the worker's checks.  It is reported and dropped; the executor goes on."""
+        log.error(
+            "executor %s of %r dropped an item it could not handle",
+            self.id,
+            self.component,
+            exc_info=error,
+        )
+        self.report(task, error)
+
     def _run(self) -> None:
         try:
             self.open()
             self.loop()
         except Shutdown:
             pass
-        except Exception as exc:  # a bug in the stream layer: say so loudly
+        except TaskFailed as failed:
+            self.worker.task_failed(self.component, failed)
+        except BaseException as exc:  # a bug in the stream layer: say so loudly
             log.exception("executor %s of %r crashed", self.id, self.component)
             self.report(self.task_ids[0], exc)
+            self.worker.task_failed(self.component, exc)
         finally:
             self.close()
 
@@ -368,14 +406,18 @@ class Executor:
             self.report(task, exc)
 
     def _call(self, state: _TaskState, method: str, *args: Any) -> Any:
-        """Call a component method; an exception is reported (returns None)."""
+        """Call a component method; an exception is reported (see ``_call_failed``)."""
         try:
             return getattr(state.component, method)(*args)
         except Shutdown:
             raise
         except Exception as exc:
             self.report(state.task, exc)
-            return None
+            return self._call_failed(state, method, exc)
+
+    def _call_failed(self, state: _TaskState, method: str, error: Exception) -> Any:
+        """A component method raised ``error`` (reported): go on, it returned None."""
+        return None
 
     def open(self) -> None:
         raise NotImplementedError
@@ -399,6 +441,7 @@ class Executor:
         m = self.metrics
         pending, pending_max = self.pending()
         return {
+            "executor": self.id,
             "component": self.component,
             "kind": self.kind,
             "tasks": len(self.task_ids),
@@ -493,20 +536,27 @@ class SpoutExecutor(Executor):
         return emitted
 
     def _handle(self, items: list[Any]) -> None:
-        for _, message, _ in items:
-            entry = self.pending_trees.pop(message[1])
-            if entry is not None:
-                task, msg_id, started = entry
-                state = self.states[task]
-                if message[0] == ACKED:
-                    self.metrics.acked += 1
-                    self.metrics.latency.add(int((time.monotonic() - started) * 1e9))
-                    self._call(state, "ack", msg_id)
-                else:
-                    self.metrics.failed += 1
-                    self._call(state, "fail", msg_id)
+        for task, message, _ in items:
+            try:
+                self._settle(message)
+            except Exception as exc:
+                self._dropped(task, exc)
         self.outbox.flush()
         self.handled += len(items)
+
+    def _settle(self, message: list[Any]) -> None:
+        """ACKED or FAILED from an acker: tell the spout (unless its tuple timed out)."""
+        entry = self.pending_trees.pop(message[1])
+        if entry is not None:
+            task, msg_id, started = entry
+            state = self.states[task]
+            if message[0] == ACKED:
+                self.metrics.acked += 1
+                self.metrics.latency.add(int((time.monotonic() - started) * 1e9))
+                self._call(state, "ack", msg_id)
+            else:
+                self.metrics.failed += 1
+                self._call(state, "fail", msg_id)
 
     def _expire(self) -> None:
         for task, msg_id, _ in self.pending_trees.expired(time.monotonic()):
@@ -534,7 +584,10 @@ class BoltExecutor(Executor):
         while True:
             items = take(batch)
             for task, tup, origin in items:
-                execute(states[task], tup)
+                try:
+                    execute(states[task], tup)
+                except Exception as exc:
+                    self._dropped(task, exc)
                 if origin is not None:
                     returns[origin] += 1
                     if returns[origin] >= self._return_at:
@@ -558,8 +611,7 @@ class BoltExecutor(Executor):
         except Shutdown:
             raise
         except Exception as exc:
-            self.report(state.task, exc)
-            collector.fail(tup)
+            self._process_failed(state, tup, exc)
         else:
             if bolt.auto_ack:
                 collector.ack(tup)
@@ -568,6 +620,11 @@ class BoltExecutor(Executor):
         metrics = self.metrics
         metrics.latency.add(time.perf_counter_ns() - start)
         metrics.processed += 1
+
+    def _process_failed(self, state: _TaskState, tup: Tuple, error: Exception) -> None:
+        """``process`` raised: report it and fail the tuple (Storm's rule)."""
+        self.report(state.task, error)
+        state.collector.fail(tup)
 
 
 class AckerExecutor(Executor):
@@ -589,14 +646,17 @@ class AckerExecutor(Executor):
             next_rotation = min(ledger.next_rotation for ledger in ledgers.values())
             items = take(batch, max(0.0, next_rotation - time.monotonic()))
             for task, message, _ in items:
-                decided = ledgers[task].update(message)
-                if decided is not None:
-                    kind, root, spout_task = decided
-                    if kind == ACKED:
-                        metrics.acked += 1
-                    else:
-                        metrics.failed += 1
-                    outbox.control(spout_task, [kind, root])
+                try:
+                    decided = ledgers[task].update(message)
+                    if decided is not None:
+                        kind, root, spout_task = decided
+                        if kind == ACKED:
+                            metrics.acked += 1
+                        else:
+                            metrics.failed += 1
+                        outbox.control(spout_task, [kind, root])
+                except Exception as exc:
+                    self._dropped(task, exc)
             outbox.flush()
             metrics.processed += len(items)
             self.handled += len(items)

@@ -8,14 +8,19 @@ started by someone else (a Spark barrier stage) can plug in: ``bind()`` opens th
 *virtual port* and returns its endpoint; once every worker's endpoint is known,
 ``connect(endpoints)`` (indexed by worker) opens the way to each other worker.  Calling
 ``connect`` again with changed endpoints refreshes only the connections that changed.
+``recv`` gives each batch with its *sender*: a name for the connection it came from, so that
+the receiver can tell one peer's bad messages from another's (see ``inbound.py``).
 
 Two implementations:
 
 * :class:`LocalMessaging` -- in-memory queues between workers of one process (local mode with
   several workers; no sockets).  Batches are still serialized, so local mode exercises the
   same path as separate processes.
-* :class:`SocketMessaging` -- brokerless sockets over ipc or tcp: each worker binds one PULL
-  (its virtual port) and connects one PUSH per other worker; a batch is one multipart message.
+* :class:`SocketMessaging` -- brokerless sockets over ipc or tcp: each worker binds one ROUTER
+  (its virtual port: the routing id names the connection a batch came from) and connects one
+  DEALER per other worker; a batch is one multipart message.  The virtual port is open to
+  whoever reaches it, so it bounds what a peer can make it hold: MAXMSGSIZE (the largest
+  tuple plus its header) and an RCVHWM of :data:`VIRTUAL_PORT_RCVHWM` batches per connection.
 
 Threading: ``send`` is called only by the worker's sender thread, ``recv`` only by its
 receiver thread, ``connect`` by the sender thread once running; ``interrupt`` (any thread)
@@ -34,12 +39,19 @@ import brokerless as zmq
 from .queues import BoundedQueue, Shutdown
 
 _POLL_MS = 50  # how often a blocked send rechecks for interrupt
+#: Batches (of up to MAX_BATCH pairs) the virtual port holds per connection before that
+#: sender waits: enough to keep the receiver busy, while the credit window bounds tuples.
+VIRTUAL_PORT_RCVHWM = 64
+#: A peer connection only sends; whatever arrives on it is a stranger's and is kept small.
+PEER_MAXMSGSIZE = 1024
+PEER_RCVHWM = 16
 
 
 class Messaging(ABC):
     @abstractmethod
-    def bind(self) -> str:
-        """Open this worker's virtual port; returns the endpoint other workers connect to."""
+    def bind(self, max_frame: int) -> str:
+        """Open this worker's virtual port, which takes frames of at most ``max_frame``
+        bytes; returns the endpoint other workers connect to."""
 
     @abstractmethod
     def connect(self, endpoints: Sequence[str]) -> None:
@@ -50,8 +62,9 @@ class Messaging(ABC):
         """Send one batch to ``worker`` (waits while the way there is full)."""
 
     @abstractmethod
-    def recv(self, timeout: float) -> list[bytes] | None:
-        """The next batch for this worker, or None after ``timeout`` seconds."""
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        """The next batch for this worker with its sender (who sent it: a worker's endpoint,
+        or a connection's routing id), or None after ``timeout`` seconds."""
 
     @abstractmethod
     def interrupt(self) -> None:
@@ -80,7 +93,7 @@ class LocalMessaging(Messaging):
         self._inbox = BoundedQueue()
         self._peers: list[BoundedQueue] = []
 
-    def bind(self) -> str:
+    def bind(self, max_frame: int) -> str:
         self._endpoint = self._network.new_endpoint()
         self._network.inboxes[self._endpoint] = self._inbox
         return self._endpoint
@@ -89,9 +102,9 @@ class LocalMessaging(Messaging):
         self._peers = [self._network.inboxes[e] for e in endpoints]
 
     def send(self, worker: int, frames: list[bytes]) -> None:
-        self._peers[worker].push(frames)
+        self._peers[worker].push((self._endpoint, frames))
 
-    def recv(self, timeout: float) -> list[bytes] | None:
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         batch = self._inbox.take(1, timeout)
         return batch[0] if batch else None
 
@@ -108,7 +121,7 @@ def tcp_endpoint(host: str, port: int) -> str:
 
 
 class SocketMessaging(Messaging):
-    """Brokerless PUSH/PULL sockets over ``ipc`` (in ``directory``) or ``tcp``.  On tcp the
+    """Brokerless DEALER/ROUTER sockets over ``ipc`` (in ``directory``) or ``tcp``.  On tcp the
     virtual port binds on ``host`` (``"*"``: every interface) and is announced as
     ``advertise`` when given: the address other machines reach this one at."""
 
@@ -129,21 +142,23 @@ class SocketMessaging(Messaging):
         self._directory = directory
         self._host = host
         self._advertise = advertise
-        self._pull: zmq.Socket | None = None
+        self._port: zmq.Socket | None = None
         self._endpoint = ""
-        self._pushes: dict[int, tuple[str, zmq.Socket]] = {}
+        self._peers: dict[int, tuple[str, zmq.Socket]] = {}
         self._interrupted = False
 
-    def bind(self) -> str:
-        pull = self._context.socket(zmq.PULL)
-        pull.linger = 0
+    def bind(self, max_frame: int) -> str:
+        port = self._context.socket(zmq.ROUTER)
+        port.linger = 0
+        port.maxmsgsize = max_frame
+        port.rcvhwm = VIRTUAL_PORT_RCVHWM
         if self._transport == "ipc":
             address = f"ipc://{self._directory}/worker-{os.getpid()}-{id(self):x}"
         else:
             address = f"tcp://{self._host}:0"
-        pull.bind(address)
-        self._pull = pull
-        endpoint = pull.getsockopt(zmq.LAST_ENDPOINT).decode()
+        port.bind(address)
+        self._port = port
+        endpoint = port.getsockopt(zmq.LAST_ENDPOINT).decode()
         if self._transport == "tcp" and self._advertise is not None:
             endpoint = tcp_endpoint(self._advertise, int(endpoint.rsplit(":", 1)[1]))
         self._endpoint = endpoint
@@ -151,45 +166,48 @@ class SocketMessaging(Messaging):
 
     def connect(self, endpoints: Sequence[str]) -> None:
         for worker, endpoint in enumerate(endpoints):
-            current = self._pushes.get(worker)
+            current = self._peers.get(worker)
             if endpoint == self._endpoint or (current is not None and current[0] == endpoint):
                 continue
             if current is not None:
                 current[1].close(linger=0)
-            push = self._context.socket(zmq.PUSH)
-            push.linger = 0
-            push.sndtimeo = _POLL_MS
-            push.connect(endpoint)
-            self._pushes[worker] = (endpoint, push)
-        for worker in [w for w in self._pushes if w >= len(endpoints)]:
-            self._pushes.pop(worker)[1].close(linger=0)
+            peer = self._context.socket(zmq.DEALER)
+            peer.linger = 0
+            peer.sndtimeo = _POLL_MS
+            peer.maxmsgsize = PEER_MAXMSGSIZE
+            peer.rcvhwm = PEER_RCVHWM
+            peer.connect(endpoint)
+            self._peers[worker] = (endpoint, peer)
+        for worker in [w for w in self._peers if w >= len(endpoints)]:
+            self._peers.pop(worker)[1].close(linger=0)
 
     def send(self, worker: int, frames: list[bytes]) -> None:
-        push = self._pushes[worker][1]
+        peer = self._peers[worker][1]
         while True:
             if self._interrupted:
                 raise Shutdown
             try:
-                push.send_multipart(frames)
+                peer.send_multipart(frames)
                 return
             except zmq.Again:
                 continue
 
-    def recv(self, timeout: float) -> list[bytes] | None:
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         if self._interrupted:
             raise Shutdown
-        pull = self._pull
-        if pull.poll(max(0, int(timeout * 1000))):
-            return pull.recv_multipart()
+        port = self._port
+        if port.poll(max(0, int(timeout * 1000))):
+            routing_id, *frames = port.recv_multipart()
+            return f"peer {routing_id.hex()}", frames
         return None
 
     def interrupt(self) -> None:
         self._interrupted = True
 
     def close(self) -> None:
-        for _, push in self._pushes.values():
-            push.close(linger=0)
-        self._pushes.clear()
-        if self._pull is not None:
-            self._pull.close(linger=0)
-            self._pull = None
+        for _, peer in self._peers.values():
+            peer.close(linger=0)
+        self._peers.clear()
+        if self._port is not None:
+            self._port.close(linger=0)
+            self._port = None

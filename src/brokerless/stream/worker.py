@@ -12,8 +12,10 @@ through the emitting executor's :class:`Outbox`, flushed once per batch:
 * a task **in another worker** gets ``(worker, task id, payload)`` on this worker's single
   transfer queue.  The single sender thread drains it, groups what it took by destination and
   sends each group as one batch ``[task, payload, task, payload, ...]`` through the messaging
-  (``messaging.py``).  The receiver thread reads batches from the worker's virtual port and
-  routes each pair to the task's executor queue; task id 0 is the worker itself (credits).
+  (``messaging.py``).  The receiver thread reads batches from the worker's virtual port,
+  checks each pair against the executor it is for (``inbound.py``) and routes it to the task's
+  executor queue; task id 0 is the worker itself (credits).  A pair that fails the checks is
+  dropped and counted (``bad_messages``); the first from each sender is reported.
 
 Back pressure without deadlock
 ------------------------------
@@ -37,6 +39,13 @@ need no credit -- the cycle's own termination bounds it -- so cycles cannot dead
 
 Completion detection (``activity``) reads counters bumped only after work is done: items
 queued (``BoundedQueue.puts``) vs. handled, pairs sent vs. received; see ``run.py``.
+
+Checkpoints
+-----------
+A worker of a checkpointed topology runs the executors of ``stateful.py`` and a writer thread
+(:class:`~.stateful.TaskCheckpoints`); the run tells it when to ``checkpoint`` and
+``commit``, collects its tasks' acknowledgements, and reads ``failure``: set when an executor
+ended on a task failure or a crash, it means the run must roll back (``checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -50,21 +59,36 @@ from typing import Any
 
 from .assignment import Assignment
 from .executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from .inbound import BadMessage, Inbound
 from .messaging import Messaging
 from .metrics import ErrorReport
-from .protocol import CREDIT, TUPLE, WORKER_TASK, decode, encode, frame_task, task_frame
+from .protocol import (
+    CHECKPOINT,
+    COMMIT,
+    CREDIT,
+    HEADER_ROOM,
+    MAX_BATCH,
+    WORKER_TASK,
+    encode,
+    task_frame,
+)
 from .queues import BoundedQueue, Shutdown
+from .stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor, TaskCheckpoints
 from .topology import TopologyPlan
-from .tuple import Tuple
 
 log = logging.getLogger("brokerless.stream")
 
-_SEND_BATCH = 1024  # transfer-queue items the sender takes at once
 _RECV_WAIT = 0.05  # seconds the receiver waits before rechecking for stop
 _MAX_ERRORS = 1000  # error reports kept per worker (all are counted in the metrics)
+_MAX_BAD_SENDERS = 64  # senders whose first bad message is reported (all are counted)
 _EXECUTORS: dict[str, type[Executor]] = {
     "spout": SpoutExecutor,
     "bolt": BoltExecutor,
+    "acker": AckerExecutor,
+}
+_CHECKPOINTED_EXECUTORS: dict[str, type[Executor]] = {
+    "spout": CheckpointedSpoutExecutor,
+    "bolt": CheckpointedBoltExecutor,
     "acker": AckerExecutor,
 }
 _WORKER_FRAME = task_frame(WORKER_TASK)
@@ -82,13 +106,20 @@ class Activity:
 
 
 class Credits:
-    """How many more tuples this worker may send to each remote bolt executor."""
+    """How many more tuples this worker may send to each remote bolt executor: at most a
+    window each, however many credits come back (only a forged credit could exceed it)."""
 
     def __init__(self, window: int, executors: list[int]) -> None:
+        self.window = window
         self._available = dict.fromkeys(executors, window)
         self._changed = threading.Condition(threading.Lock())
         self._waiting = 0
         self._closed = False
+
+    @property
+    def executors(self) -> frozenset[int]:
+        """The remote bolt executors this worker may send tuples to."""
+        return frozenset(self._available)
 
     def take(self, executor: int, wanted: int) -> int:
         """Take up to ``wanted`` credits for ``executor``, waiting until there is one."""
@@ -108,7 +139,7 @@ class Credits:
 
     def release(self, executor: int, count: int) -> None:
         with self._changed:
-            self._available[executor] += count
+            self._available[executor] = min(self.window, self._available[executor] + count)
             if self._waiting:
                 self._changed.notify_all()
 
@@ -169,8 +200,7 @@ class Outbox:
         if queue is not None:
             self.local(queue, (task, message, None), blocking=False)
         else:
-            self._transfer.append((worker.task_worker[task], worker.frames[task],
-                                   encode(message)))
+            self._transfer.append((worker.task_worker[task], worker.frames[task], encode(message)))
             self.size += 1
 
     def credit(self, worker: int, executor: int, count: int) -> None:
@@ -199,7 +229,7 @@ class Outbox:
                 done = 0
                 while done < len(items):
                     granted = take(executor, len(items) - done)
-                    push_many(items[done:done + granted])
+                    push_many(items[done : done + granted])
                     done += granted
             self._credited.clear()
         self.size = 0
@@ -216,7 +246,10 @@ class Worker:
         messaging: Messaging | None = None,
         *,
         capture: bool = False,
+        restore: int | None = None,
     ) -> None:
+        """``restore``: the checkpoint a checkpointed topology's tasks start from (None: from
+        the start)."""
         n = assignment.num_workers
         if n > 1 and messaging is None:
             raise ValueError("a worker of a multi-worker topology needs a messaging")
@@ -229,6 +262,14 @@ class Worker:
         self.task_executor = {t: e.id for e in plan.executors for t in e.tasks}
         self.capture: list[tuple[str, str, tuple[Any, ...]]] | None = [] if capture else None
         self.errors: list[ErrorReport] = []
+        #: Why the worker failed (a task failed, an executor crashed), or None.
+        self.failure: str | None = None
+        self.checkpoints = (
+            TaskCheckpoints(plan, restore, f"{plan.name}:worker{index}", self.record_error)
+            if plan.checkpointed
+            else None
+        )
+        kinds = _CHECKPOINTED_EXECUTORS if plan.checkpointed else _EXECUTORS
         size = plan.config.executor_queue_size
         self.credit_window = max(1, size // n)
         local_share = max(1, size - (n - 1) * self.credit_window)
@@ -240,19 +281,27 @@ class Worker:
             kind = plan.components[spec.component].kind
             bolt = kind == "bolt"
             queue = BoundedQueue(local_share if bolt else None)
-            executor = _EXECUTORS[kind](self, spec, queue, bolt_bound if bolt else None)
+            executor = kinds[kind](self, spec, queue, bolt_bound if bolt else None)
             self.executors.append(executor)
             self.local_queues.update(dict.fromkeys(spec.tasks, queue))
         self.credits = Credits(
             self.credit_window,
-            [e.id for e in plan.executors
-             if plan.components[e.component].kind == "bolt"
-             and assignment.executor_worker[e.id] != index],
+            [
+                e.id
+                for e in plan.executors
+                if plan.components[e.component].kind == "bolt"
+                and assignment.executor_worker[e.id] != index
+            ],
+        )
+        self.inbound = Inbound(
+            plan, self.task_worker, self.executors, self.credits.executors, self.credit_window
         )
         self.transfer = BoundedQueue()
         self.frames = {t: task_frame(t) for t in plan.task_component}
         self.sent = 0  # pairs sent to other workers
-        self.received = 0  # pairs received from other workers
+        self.received = 0  # pairs received from other workers (and accepted)
+        self.bad_messages = 0  # pairs (or malformed batches) received and dropped
+        self._bad_senders: set[str] = set()  # those whose first bad message was reported
         self._sender_handled = 0
         self._stopping = False
         self._started = False
@@ -260,8 +309,10 @@ class Worker:
         self._threads: list[threading.Thread] = []
 
     def __repr__(self) -> str:
-        return (f"<Worker {self.index}/{self.num_workers} of {self.plan.name!r}: "
-                f"{len(self.executors)} executors, {self.transfer.depth} to send>")
+        return (
+            f"<Worker {self.index}/{self.num_workers} of {self.plan.name!r}: "
+            f"{len(self.executors)} executors, {self.transfer.depth} to send>"
+        )
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -271,7 +322,9 @@ class Worker:
 
     def bind(self) -> str:
         """Open this worker's virtual port; returns its endpoint ('' with a single worker)."""
-        return self.messaging.bind() if self.messaging is not None else ""
+        if self.messaging is None:
+            return ""
+        return self.messaging.bind(self.plan.config.max_tuple_bytes + HEADER_ROOM)
 
     def start(self, endpoints: list[str]) -> None:
         """Connect to the other workers (``endpoints`` indexed by worker) and run."""
@@ -285,6 +338,8 @@ class Worker:
                 threading.Thread(target=self._send_loop, name=f"{name}:send", daemon=True),
                 threading.Thread(target=self._receive_loop, name=f"{name}:recv", daemon=True),
             ]
+        if self.checkpoints is not None:
+            self._threads.append(self.checkpoints.thread)
         # consumers first, spouts last
         ordered = sorted(self.executors, key=lambda e: e.kind == "spout")
         self._threads += [e.thread for e in ordered]
@@ -308,6 +363,8 @@ class Worker:
             queue.close()
         self.credits.close()
         self.transfer.close()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
         if self.messaging is not None:
             self.messaging.interrupt()
         deadline = time.monotonic() + timeout
@@ -316,11 +373,36 @@ class Worker:
         hung = [t.name for t in self._threads if t.is_alive()]
         if hung:
             log.warning("worker %d: threads still running after stop: %s", self.index, hung)
-        if self.messaging is not None and not any(
-            t.is_alive() for t in self._threads[:2]
-        ):
+        if self.messaging is not None and not any(t.is_alive() for t in self._threads[:2]):
             self.messaging.close()
         return hung
+
+    # -- checkpoints (see ``checkpoint.py``) ------------------------------------------------
+
+    def checkpoint(self, checkpoint: int) -> None:
+        """Start checkpoint ``checkpoint``: the spouts here inject its barriers."""
+        self._tell([CHECKPOINT, checkpoint], stateful_bolts=False)
+
+    def commit(self, checkpoint: int) -> None:
+        """Checkpoint ``checkpoint`` is complete: tell the spouts and stateful bolts here."""
+        self._tell([COMMIT, checkpoint], stateful_bolts=True)
+
+    def _tell(self, message: list[Any], stateful_bolts: bool) -> None:
+        components = self.plan.components
+        for executor in self.executors:
+            if executor.kind == "spout" or (
+                stateful_bolts and components[executor.component].stateful
+            ):
+                try:
+                    executor.queue.push((executor.task_ids[0], message, None))
+                except Shutdown:  # stopping
+                    return
+
+    def task_failed(self, component: str, error: BaseException) -> None:
+        """An executor of ``component`` ended on ``error`` (already reported)."""
+        if self.failure is None:
+            self.failure = f"{component}: {error}"
+        log.error("worker %d: %s failed: %s", self.index, component, error)
 
     # -- called from executor threads --------------------------------------------------------
 
@@ -339,7 +421,7 @@ class Worker:
         take = self.transfer.take
         try:
             while True:
-                items = take(_SEND_BATCH)
+                items = take(MAX_BATCH)
                 batches: dict[int, list[bytes]] = {}
                 for worker, frame, payload in items:
                     if worker is None:  # refresh: send what came before, then reconnect
@@ -367,54 +449,50 @@ class Worker:
         recv = self.messaging.recv
         try:
             while not self._stopping:
-                frames = recv(_RECV_WAIT)
-                if frames:
-                    self._deliver(frames)
+                batch = recv(_RECV_WAIT)
+                if batch is not None:
+                    try:
+                        self._deliver(*batch)
+                    except Shutdown:
+                        raise
+                    except Exception as exc:  # a bug: report it, keep receiving
+                        log.exception("worker %d: a received batch broke delivery", self.index)
+                        self.record_error("__worker", WORKER_TASK, exc)
         except Shutdown:
             pass
 
-    def _deliver(self, frames: list[bytes]) -> None:
-        """Route one batch from another worker to the tasks' queues (never waits)."""
-        plan = self.plan
-        components = plan.components
-        task_component = plan.task_component
-        cycle_edges = plan.cycle_edges
-        loads = plan.config.serializer.loads
-        queues = self.local_queues
-        batches: dict[BoundedQueue, list[Any]] = {}
-        try:
-            for i in range(0, len(frames) - 1, 2):
-                task = frame_task(frames[i])
-                message = decode(frames[i + 1])
-                if task == WORKER_TASK:
-                    if message[0] == CREDIT:
-                        self.credits.release(message[1], message[2])
-                    continue
-                queue = queues.get(task)
-                if queue is None:
-                    raise ValueError(f"task {task} is not in worker {self.index}")
-                if message[0] == TUPLE:
-                    _, source, stream, anchors, blob = message
-                    component = task_component[source]
-                    credited = (component, task_component[task]) not in cycle_edges
-                    item: Any = (task, Tuple(tuple(loads(blob)), component, stream, source,
-                                             components[component].schemas[stream], anchors),
-                                 self.task_worker[source] if credited else None)
-                else:
-                    item = (task, message, None)
-                items = batches.get(queue)
-                if items is None:
-                    batches[queue] = [item]
-                else:
-                    items.append(item)
-        except Shutdown:
-            raise
-        except Exception as exc:  # a peer sent something we cannot use: drop the rest
-            self.record_error("__worker", 0, exc)
-        finally:
-            for queue, items in batches.items():
-                queue.push_many(items)
-            self.received += len(frames) >> 1
+    def _deliver(self, sender: str, frames: list[bytes]) -> None:
+        """Route one batch from another worker to the tasks' queues (never waits): what
+        passes the checks (``inbound.py``) is queued, the rest counted and reported."""
+        accepted = self.inbound.read(frames)
+        if accepted.credits:
+            release = self.credits.release
+            for executor, count in accepted.credits:
+                release(executor, count)
+        for queue, items in accepted.items.items():
+            queue.push_many(items)
+        self.received += accepted.pairs
+        if accepted.bad:
+            self._bad(sender, accepted.bad)
+
+    def _bad(self, sender: str, reasons: list[str]) -> None:
+        """Count bad messages; report the first from each sender (up to _MAX_BAD_SENDERS)."""
+        self.bad_messages += len(reasons)
+        senders = self._bad_senders
+        if sender in senders or len(senders) > _MAX_BAD_SENDERS:
+            return
+        senders.add(sender)
+        if len(senders) > _MAX_BAD_SENDERS:
+            text = (
+                f"bad messages from more than {_MAX_BAD_SENDERS} senders: from now on "
+                "they are only counted (bad_messages)"
+            )
+        else:
+            text = (
+                f"dropped a bad message from {sender}: {reasons[0]} (its next ones are "
+                "only counted: bad_messages)"
+            )
+        self.record_error("__worker", WORKER_TASK, BadMessage(text))
 
     # -- observation -------------------------------------------------------------------------------
 
@@ -439,6 +517,7 @@ class Worker:
                 "transfer_depth_max": self.transfer.max_depth,
                 "sent": self.sent,
                 "received": self.received,
+                "bad_messages": self.bad_messages,
             },
             "executors": [e.snapshot() for e in self.executors],
         }

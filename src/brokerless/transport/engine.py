@@ -5,27 +5,38 @@ Theory of operation
 The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean and the
 :class:`~.session.Session` owns the pipe to the socket.
 
-* **In:** when the OS socket is readable, one ``recv_into`` fills a reusable buffer and the
-  connection decodes it into whole messages, which go into the session's pipe.  When the pipe is
-  at its HWM the rest wait here and the engine stops reading (TCP then pushes back on the peer)
-  until the socket drains the pipe (``restart_input``).  End of stream is only seen after every
-  byte before it was read, so nothing a closing peer sent is lost.
+* **In:** when the OS socket is readable, one ``recv_into`` fills the I/O thread's read buffer
+  (one per thread, not per connection: an idle connection costs a few KiB, not the buffer) and
+  the connection decodes it into whole messages, which go into the session's pipe.  Decoding
+  copies whatever outlives the read (message bodies, a partial frame), so nothing handed on
+  refers to the buffer the next read overwrites.  When the pipe is at its HWM the rest wait
+  here and the engine stops reading (TCP then pushes back on the peer) until the socket drains
+  the pipe (``restart_input``).  End of stream is only seen after every byte before it was
+  read, so nothing a closing peer sent is lost.
 * **Out:** the engine takes every message waiting in the pipe (up to a batch limit), encodes
   them into one list of buffers and writes it with ``sendmsg`` (large bodies are not copied).
   What the kernel does not take waits for the socket to become writable; when the pipe is empty
   the engine goes idle until the pipe signals new messages (``restart_output``).
 * **Faults** (the peer's: garbage, wrong socket type, oversize frame, stalled handshake, missed
   heartbeats, a reset) close this connection only, with a reason, through ``session.engine_failed``.
+  Each says what the monitor reports (see :mod:`brokerless.zmtp.errors`).
+* **ZAP:** a handshake that must ask the ZAP handler pauses (a ``ZapRequest`` event): reading
+  stops, the :class:`~.zap.ZapClient` asks, and its answer resumes the handshake on the I/O
+  thread -- the thread never waits for the handler.
 * **Lent input:** a message that has to wait for the I/O thread to get the GIL costs a thread
   hand-over per message -- the whole latency budget of a request and its reply -- so a REQ's or
   REP's thread about to block in ``recv`` with one network peer borrows the input side
-  (``lend_input``): the I/O thread stops watching the descriptor, the
-  socket's thread polls it together with its own mailbox and decodes what arrives straight into
-  the pipe (``read_lent``), then gives the input back (``return_input``).  ``in_lock`` is held by
-  whoever reads (either thread; the other only tries it and backs off).  Whatever needs the I/O
-  thread -- events (READY, PING), protocol errors, a broken connection, the end of the stream --
-  is left to it in order.  Closing while lent wakes the borrower, who closes the descriptor when
-  it gives the input back, so a descriptor is never closed under a poll.
+  (``lend_input``): the I/O thread stops watching the descriptor, the socket's thread polls it
+  together with its own mailbox and decodes what arrives straight into the pipe (``read_lent``,
+  into that thread's own read buffer), then gives the input back (``return_input``).
+  ``in_lock`` is held by whoever reads (either thread; the other only tries it and backs off).
+  Whatever needs the I/O thread -- events (READY, PING), protocol errors, a broken connection,
+  the end of the stream -- is left to it in order.  Closing while lent wakes the borrower, who
+  closes the descriptor when it gives the input back, so a descriptor is never closed under a
+  poll.
+* **Closing** leaves nothing that points back at the engine: its timers are cancelled (which
+  drops their callbacks) and the I/O thread forgets the descriptor, so a closed connection is
+  freed by reference counting at once, not by a later cyclic garbage collection.
 """
 
 from __future__ import annotations
@@ -37,16 +48,22 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..constants import SocketOption
+from ..constants import Event, SocketOption
+from ..errno import EFAULT
+from ..io.thread import READ_BUFFER_SIZE
 from ..mailbox import WAKE
-from ..monitor import (
-    PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
-    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED,
-    PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
-    PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
-    PROTOCOL_ERROR_ZMTP_UNSPECIFIED,
+from ..zmtp import (
+    AuthenticationFailed,
+    Connection,
+    HandshakeError,
+    Ping,
+    ProtocolError,
+    Ready,
+    ZapRequest,
+    ZapUnavailable,
 )
-from ..zmtp import Connection, HandshakeError, Ping, ProtocolError, Ready, UnexpectedFrame
+from .address import peer_address
+from .zap import ZapClient
 
 if TYPE_CHECKING:
     from ..io import IOThread, Timer
@@ -56,7 +73,6 @@ _O = SocketOption
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
 
-RECV_BUFFER = 256 * 1024
 BATCH_BYTES = 256 * 1024
 BATCH_MESSAGES = 4096
 ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
@@ -74,8 +90,6 @@ class Engine:
         self.sock = sock
         self.conn = conn
         self.alive = True
-        self._rbuf = bytearray(RECV_BUFFER)
-        self._rview = memoryview(self._rbuf)
         self._out: deque = deque()  # buffers accepted for writing, not yet taken by the kernel
         self._pending_in: list = []  # decoded items the pipe had no room for
         self._pending_events = False  # whether _pending_in may hold events, not just messages
@@ -102,6 +116,8 @@ class Engine:
         self._interest_lock = threading.Lock()
         self._lent = False  # the socket's thread is reading (see lend_input)
         self._restart_wanted = False  # restart_input found the input lent: run it again after
+        self._zap: ZapClient | None = None
+        self._peer_address: bytes | None = None
 
     def __repr__(self) -> str:
         return f"<Engine {self.session.endpoint} {self.conn.state}>"
@@ -127,6 +143,8 @@ class Engine:
             self.conn.close()  # a large partial frame is freed now, whatever holds the engine
         for timer in self._timers.values():
             timer.cancel()
+        if self._zap is not None:
+            self._zap.close()
         with self._interest_lock:
             self.io.unregister(self.sock)
             self._events = 0
@@ -141,11 +159,21 @@ class Engine:
         except OSError:
             pass
 
-    def fail(self, reason: str, code: int = 0) -> None:
-        """Drop the connection (the peer's fault, or it went away)."""
+    def fail(
+        self, reason: str, code: int = 0, event: int = Event.HANDSHAKE_FAILED_PROTOCOL
+    ) -> None:
+        """Drop the connection (the peer's fault, or it went away); before the handshake
+        completed, ``event`` with the value ``code`` goes to the monitor (none if 0)."""
         if self.alive:
             self.close()
-            self.session.engine_failed(self, reason, code)
+            self.session.engine_failed(self, reason, code, event)
+
+    @property
+    def peer_address(self) -> bytes:
+        """The peer's address as libzmq reports it (ZAP's address, the Peer-Address property)."""
+        if self._peer_address is None:
+            self._peer_address = peer_address(self.sock)
+        return self._peer_address
 
     @property
     def output_pending(self) -> bool:
@@ -191,8 +219,9 @@ class Engine:
     # -- input --------------------------------------------------------------------------------
 
     def _in_event(self) -> None:
+        buf = self.io.read_buffer
         try:
-            n = self.sock.recv_into(self._rbuf)
+            n = self.sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -203,7 +232,7 @@ class Engine:
             return
         self._last_rx = time.monotonic()
         try:
-            items = self.conn.receive_data(self._rview[:n])
+            items = self.conn.receive_data(buf[:n])
         except ProtocolError as exc:
             self._protocol_failed(exc)
             return
@@ -216,7 +245,7 @@ class Engine:
         with self.out_lock:
             self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
             self._flush()
-        self.fail(f"protocol error: {exc}", failure_code(exc))
+        self.fail(f"protocol error: {exc}", *failure_event(exc))
 
     def _send_reply(self) -> None:
         with self.out_lock:
@@ -245,6 +274,8 @@ class Engine:
                     return
             elif cls is Ping:
                 self._peer_ttl(item.ttl)
+            elif cls is ZapRequest:
+                self._ask_zap(item)
         self._push_run(items, start, len(items), True)
 
     def _push_run(self, items: list, lo: int, hi: int, events: bool) -> bool:
@@ -288,8 +319,12 @@ class Engine:
         if not self.in_lock.acquire(False):
             return False
         with self._interest_lock:
-            if (self.alive and self._reading and not self._pending_in
-                    and self.conn.state == "TRAFFIC"):
+            if (
+                self.alive
+                and self._reading
+                and not self._pending_in
+                and self.conn.state == "TRAFFIC"
+            ):
                 self._lent = True
                 self._update_interest()
                 return True
@@ -320,8 +355,9 @@ class Engine:
         it when it watches again)."""
         if not self.alive:
             return
+        buf = _borrower_buffer()
         try:
-            n = self.sock.recv_into(self._rbuf)
+            n = self.sock.recv_into(buf)
         except (BlockingIOError, InterruptedError, OSError):
             return  # OSError: the connection broke; the I/O thread meets it and says why
         if n == 0:
@@ -329,7 +365,7 @@ class Engine:
         self._last_rx = time.monotonic()
         with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
             try:
-                items = self.conn.receive_data(self._rview[:n])
+                items = self.conn.receive_data(buf[:n])
             except ProtocolError as exc:
                 self._reading = False
                 self.io.call_soon(self._protocol_failed, exc)
@@ -464,6 +500,28 @@ class Engine:
 
     # -- handshake and heartbeats -------------------------------------------------------------
 
+    def _ask_zap(self, request: ZapRequest) -> None:
+        """The handshake waits for the ZAP handler: read nothing more until it answered."""
+        self._set_reading(False)
+        if self._zap is None:
+            self._zap = ZapClient(self.io, self.session.socket.context._inproc, self._zap_answered)
+        self._zap.ask(request, self.peer_address)
+
+    def _zap_answered(self, frames: list[bytes] | None) -> None:
+        if not self.alive:
+            return
+        with self.in_lock:
+            try:
+                items = self.conn.zap_reply(frames)
+            except ProtocolError as exc:
+                self._protocol_failed(exc)
+                return
+            self._send_reply()
+            if items:
+                self._deliver(items, True)
+            if self.alive and not self._pending_in and not self.conn.zap_waiting:
+                self._set_reading(True)
+
     def _handshake_done(self, peer: Ready) -> None:
         timer = self._timers.pop("handshake", None)
         if timer:
@@ -508,19 +566,43 @@ class Engine:
         self._timers["ttl"] = self.io.call_later(ttl, expired)
 
 
+_borrowers = threading.local()
+
+
+def _borrower_buffer() -> memoryview:
+    """The read buffer of a thread that reads a lent input (made on its first lent read)."""
+    try:
+        return _borrowers.buffer
+    except AttributeError:
+        _borrowers.buffer = memoryview(bytearray(READ_BUFFER_SIZE))
+        return _borrowers.buffer
+
+
+def failure_event(exc: ProtocolError) -> tuple[int, int]:
+    """(value, event) the monitor reports for a failed handshake, as libzmq does: the ZAP
+    status for an authentication failure, EFAULT when a required ZAP handler is missing, else
+    libzmq's ZMTP/ZAP failure code with HANDSHAKE_FAILED_PROTOCOL."""
+    if isinstance(exc, AuthenticationFailed):
+        return exc.status, Event.HANDSHAKE_FAILED_AUTH
+    if isinstance(exc, ZapUnavailable):
+        return EFAULT, Event.HANDSHAKE_FAILED_NO_DETAIL
+    return failure_code(exc), Event.HANDSHAKE_FAILED_PROTOCOL
+
+
 def failure_code(exc: ProtocolError) -> int:
-    """libzmq's ZMTP failure code for a protocol error (HANDSHAKE_FAILED_PROTOCOL's value)."""
+    """libzmq's ZMTP failure code for a protocol error (HANDSHAKE_FAILED_PROTOCOL's value):
+    the error's own code, or, for the errors raised without one, told from the message."""
+    if exc.code != Event.PROTOCOL_ERROR_ZMTP_UNSPECIFIED:
+        return exc.code
     text = str(exc)
-    if isinstance(exc, UnexpectedFrame):
-        return PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND
     if isinstance(exc, HandshakeError):
         if "mechanism" in text:
-            return PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+            return Event.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
         if "socket type" in text:
-            return PROTOCOL_ERROR_ZMTP_INVALID_METADATA
+            return Event.PROTOCOL_ERROR_ZMTP_INVALID_METADATA
     if "command" in text:
-        return PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED
-    return PROTOCOL_ERROR_ZMTP_UNSPECIFIED
+        return Event.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED
+    return Event.PROTOCOL_ERROR_ZMTP_UNSPECIFIED
 
 
 def _batch_limit(msg: Any) -> int:

@@ -3,6 +3,11 @@
 The socket's thread does what can fail synchronously (parsing, ``bind``'s OS call, so EADDRINUSE
 and LAST_ENDPOINT are immediate); everything after that runs in the context's I/O thread:
 accepting, connecting and reconnecting, and the sessions and engines they create.
+
+Accepting a burst: a peer whose SYN finds the listen queue full retries it a second later, so
+the queue (BACKLOG, by default the OS maximum) absorbs the burst and each wake-up of the
+listener accepts up to ``ACCEPT_BATCH`` connections -- enough to drain it quickly, few enough
+that the other connections of the I/O thread get their turn in between.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from ..error import ZMQError
 from . import address as _address
 from .endpoint import Endpoint
 from .engine import Engine
+from .raw import RawEngine
 from .session import Session, new_connection
 
 if TYPE_CHECKING:
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
 
 _O = SocketOption
 READ = 1
+ACCEPT_BATCH = 64
 
 
 def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
@@ -39,6 +46,15 @@ def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
         intvl=opts[_O.TCP_KEEPALIVE_INTVL],
     )
     return sock
+
+
+def _engine(io: IOThread, session: Session, sock: pysocket.socket) -> Engine:
+    """The engine for a new connection: ZMTP, or raw bytes for a STREAM socket."""
+    opts = session.socket._options
+    sock = _tuned(sock, opts)
+    if session.socket._type == SocketType.STREAM:
+        return RawEngine(io, session, sock, opts)
+    return Engine(io, session, sock, new_connection(session), opts)
 
 
 class Listener:
@@ -59,7 +75,7 @@ class Listener:
         self.io.register(self.sock, READ, self._accept)
 
     def _accept(self, _: int) -> None:
-        while True:
+        for _ in range(ACCEPT_BATCH):  # the rest (if any) on the next turn: still readable
             try:
                 conn, _addr = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -71,14 +87,7 @@ class Listener:
                 self.io, self.socket, self.uri, connecting=False, on_done=self.sessions.discard
             )
             self.sessions.add(session)
-            engine = Engine(
-                self.io,
-                session,
-                _tuned(conn, self.socket._options),
-                new_connection(session),
-                self.socket._options,
-            )
-            session.attach_engine(engine)
+            session.attach_engine(_engine(self.io, session, conn))
 
     def close(self, _: Any = None) -> None:
         self.io.unregister(self.sock)
@@ -138,14 +147,7 @@ class Connector:
             return
         session = self.session
         session.socket._emit(Event.CONNECTED, sock.fileno(), session.endpoint)
-        engine = Engine(
-            self.io,
-            session,
-            _tuned(sock, session.socket._options),
-            new_connection(session),
-            session.socket._options,
-        )
-        session.attach_engine(engine)
+        session.attach_engine(_engine(self.io, session, sock))
 
     def close(self) -> None:
         if self.sock is not None:
@@ -194,6 +196,7 @@ class NetworkTransport:
         pipes = []
         if not session.immediate and socket._type != SocketType.ROUTER:
             pipe = session.make_pipe()
+            pipe.routing_id = socket._options[_O.CONNECT_ROUTING_ID]  # a STREAM's name for it
             socket.attach_pipe(pipe)
             pipes.append(pipe)
         io.call_soon(session.connector.start)
@@ -215,6 +218,8 @@ class NetworkTransport:
 
 
 def _closed_socket_session(session: Session) -> None:
-    """A connecting session whose socket closed: with no pipe there is nothing to flush."""
-    if session.pipe is None:
+    """A connecting session whose socket closed: with no pipe there is nothing to flush --
+    unless the pipe is gone because its engine already read all of it (``closing``): that
+    session ends once the engine has written it, or LINGER runs out."""
+    if session.pipe is None and not session.closing:
         session.close()

@@ -15,6 +15,8 @@ It is what makes a connection *disconnected-tolerant*:
 Closing: the socket terminates the pipe; the session sends what is still queued (reading to the
 delimiter), then ends.  LINGER bounds that: 0 drops the rest at once, a positive value arms a
 timer, -1 waits.  Every session registers with its context so ``term()`` can wait for them.
+An ended session cancels its timers and drops its connector, so nothing it leaves behind points
+back at it: it is freed as soon as the socket and the listener let go of it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from .. import pipe as _pipe
+from .. import security
 from ..constants import Event, SocketOption, SocketType
 from ..pipe import Pipe, pipepair
 from ..zmtp import Connection, Ready
@@ -52,6 +55,7 @@ class Session:
         self.done = False
         self._on_done = on_done
         self._linger_timer: Timer | None = None
+        self._reconnect_timer: Timer | None = None
         opts = socket._options
         self.immediate = bool(opts[_O.IMMEDIATE])
         self.reconnect_ivl = opts[_O.RECONNECT_IVL] / 1000
@@ -118,7 +122,9 @@ class Session:
         """The socket closed its end and everything it sent has been read.
 
         Called from inside the engine's read of the pipe, while it may still hold encoded
-        messages: the engine reports ``output_flushed`` once they are written, and we end then.
+        messages: the engine reports ``output_flushed`` once they are written, and we end then
+        -- or when LINGER runs out (the socket's PIPE_TERM, which would arm it, may come only
+        after this and then finds no pipe).
         """
         if pipe is not self.pipe:
             return
@@ -126,6 +132,8 @@ class Session:
         self.closing = True
         if self.engine is None:
             self._finish()
+        else:
+            self._start_linger()
 
     def push_many(self, msgs: list) -> int:
         """Messages from the wire for the socket; returns how many the pipe took."""
@@ -160,13 +168,23 @@ class Session:
             return
         if self.pipe is None:
             theirs = self.make_pipe(peer)
+            theirs.metadata = _properties(engine, peer)
             self.socket.send_command("attach", theirs)
+        else:
+            self.pipe.peer.metadata = _properties(engine, peer)  # this connection's, from now
         # After ATTACH is queued: whoever waits for this event finds the pipe on its next call.
         self.socket._emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
         engine.restart_output()
 
-    def engine_failed(self, engine: Engine, reason: str, code: int = 0) -> None:
-        """The connection ended: ``reason`` says why; ``code`` is a ZMTP failure code (or 0)."""
+    def engine_failed(
+        self,
+        engine: Engine,
+        reason: str,
+        code: int = 0,
+        event: int = Event.HANDSHAKE_FAILED_PROTOCOL,
+    ) -> None:
+        """The connection ended: ``reason`` says why; before the handshake completed, the
+        monitor gets ``event`` with ``code`` (a ZMTP failure code, a ZAP status), if not 0."""
         if engine is not self.engine:
             return
         self.engine = None
@@ -174,7 +192,7 @@ class Session:
         if engine.conn.peer is not None:  # the handshake had completed (a fault may follow)
             self.socket._emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
         elif code:
-            self.socket._emit(Event.HANDSHAKE_FAILED_PROTOCOL, code, self.endpoint)
+            self.socket._emit(event, code, self.endpoint)
         else:
             self.socket._emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
         if not self.connecting or (self.closing and self.pipe is None):
@@ -184,8 +202,10 @@ class Session:
         # A closed socket's messages still wait in the pipe: keep reconnecting until they are
         # delivered or LINGER runs out.  Otherwise IMMEDIATE (and ROUTER) queue only over a
         # live connection.
-        if not self.closing and self.pipe is not None and (
-            self.immediate or self._needs_identity()
+        if (
+            not self.closing
+            and self.pipe is not None
+            and (self.immediate or self._needs_identity())
         ):
             self._drop_pipe()
         self._schedule_reconnect()
@@ -213,7 +233,9 @@ class Session:
         if delay <= 0 or self.connector is None:
             self._finish()  # RECONNECT_IVL -1: no reconnecting
             return
-        self.io.call_later(delay * (1 + random.random() * 0.1), self._reconnect)
+        self._reconnect_timer = self.io.call_later(
+            delay * (1 + random.random() * 0.1), self._reconnect
+        )
 
     def _reconnect(self) -> None:
         if not self.done:  # a closing session still delivers what it holds, within LINGER
@@ -253,13 +275,15 @@ class Session:
             return
         self.done = True
         self.closing = True
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
+        for timer in (self._linger_timer, self._reconnect_timer):
+            if timer is not None:
+                timer.cancel()  # drops the callback: nothing keeps this session alive
         if self.engine is not None:
             self.engine.close()
             self.engine = None
         if self.connector is not None:
             self.connector.close()
+            self.connector = None  # it points back here: no cycle left for the GC to find
         if self._on_done is not None:
             self._on_done(self)
         self.socket.context._session_finished(self)
@@ -271,6 +295,23 @@ _CONFLATABLE = frozenset(
 
 
 def new_connection(session: Session) -> Connection:
-    """The protocol state for a new connection of ``session`` (NULL: as-server is always 0)."""
+    """The protocol state for a new connection of ``session``, with the mechanism its socket's
+    options choose (see :mod:`brokerless.security`)."""
     opts = session.socket._options
-    return Connection(session.socket._type, opts[_O.ROUTING_ID], max_msg_size=opts[_O.MAXMSGSIZE])
+    return Connection(
+        session.socket._type,
+        opts[_O.ROUTING_ID],
+        as_server=security.as_server(opts),
+        max_msg_size=opts[_O.MAXMSGSIZE],
+        mechanism=security.mechanism(opts),
+        metadata=opts[_O.METADATA] or None,
+    )
+
+
+def _properties(engine: Engine, peer: Ready) -> dict[str, bytes]:
+    """What messages from this connection carry (``Frame.get``), as libzmq builds it: the peer's
+    address first, then the ZAP handler's properties, then the peer's (none replaces another)."""
+    props = {"Peer-Address": engine.peer_address}
+    for name, value in peer.properties.items():
+        props.setdefault(name, value)
+    return props

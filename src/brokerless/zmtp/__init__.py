@@ -19,9 +19,18 @@ from .connection import (
     Ready,
     State,
 )
-from .errors import HandshakeError, MessageTooLarge, PeerError, ProtocolError, UnexpectedFrame
+from .errors import (
+    AuthenticationFailed,
+    HandshakeError,
+    MessageTooLarge,
+    PeerError,
+    ProtocolError,
+    UnexpectedFrame,
+    ZapUnavailable,
+)
 from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
 from .greeting import Protocol
+from .mechanisms.zap import ZapRequest
 
 __all__ = [
     "ERROR_STATE",
@@ -31,6 +40,7 @@ __all__ = [
     "MAX_FRAME_SIZE",
     "TRAFFIC",
     "VALID_PEERS",
+    "AuthenticationFailed",
     "Connection",
     "FrameDecoder",
     "HandshakeError",
@@ -43,5 +53,7 @@ __all__ = [
     "Ready",
     "State",
     "UnexpectedFrame",
+    "ZapRequest",
+    "ZapUnavailable",
     "encode_message",
 ]

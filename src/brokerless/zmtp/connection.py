@@ -1,17 +1,21 @@
-"""One ZMTP connection as a sans-I/O state machine: ZMTP 3.x, and 2.0 / 1.0 for older peers.
+"""One ZMTP connection as a sans-I/O state machine: ZMTP 3.x with its security mechanisms, and
+ZMTP 2.0 / 1.0 for older peers.
 
 Theory of operation
 -------------------
 ``Connection`` does no I/O: the transport hands it received bytes (``receive_data``) and sends
 what ``data_to_send`` returns.  The states (:class:`State`) and what moves between them::
 
-    state      takes                                     on                       next
-    GREETING   the greeting, in steps (see greeting.py)  a ZMTP 3.x greeting      HANDSHAKE
-                                                         a ZMTP 2.0 / 1.0 one     IDENTITY
-    HANDSHAKE  the mechanism's commands, one at a time   READY (NULL)             TRAFFIC
-    IDENTITY   the peer's identity message (2.0 / 1.0)   its one frame            TRAFFIC
+    state      takes                                     on                        next
+    GREETING   the greeting, in steps (see greeting.py)  a ZMTP 3.x greeting       HANDSHAKE
+                                                         a ZMTP 2.0 / 1.0 one      IDENTITY
+    HANDSHAKE  the mechanism's commands, one at a time   a question for ZAP        ZAP
+                                                         the handshake's last one  TRAFFIC
+    ZAP        nothing: input is held                    zap_reply()               HANDSHAKE or
+                                                                                   TRAFFIC
+    IDENTITY   the peer's identity message (2.0 / 1.0)   its one frame             TRAFFIC
     TRAFFIC    messages, and commands (3.x)
-    any        --                                        a broken rule, close()   ERROR
+    any        --                                        a broken rule, close()    ERROR
 
 In TRAFFIC ``receive_data`` returns whole messages as themselves (``bytes`` or a ``list`` of
 parts, the form pipes carry) and everything else as an event object (:class:`Ready`,
@@ -21,11 +25,27 @@ talking to a ZMTP 3.1 peer sends its subscription messages as those commands (to
 messages).  A broken rule raises :class:`ProtocolError` and parks the machine in ERROR: the
 transport closes that connection and reports the reason; nothing else is affected.
 
-In HANDSHAKE only commands are taken, one at a time (the decoder is ``handshaking``): a data
-frame there is a protocol error, even one with MORE whose message would only complete after
-READY.  Once READY is in, the rest of the same input is decoded as traffic.  ``close`` (and any
+The greeting goes out in steps, each once the peer's octets that decide it are in
+(:class:`.greeting.GreetingExchange`): what the peer speaks is known once its version is.
+
+The handshake is the mechanism's (``mechanisms/``: NULL, PLAIN, CURVE).  In HANDSHAKE only
+commands are taken, one at a time (the decoder is ``handshaking``): a data frame there is a
+protocol error, even one with MORE whose message would only complete after READY.  Once the
+handshake is complete the rest of the same input is decoded as traffic.  ``close`` (and any
 protocol error) drops what the decoder holds at once, so a large partial frame never outlives
 its connection.
+
+A server mechanism that must ask the ZAP handler pauses the handshake in ZAP: ``receive_data``
+returns the :class:`ZapRequest` as an event, input received meanwhile is only held (the
+transport should stop reading), and ``zap_reply(frames)`` -- the handler's reply, or None when
+no handler is bound -- resumes it and returns what ``receive_data`` would have.  A refusal
+raises :class:`AuthenticationFailed` after queueing the ERROR command the peer should get (none
+for status 300, as libzmq does).
+
+On a connection whose mechanism ``encrypts`` (CURVE), every frame of the traffic -- message
+parts and commands alike -- travels as one MESSAGE command in a data frame, its flags inside the
+box; ``encode`` and the traffic decoder are swapped for boxed versions when the handshake
+completes, so NULL and PLAIN traffic runs the same code as before.
 
 Older peers, as libzmq talks to them: a ZMTP 2.0 peer (RFC 15) frames as 3.x does without
 commands, a ZMTP 1.0 peer (RFC 13) with :mod:`.frames_v1`.  After the greeting each side sends
@@ -35,12 +55,15 @@ its identity as a one-frame message (libzmq sends its routing id whatever the so
 nothing is sent as a command, and there are no heartbeats (``heartbeats`` is False): libzmq
 sends none to such peers.  A PUB or XPUB facing a ZMTP 1.0 peer that sent no greeting receives
 a subscription to everything in its name, as libzmq injects one: such peers filter on their
-side and send no subscriptions.
+side and send no subscriptions.  These protocols have no security: a connection whose
+mechanism is ``secure`` (any but NULL, or NULL asking ZAP) refuses such a peer as soon as its
+greeting shows what it speaks, as libzmq does (CVE-2014-9721).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -54,15 +77,18 @@ from .commands import (
     Command,
     command_body,
     error_data,
+    fold,
+    parse_command,
     parse_error,
     parse_ping,
     ping_data,
 )
-from .errors import HandshakeError, PeerError, ProtocolError
+from .errors import AuthenticationFailed, HandshakeError, PeerError, ProtocolError, UnexpectedFrame
 from .frames import FrameDecoder, encode_batch, encode_command, encode_message
 from .frames_v1 import V1FrameDecoder, encode_message_v1
 from .greeting import Greeting, GreetingExchange, Protocol
 from .mechanisms import Mechanism, NullMechanism
+from .mechanisms.zap import parse_reply
 
 
 class State(StrEnum):
@@ -70,6 +96,7 @@ class State(StrEnum):
 
     GREETING = "GREETING"
     HANDSHAKE = "HANDSHAKE"
+    ZAP = "ZAP"  # the handshake waits for the ZAP handler
     IDENTITY = "IDENTITY"
     TRAFFIC = "TRAFFIC"
     ERROR = "ERROR"
@@ -99,20 +126,27 @@ VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
 #: Socket types that announce their routing id in READY (libzmq does the same).
 _SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
 _SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
+#: The flags inside a CURVE box: libzmq writes its own message flags there, where a command is
+#: 0x02 (on the wire, outside any box, it is 0x04).
+_BOX_MORE, _BOX_COMMAND = 0x01, 0x02
 _PUBLISHERS = frozenset({_T.PUB, _T.XPUB})
 
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The handshake is complete.  ``socket_type`` is None for a ZMTP 1.0 peer (it announces
-    none); ``metadata`` is the READY command's (ZMTP 3.x only); ``minor_version`` is 0 for the
-    older protocols."""
+    """The handshake is complete.  ``metadata`` holds the peer's properties by lower-cased
+    name; ``properties`` what the connection's messages carry, as libzmq spells them: what the
+    ZAP handler said (``User-Id``, its metadata), then the peer's own properties (which cannot
+    replace those).  ``protocol`` is what the peer speaks: a ZMTP 2.0 / 1.0 peer sends no READY
+    and is not asked about, so it has no metadata nor properties, ``minor_version`` is 0, and a
+    ZMTP 1.0 one has no ``socket_type`` (it announces none)."""
 
     socket_type: SocketType | None
     routing_id: bytes
     metadata: dict[str, bytes]
     minor_version: int
     protocol: Protocol = Protocol.ZMTP_3
+    properties: dict[str, bytes] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +172,7 @@ class Connection:
         *,
         as_server: bool = False,
         max_msg_size: int = -1,
-        mechanism: type[Mechanism] = NullMechanism,
+        mechanism: Callable[[dict[str, bytes], bool], Mechanism] = NullMechanism,
         metadata: dict[str, bytes] | None = None,
     ) -> None:
         self.socket_type = SocketType(socket_type)
@@ -153,7 +187,11 @@ class Connection:
         self.peer: Ready | None = None
         self.decoder = FrameDecoder(max_msg_size, handshaking=True)
         self._greeting = GreetingExchange(
-            self.socket_type, routing_id, self.mechanism.name, as_server
+            self.socket_type,
+            routing_id,
+            self.mechanism.name,
+            as_server,
+            secure=self.mechanism.secure,
         )
         self._routing_id = routing_id
         self._out: list[bytes] = [self._greeting.signature]
@@ -161,6 +199,9 @@ class Connection:
         self._peer_type: SocketType | None = None  # a 2.0 peer's, from its greeting
         self._subscriptions_as_commands = False
         self._accepts_subscriptions = False
+        #: How encode_batch encodes each message (None: its own fast path, ZMTP 3.x framing).
+        self._batch_encoder: Callable[[list, Any], None] | None = None
+        self._boxed_parts: list | None = None  # an unfinished multipart message (CURVE)
         #: Whether the last ``receive_data`` may have returned events (False: only messages).
         self.had_events = True
 
@@ -202,17 +243,39 @@ class Connection:
         """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
-        if self._subscriptions_as_commands:
-            encode = self.encode
-        else:  # None: encode_batch's own fast path, for the ZMTP 3.x and 2.0 framing
-            encode = None if self._framing is encode_message else self._framing
-        return encode_batch(msgs, zero_copy_min, as_buffer, encode)
+        return encode_batch(msgs, zero_copy_min, as_buffer, self._batch_encoder)
 
     def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
         """Queue a PING (TTL capped at 6553.5 s, context at 16 octets, as the RFC allows)."""
         if not self.heartbeats:
             raise RuntimeError(f"no heartbeats with a {self.protocol} peer")
-        self._out.append(encode_command(command_body(PING, ping_data(ttl_deciseconds, context))))
+        self._command(command_body(PING, ping_data(ttl_deciseconds, context)))
+
+    def _command(self, body: bytes) -> None:
+        """Queue a command of the traffic (boxed on an encrypted connection)."""
+        if self.mechanism.encrypts and self.state is TRAFFIC:
+            self._boxed(self._out, _BOX_COMMAND, body)
+        else:
+            self._out.append(encode_command(body))
+
+    def _encode_boxed(self, out: list, msg: Any) -> None:
+        """``encode`` on an encrypted connection: one MESSAGE command per frame."""
+        if self.state is not TRAFFIC:
+            raise RuntimeError(f"cannot send messages in state {self.state}")
+        if msg.__class__ is list:
+            last = len(msg) - 1
+            for i, part in enumerate(msg):
+                self._boxed(out, _BOX_MORE if i < last else 0, part)
+        elif self._subscriptions_as_commands and len(msg) and msg[0] < 2:
+            name = SUBSCRIBE if msg[0] == 1 else CANCEL
+            self._boxed(out, _BOX_COMMAND, command_body(name, bytes(msg[1:])))
+        else:
+            self._boxed(out, 0, msg)
+
+    def _boxed(self, out: list, flags: int, data: Any) -> None:
+        if data.__class__ is not bytes:
+            data = getattr(data, "buffer", data)  # a Frame: its buffer
+        out.append(self.mechanism.encode_frame(flags, data))
 
     def send_error(self, reason: str) -> None:
         """Tell the peer why it is being refused (before closing)."""
@@ -231,6 +294,9 @@ class Connection:
                 data = self._receive_greeting(data)
             if self.state is HANDSHAKE:
                 return self._receive_handshake(data)
+            if self.state is State.ZAP:
+                self.decoder.hold(data)  # until zap_reply
+                return []
             if self.state is IDENTITY:
                 return self._receive_identity(data)
             return []  # the greeting is not complete
@@ -243,6 +309,7 @@ class Connection:
         docstring)."""
         self.state = ERROR_STATE
         self.decoder.release()
+        self._boxed_parts = None
 
     def _receive_greeting(self, data: Any) -> Any:
         """Go on with the greeting; returns the input that follows it."""
@@ -278,7 +345,7 @@ class Connection:
             encode_message(self._out, self._routing_id)
         else:
             self.decoder = V1FrameDecoder(max_msg_size)
-            self._framing = encode_message_v1
+            self._framing = self._batch_encoder = encode_message_v1
             if greeting.unversioned:  # our signature was read as the identity's frame header
                 self._out.append(self._routing_id)
             else:
@@ -303,7 +370,7 @@ class Connection:
             raise HandshakeError("the peer's identity is not a message of one frame")
         self.state = TRAFFIC
         self.had_events = True  # READY is an event
-        self.peer = Ready(self._peer_type, identity, {}, 0, self.protocol)
+        self.peer = Ready(self._peer_type, identity, {}, 0, protocol=self.protocol)
         if self._greeting.unversioned and self.socket_type in _PUBLISHERS:
             return [self.peer, b"\x01", *items[1:]]  # the subscription it will not send
         return [self.peer, *items[1:]]
@@ -313,17 +380,54 @@ class Connection:
         # frames; a fault in a later frame is met after READY and the messages before it, as in
         # libzmq, which handles frame by frame.
         decoder = self.decoder
+        mechanism = self.mechanism
         while True:
+            if mechanism.zap_request is not None:  # asked at start, or by the last command
+                request, mechanism.zap_request = mechanism.zap_request, None
+                self.state = State.ZAP
+                decoder.hold(data)
+                return [request]
             commands = decoder.feed(data)
             if not commands:
                 return []
             data = b""  # the rest of the input waits in the decoder
-            replies, metadata = self.mechanism.receive(commands[0])
+            replies, properties = mechanism.receive(commands[0])
             for body in replies:
                 self._out.append(encode_command(body))
-            if metadata is not None:
-                break
-        ready = self._complete(metadata)
+            if properties is not None:
+                return self._completed(properties)
+
+    @property
+    def zap_waiting(self) -> bool:
+        """The handshake is paused until ``zap_reply``."""
+        return self.state is State.ZAP
+
+    def zap_reply(self, frames: list[bytes] | None) -> list:
+        """Resume a handshake paused for ZAP with the handler's reply (None: no handler is
+        bound); returns what ``receive_data`` would, and raises as it does."""
+        if self.state is not State.ZAP:
+            raise RuntimeError("no ZAP request is waiting for a reply")
+        self.state = HANDSHAKE
+        try:
+            reply = None if frames is None else parse_reply(frames)
+            try:
+                replies, properties = self.mechanism.zap_replied(reply)
+            except AuthenticationFailed as exc:
+                if exc.status != 300:  # a temporary failure closes silently (RFC 26, libzmq)
+                    self.send_error(str(exc.status))
+                raise
+            for body in replies:
+                self._out.append(encode_command(body))
+            if properties is not None:
+                return self._completed(properties)
+            return self._receive_handshake(b"")
+        except ProtocolError:
+            self.close()
+            raise
+
+    def _completed(self, properties: dict[str, bytes]) -> list:
+        """The handshake is complete: READY, and whatever traffic followed it in the input."""
+        ready = self._complete(properties)
         try:
             rest = self._receive_traffic(b"")
         except ProtocolError as exc:
@@ -333,7 +437,8 @@ class Connection:
             self.had_events = True  # READY is an event
         return [ready, *rest]
 
-    def _complete(self, metadata: dict[str, bytes]) -> Ready:
+    def _complete(self, properties: dict[str, bytes]) -> Ready:
+        metadata = fold(properties)
         raw_type = metadata.get("socket-type", b"")
         try:
             peer_type = SocketType[raw_type.decode("ascii")]
@@ -343,8 +448,17 @@ class Connection:
         self.state = TRAFFIC
         self.decoder.handshaking = False
         self._subscriptions_as_commands = self._minor >= 1 and self.socket_type in _SUBSCRIBERS
-        self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor)
+        carried = dict(self.mechanism.zap_properties)
+        for name, value in properties.items():
+            carried.setdefault(name, value)
+        identity = metadata.get("identity", b"")
+        self.peer = Ready(peer_type, identity, metadata, self._minor, properties=carried)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
+        if self.mechanism.encrypts:
+            self.encode = self._encode_boxed  # type: ignore[method-assign]
+            self._receive_traffic = self._receive_boxed  # type: ignore[method-assign]
+        if self._subscriptions_as_commands or self.mechanism.encrypts:
+            self._batch_encoder = self.encode
         return self.peer
 
     def _check_peer_type(self, peer_type: SocketType) -> None:
@@ -359,13 +473,66 @@ class Connection:
         try:
             items = self.decoder.feed(data)
         except ProtocolError as exc:
-            exc.messages = self._traffic(exc.messages)
+            exc.messages = self._traffic(exc.messages, self.decoder.commands)
             raise
-        return self._traffic(items)
+        return self._traffic(items, self.decoder.commands)
 
-    def _traffic(self, items: list) -> list:
+    def _receive_boxed(self, data: Any) -> list:
+        """``_receive_traffic`` on an encrypted connection: every frame is a MESSAGE."""
+        try:
+            items = self.decoder.feed(data)
+        except ProtocolError as exc:
+            opened, _ = self._unbox(exc.messages)
+            exc.messages = [item for item in opened if item.__class__ is not Command]
+            raise
+        opened, commands = self._unbox(items)
+        return self._traffic(opened, commands)
+
+    def _unbox(self, items: list) -> tuple[list, bool]:
+        """Open MESSAGE frames into messages and commands; whether any is a command.  A fault
+        raises with the messages opened before it."""
+        decode = self.mechanism.decode_frame
+        parts = self._boxed_parts
+        out: list = []
+        commands = False
+        try:
+            for item in items:
+                if item.__class__ is bytes:
+                    flags, data = decode(item)
+                elif item.__class__ is Command and item.name == b"MESSAGE":  # sent as a command
+                    flags, data = decode(b"\x07MESSAGE" + item.data)
+                else:
+                    raise UnexpectedFrame(
+                        "unencrypted frame on a CURVE connection"
+                        if item.__class__ is not Command
+                        else f"unencrypted {item.name!r} command on a CURVE connection"
+                    )
+                if flags & _BOX_COMMAND:
+                    if flags & _BOX_MORE or parts is not None:
+                        raise ProtocolError("command inside a multipart message")
+                    out.append(parse_command(data))
+                    commands = True
+                elif flags & _BOX_MORE:
+                    if parts is None:
+                        parts = [data]
+                    else:
+                        parts.append(data)
+                elif parts is None:
+                    out.append(data)
+                else:
+                    parts.append(data)
+                    out.append(parts)
+                    parts = None
+        except ProtocolError as exc:
+            exc.messages = [item for item in out if item.__class__ is not Command]
+            raise
+        finally:
+            self._boxed_parts = parts
+        return out, commands
+
+    def _traffic(self, items: list, commands: bool) -> list:
         """Handle the commands among decoded items; messages pass through untouched."""
-        if not self.decoder.commands:
+        if not commands:
             self.had_events = False
             return items
         self.had_events = True
@@ -380,7 +547,7 @@ class Connection:
                         out.append(prefix + item.data)
                 elif item.name == PING:
                     ttl, context = parse_ping(item.data)
-                    self._out.append(encode_command(command_body(PONG, context)))
+                    self._command(command_body(PONG, context))
                     out.append(Ping(ttl, context))
                 elif item.name == PONG:
                     out.append(Pong(item.data))

@@ -143,6 +143,12 @@ class FrameDecoder:
         """Octets held for an unfinished frame."""
         return len(self._buf)
 
+    def hold(self, data: bytes | bytearray | memoryview) -> None:
+        """Keep ``data`` for a later ``feed`` without decoding it (a handshake paused for
+        ZAP: the transport stops reading then, so this is at most one read)."""
+        if data:
+            self._buf += data
+
     def release(self) -> None:
         """Drop what waits for more input (a partial frame, an unfinished message) at once: the
         connection is over, and a large partial body must not outlive it."""

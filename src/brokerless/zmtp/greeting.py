@@ -30,8 +30,9 @@ stream.  Revision 2 was never assigned; RFC 23 counts it as ZMTP 2.0.
 The signature's padding carries our routing id's length + 1 as 8 big-endian octets, as libzmq
 sends it: a ZMTP 1.0 peer reads the signature as the header of our identity frame (that length,
 flags ``0x7F``) and takes the routing id that follows as its body.  ZMTP 3 peers ignore the
-padding (RFC 23).  ZMTP 1.0 and 2.0 have no security: with any mechanism but NULL such a peer is
-refused as soon as it is recognised, before anything else is sent to it (RFC 23).
+padding (RFC 23).  ZMTP 1.0 and 2.0 have no security: a ``secure`` exchange (any mechanism but
+NULL, or NULL asking ZAP: libzmq's "ZAP enabled") refuses such a peer as soon as it is
+recognised, before anything else is sent to it (RFC 23; libzmq since CVE-2014-9721).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ LEGACY_GREETING_SIZE = 12  # ZMTP 2.0 (and 1.0 with a revision octet): signature
 GREETING_SIZE = 64
 VERSION_MAJOR = 3
 VERSION_MINOR = 1
-NULL = b"NULL"
 
 
 class Protocol(Enum):
@@ -104,11 +104,18 @@ class GreetingExchange:
     ``receive`` takes the peer's octets and appends what we send next to an output list; once
     ``step`` is ``DONE``, ``protocol`` says what the peer speaks, with ``peer`` (ZMTP 3),
     ``peer_socket_type`` (the socket type octet of a 2.0 or revision-0 peer) and ``unversioned``
-    (a ZMTP 1.0 peer that sent no greeting) to go on with.
+    (a ZMTP 1.0 peer that sent no greeting) to go on with.  A ``secure`` exchange refuses
+    ZMTP 1.0 and 2.0 peers.
     """
 
     def __init__(
-        self, socket_type: int, routing_id: bytes, mechanism: bytes, as_server: bool
+        self,
+        socket_type: int,
+        routing_id: bytes,
+        mechanism: bytes,
+        as_server: bool,
+        *,
+        secure: bool = False,
     ) -> None:
         self.step = Step.SIGNATURE
         self.protocol: Protocol | None = None
@@ -119,6 +126,7 @@ class GreetingExchange:
         self._socket_type = socket_type
         self._mechanism = mechanism
         self._as_server = as_server
+        self._secure = secure
         self._in = bytearray()
 
     def receive(self, data: Any, out: list) -> Any:
@@ -170,10 +178,11 @@ class GreetingExchange:
             self._done(Protocol.ZMTP_3)
 
     def _check_legacy(self, protocol: Protocol) -> None:
-        if self._mechanism != NULL:
+        if self._secure:
             raise HandshakeError(
                 f"the peer speaks {protocol.value}, which has no security: the "
                 f"{self._mechanism.decode()} mechanism cannot be used with it"
+                + (" when it asks ZAP" if self._mechanism == b"NULL" else "")
             )
 
     def _done(self, protocol: Protocol) -> None:

@@ -1,0 +1,625 @@
+"""Sockets whose send/recv/poll return futures: the event-loop-independent core shared by
+:mod:`brokerless.asyncio` and :mod:`brokerless.eventloop.future` (pyzmq's ``zmq._future``).
+
+Theory of operation
+-------------------
+An async socket is a *façade* over an ordinary brokerless :class:`~brokerless.Socket`: the one it
+was made from (``Socket.from_socket(sock)``, ``Socket(sock)``) or one it made itself.  Every
+attribute of the sync socket that the façade does not redefine acts on that socket (forwarders
+generated from the class at import, below), so options, endpoints and state are one; only the
+calls that could block -- ``send*``, ``recv*``, ``poll`` -- return futures.
+
+A call first tries its operation at once, non-blocking, when nothing of its kind is queued: a
+message that is there is taken, a send with room is done, and the future is already resolved.
+Otherwise the call is queued (one queue for receiving, one for sending, in call order) with the
+non-blocking operation that will complete it, and the socket's ``FD`` is watched by the loop.
+
+The ``FD`` follows libzmq's edge-triggered contract (tests/test_fd_events.py): readable means
+"read ``EVENTS``", and every send or recv may consume the signal, so ``EVENTS`` is read again
+after each operation.  One *pass* (:meth:`_AsyncSocket._handle_events`) reads ``EVENTS`` and
+serves the head of each queue it allows, repeating until nothing moves, or until
+:data:`_PASS_BUDGET` operations were done -- then the next pass is scheduled, so a flood of
+messages for many waiting futures does not hold the loop.  A receive takes its message only when
+its future is resolved: a future that was cancelled (or timed out, RCVTIMEO/SNDTIMEO) is skipped
+and costs no message.  A failure of the socket itself (context terminated) is handed to every
+waiting future; ``close()`` cancels them.
+
+The loop-specific part (which Future class, how to watch a descriptor, timers) is a small mixin
+in each front end; :class:`_AsyncContext` makes contexts whose ``socket()`` returns façades.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from types import FunctionType, MemberDescriptorType
+from typing import Any
+
+from .constants import Event, Flag, PollEvent, SocketOption
+from .context import Context as SyncContext
+from .error import Again
+from .poll import Poller as SyncPoller
+from .socket import EndpointContext
+from .socket import Socket as SyncSocket
+
+NOBLOCK = int(Flag.NOBLOCK)
+POLLIN = int(PollEvent.POLLIN)
+POLLOUT = int(PollEvent.POLLOUT)
+EVENTS = SocketOption.EVENTS
+FD = SocketOption.FD
+RCVTIMEO = SocketOption.RCVTIMEO
+SNDTIMEO = SocketOption.SNDTIMEO
+
+#: Operations one pass may do before it lets the loop run others (see the module doc).
+_PASS_BUDGET = 64
+
+
+class _Pending:
+    """A queued call: its future, the non-blocking operation that completes it (None for a
+    poll, which only waits for readiness), and its RCVTIMEO/SNDTIMEO timer."""
+
+    __slots__ = ("future", "operation", "queued", "timer")
+
+    def __init__(self, future: Any, operation: Callable[[], Any] | None) -> None:
+        self.future = future
+        self.operation = operation
+        self.timer: Any = None
+        self.queued = True
+
+
+def _unqueue(queue: deque, pending: _Pending, _future: Any) -> None:
+    """A queued future ended by itself (cancelled, timed out): drop it, so waiting calls that
+    never complete do not pile up on a quiet socket."""
+    if pending.queued:
+        pending.queued = False
+        try:
+            queue.remove(pending)
+        except ValueError:
+            pass
+    if pending.timer is not None:
+        pending.timer.cancel()
+
+
+def _cancel(future: Any) -> None:
+    try:
+        future.cancel()
+    except RuntimeError:  # its loop is closed already (interpreter exit, a finished run)
+        pass
+
+
+class _Async:
+    """What each front end supplies for its event loop (asyncio, tornado)."""
+
+    _Future: type
+    _READ: int
+    _WRITE: int
+
+    def _default_loop(self) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def _watch_fd(loop: Any, fd: Any, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever ``fd`` (an int or an object with fileno()) is readable."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _unwatch_fd(loop: Any, fd: Any) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _call_later(loop: Any, delay: float, callback: Callable[[], None]) -> Any:
+        """Schedule ``callback``; returns a handle with ``cancel()``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _call_soon(loop: Any, callback: Callable[[], None]) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _loop_closed(loop: Any) -> bool:
+        raise NotImplementedError
+
+
+class _AsyncSocket(_Async, SyncSocket):
+    """A socket whose blocking calls return futures (see the module doc)."""
+
+    _poller_class: type[_AsyncPoller]
+    _shadow_sock: SyncSocket
+
+    def __init__(
+        self,
+        context: SyncContext | SyncSocket | None = None,
+        socket_type: int = -1,
+        io_loop: Any = None,
+        _from_socket: SyncSocket | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(context, SyncSocket):  # Socket(sync_socket), as pyzmq allows
+            context, _from_socket = None, context
+        shadow = kwargs.pop("shadow", None)
+        if shadow is not None:
+            _from_socket = _resolve_socket(shadow)
+        if io_loop is not None:
+            warnings.warn(
+                f"{type(self).__name__}(io_loop) is deprecated (as in pyzmq 22.2): "
+                "the loop running when the socket waits is used",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        if _from_socket is not None:
+            if isinstance(_from_socket, _AsyncSocket):
+                _from_socket = _from_socket._shadow_sock
+            self._shadow_sock = _from_socket
+            self.context = _from_socket.context
+        else:
+            if not isinstance(context, SyncContext):
+                raise TypeError(
+                    f"{type(self).__name__} needs a Context (or a Socket to wrap), "
+                    f"not {type(context).__name__}"
+                )
+            self._shadow_sock = SyncContext.socket(
+                context, socket_type, socket_class=SyncSocket, **kwargs
+            )
+            self.context = context
+        self._recv_futures: deque[_Pending] = deque()
+        self._send_futures: deque[_Pending] = deque()
+        self._current_loop: Any = None
+        self._pass_scheduled = False
+        self._fd = self._shadow_sock.getsockopt(FD)
+
+    @classmethod
+    def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> _AsyncSocket:
+        """An async socket on ``socket`` (which stays usable: both are the same socket)."""
+        return cls(_from_socket=socket, io_loop=io_loop)
+
+    def __repr__(self) -> str:
+        cls = type(self)
+        return repr(self._shadow_sock).replace(
+            "brokerless.Socket", f"{cls.__module__}.{cls.__qualname__}", 1
+        )
+
+    def __del__(self) -> None:
+        pass  # the socket is closed by close(), or by its own finalizer once nothing holds it
+
+    # -- endpoints: as the sync socket's, but ``with`` gives back this socket ----------------
+
+    def bind(self, addr: str) -> EndpointContext:
+        return EndpointContext(self, self.unbind, self._shadow_sock.bind(addr).addr)
+
+    def connect(self, addr: str) -> EndpointContext:
+        return EndpointContext(self, self.disconnect, self._shadow_sock.connect(addr).addr)
+
+    def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Any:
+        return type(self).from_socket(self._shadow_sock.get_monitor_socket(events, addr))
+
+    def getsockopt(self, option: int) -> Any:
+        value = self._shadow_sock.getsockopt(option)
+        if option == EVENTS:  # the caller may have consumed the FD's signal: look for us too
+            self._schedule_pass()
+        return value
+
+    get = getsockopt
+
+    def close(self, linger: int | None = None) -> None:
+        """Cancel every waiting call, stop watching the socket, close it.
+
+        Close this socket rather than the one it wraps: closed underneath, its descriptor
+        leaves the loop unannounced and waiting calls are not woken."""
+        self._drop_pending(None)
+        self._unwatch()
+        sock = self._shadow_sock
+        sock.close(linger)
+        # A context that made this socket itself (ctx.socket(kind, socket_class=Socket)) holds
+        # it, not the one it wraps, among the sockets term() waits for.
+        sock.context._socket_closed(self)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def send(
+        self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any
+    ) -> Any:
+        """Send one part; the future resolves once it is queued (``None``, or a tracker)."""
+        op = partial(self._shadow_sock.send, data, flags | NOBLOCK, copy, track, **kwargs)
+        return self._add_send_event(op, flags)
+
+    def send_multipart(
+        self, msg_parts: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any
+    ) -> Any:
+        """Send a whole message; the future resolves once it is queued."""
+        op = partial(
+            self._shadow_sock.send_multipart, msg_parts, flags | NOBLOCK, copy, track, **kwargs
+        )
+        return self._add_send_event(op, flags)
+
+    # send_string, send_json, send_pyobj and send_serialized are the sync socket's own: they
+    # call self.send / self.send_multipart, so here they return those futures.
+
+    # -- receiving --------------------------------------------------------------------------
+
+    def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
+        """A future of the next message part."""
+        return self._add_recv_event("recv", flags, copy=copy, track=track)
+
+    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
+        """A future of all parts of the next message."""
+        return self._add_recv_event("recv_multipart", flags, copy=copy, track=track)
+
+    def recv_into(self, buffer: Any, /, *, nbytes: int = 0, flags: int = 0) -> Any:
+        """A future of the size of the next part, written into ``buffer``."""
+        return self._add_recv_event("recv_into", flags, buffer, nbytes=nbytes)
+
+    def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> Any:
+        return self._add_recv_event("recv_string", flags, encoding=encoding)
+
+    recv_unicode = recv_string
+
+    def recv_json(self, flags: int = 0, **kwargs: Any) -> Any:
+        return self._add_recv_event("recv_json", flags, **kwargs)
+
+    def recv_pyobj(self, flags: int = 0) -> Any:
+        return self._add_recv_event("recv_pyobj", flags)
+
+    def recv_serialized(
+        self, deserialize: Callable[[list], Any], flags: int = 0, copy: bool = True
+    ) -> Any:
+        return self._add_recv_event("recv_serialized", flags, deserialize, copy=copy)
+
+    # -- polling ----------------------------------------------------------------------------
+
+    def poll(self, timeout: int | None = None, flags: int = POLLIN) -> Any:
+        """A future of this socket's events among ``flags`` within ``timeout`` ms (None: no
+        limit); 0 when none came in time."""
+        self._shadow_sock._check_alive()
+        poller = self._poller_class()
+        poller.register(self, flags)
+        poll_future = poller.poll(timeout)
+        future = self._Future()
+
+        def unwrap(_: Any) -> None:
+            if future.done():
+                return
+            if poll_future.cancelled():
+                _cancel(future)
+            elif poll_future.exception() is not None:
+                future.set_exception(poll_future.exception())
+            else:
+                future.set_result(dict(poll_future.result()).get(self, 0))
+
+        def cancel_poll(_: Any) -> None:
+            if not poll_future.done():
+                _cancel(poll_future)
+
+        poll_future.add_done_callback(unwrap)
+        future.add_done_callback(cancel_poll)
+        return future
+
+    # -- the queues -------------------------------------------------------------------------
+
+    def _add_recv_event(self, kind: str, flags: int, *args: Any, **kwargs: Any) -> Any:
+        op = partial(getattr(self._shadow_sock, kind), *args, flags=flags | NOBLOCK, **kwargs)
+        return self._add_event(self._recv_futures, op, flags, RCVTIMEO)
+
+    def _add_send_event(self, op: Callable[[], Any], flags: int) -> Any:
+        return self._add_event(self._send_futures, op, flags, SNDTIMEO)
+
+    def _add_event(
+        self, queue: deque, op: Callable[[], Any], flags: int, timeout_option: SocketOption
+    ) -> Any:
+        future = self._Future()
+        if not queue or flags & NOBLOCK:  # nothing to wait behind (or told not to wait)
+            outcome = _run(op)
+            if flags & NOBLOCK or not _would_block(outcome):
+                _settle(future, outcome)
+                other = self._send_futures if queue is self._recv_futures else self._recv_futures
+                if other:  # that operation may have consumed the FD's signal for the others
+                    self._schedule_pass()
+                return future
+        pending = _Pending(future, op)
+        timeout_ms = self._shadow_sock.getsockopt(timeout_option)
+        if timeout_ms >= 0:
+            pending.timer = self._call_later(
+                self._get_loop(), timeout_ms / 1000, partial(_time_out, future)
+            )
+        queue.append(pending)
+        future.add_done_callback(partial(_unqueue, queue, pending))
+        self._get_loop()
+        return future
+
+    def _add_poll_event(self, events: int, future: Any) -> None:
+        """Resolve ``future`` (to None) when ``events`` are ready; take nothing (for Poller)."""
+        for flag, queue in ((POLLIN, self._recv_futures), (POLLOUT, self._send_futures)):
+            if events & flag:
+                pending = _Pending(future, None)
+                queue.append(pending)
+                future.add_done_callback(partial(_unqueue, queue, pending))
+        self._get_loop()
+        self._schedule_pass()
+
+    def _handle_events(self) -> None:
+        """One pass: serve both queues while EVENTS allows (see the module doc)."""
+        self._pass_scheduled = False
+        sock = self._shadow_sock
+        if sock.closed:
+            self._drop_pending(None)
+            return
+        for _ in range(_PASS_BUDGET):
+            try:
+                events = sock.getsockopt(EVENTS)
+            except Exception as exc:  # the socket failed (ETERM): nobody will be served
+                self._drop_pending(exc)
+                self._unwatch()
+                return
+            moved = False
+            if events & POLLIN and self._recv_futures:
+                moved = self._serve(self._recv_futures)
+            if events & POLLOUT and self._send_futures:
+                moved = self._serve(self._send_futures) or moved
+            if not moved:
+                return
+        self._schedule_pass()
+
+    def _serve(self, queue: deque) -> bool:
+        """Complete the first live call of ``queue`` (after waking any polls before it)."""
+        while queue:
+            pending = queue[0]
+            if pending.future.done():  # cancelled or timed out; its callback has not run yet
+                queue.popleft()
+                pending.queued = False
+                continue
+            if pending.operation is None:  # a poll: ready, nothing taken
+                queue.popleft()
+                pending.queued = False
+                pending.future.set_result(None)
+                continue
+            outcome = _run(pending.operation)
+            if _would_block(outcome):
+                return False  # EVENTS said ready, the socket says not: the FD will tell
+            queue.popleft()
+            pending.queued = False
+            if pending.timer is not None:
+                pending.timer.cancel()
+            _settle(pending.future, outcome)
+            return True
+        return False
+
+    def _drop_pending(self, exc: BaseException | None) -> None:
+        """End every queued call: with ``exc``, or cancelled (None)."""
+        for queue in (self._recv_futures, self._send_futures):
+            while queue:
+                pending = queue.popleft()
+                pending.queued = False
+                if pending.timer is not None:
+                    pending.timer.cancel()
+                if not pending.future.done():
+                    if exc is None:
+                        _cancel(pending.future)
+                    else:
+                        pending.future.set_exception(exc)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _get_loop(self) -> Any:
+        """The current loop, which watches the socket's FD from the first wait until close."""
+        loop = self._default_loop()
+        if loop is not self._current_loop:
+            self._unwatch()  # a socket used under one loop, then another (successive runs)
+            self._current_loop = loop
+            self._watch_fd(loop, self, self._handle_events)
+            self._schedule_pass()  # whatever happened before we watched
+        return loop
+
+    def _unwatch(self) -> None:
+        loop, self._current_loop = self._current_loop, None
+        if loop is not None and not self._loop_closed(loop):
+            self._unwatch_fd(loop, self._fd)
+
+    def _schedule_pass(self) -> None:
+        if self._pass_scheduled or not (self._recv_futures or self._send_futures):
+            return
+        loop = self._current_loop
+        if loop is None or self._loop_closed(loop):
+            return
+        self._pass_scheduled = True
+        self._call_soon(loop, self._handle_events)
+
+
+def _time_out(future: Any) -> None:
+    if not future.done():
+        future.set_exception(Again())
+
+
+class _Failed:
+    """An operation's exception, as :func:`_run` returns it."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _run(op: Callable[[], Any]) -> Any:
+    """Run a non-blocking operation: its result, or its exception as a :class:`_Failed`."""
+    try:
+        return op()
+    except Exception as exc:
+        return _Failed(exc)
+
+
+def _would_block(outcome: Any) -> bool:
+    return outcome.__class__ is _Failed and isinstance(outcome.exc, Again)
+
+
+def _settle(future: Any, outcome: Any) -> None:
+    if outcome.__class__ is _Failed:
+        future.set_exception(outcome.exc)
+    else:
+        future.set_result(outcome)
+
+
+def _resolve_socket(shadow: Any) -> SyncSocket:
+    if isinstance(shadow, SyncSocket):
+        return shadow
+    raise TypeError(
+        f"shadow= takes a brokerless Socket here, not {type(shadow).__name__}: an address "
+        "(Socket.underlying) is resolved by Socket.shadow"
+    )
+
+
+class _AsyncPoller(_Async, SyncPoller):
+    """A Poller whose ``poll`` returns a future of the ``[(socket, events), ...]`` list."""
+
+    _socket_class: type[_AsyncSocket]
+
+    def _watch_raw(self, loop: Any, fd: Any, events: int, callback: Callable[[], None]) -> None:
+        raise NotImplementedError
+
+    def _unwatch_raw(self, loop: Any, fd: Any) -> None:
+        raise NotImplementedError
+
+    def poll(self, timeout: float | None = -1) -> Any:  # type: ignore[override]
+        """A future of the ready (socket, events) pairs within ``timeout`` ms (None or negative:
+        no limit)."""
+        future = self._Future()
+        if timeout == 0:
+            self._attempt_poll(future)
+            return future
+        loop = self._default_loop()
+        watcher = self._Future()  # resolved (to None) by the first socket or fd that is ready
+        raw: list[Any] = []
+        wrapped: list[_AsyncSocket] = []
+
+        def wake(*_: Any) -> None:
+            if not watcher.done():
+                watcher.set_result(None)
+
+        for sock, mask in self.sockets:
+            if isinstance(sock, SyncSocket):
+                if not isinstance(sock, _AsyncSocket):  # a sync socket: watch it for this call
+                    sock = self._socket_class.from_socket(sock)
+                    wrapped.append(sock)
+                sock._add_poll_event(mask, watcher)
+            else:
+                raw.append(sock)
+                self._watch_raw(loop, sock, mask, wake)
+
+        def finish(_: Any) -> None:
+            for fd in raw:
+                self._unwatch_raw(loop, fd)
+            for sock in wrapped:
+                sock._unwatch()
+            if future.done():
+                return
+            if watcher.cancelled():
+                _cancel(future)
+            elif watcher.exception() is not None:
+                future.set_exception(watcher.exception())
+            else:
+                self._attempt_poll(future)
+
+        watcher.add_done_callback(finish)
+        if timeout is not None and timeout > 0:
+            timer = self._call_later(loop, timeout / 1000, wake)
+            future.add_done_callback(lambda _: timer.cancel())
+        future.add_done_callback(lambda _: watcher.done() or _cancel(watcher))
+        return future
+
+    def _attempt_poll(self, future: Any) -> None:
+        _settle(future, _run(partial(SyncPoller.poll, self, 0)))
+        for sock, _ in self.sockets:  # polling consumed their FD's signals: look for them
+            if isinstance(sock, _AsyncSocket):
+                sock._schedule_pass()
+
+
+class _AsyncContext(SyncContext):
+    """A Context whose sockets are async (``_socket_class``); ``Context(sync_ctx)`` is another
+    face of ``sync_ctx``: the two share all state (one ``__dict__``)."""
+
+    # Per face, beside the shared __dict__: the async sockets this face made, and the context
+    # it shadows (kept alive by it; None for a context of its own).
+    __slots__ = ("_async_sockets", "_shadowed")
+
+    _socket_class: type[_AsyncSocket]
+    _instance = None  # not the sync Context's shared instance
+    _instance_pid = None
+
+    def __init__(
+        self, io_threads: int | SyncContext = 1, shadow: SyncContext | None = None, **kwargs: Any
+    ) -> None:
+        if isinstance(io_threads, SyncContext):  # Context(sync_ctx), as pyzmq allows
+            io_threads, shadow = 1, io_threads
+        self._async_sockets: weakref.WeakSet[_AsyncSocket] = weakref.WeakSet()
+        self._shadowed = shadow
+        if shadow is None:
+            super().__init__(io_threads, **kwargs)
+        elif isinstance(shadow, SyncContext):
+            self.__dict__ = shadow.__dict__
+        else:
+            raise TypeError(
+                f"shadow= takes a brokerless Context here, not {type(shadow).__name__}: an "
+                "address (Context.underlying) is resolved by Context.shadow"
+            )
+
+    def socket(
+        self, socket_type: int, socket_class: type[SyncSocket] | None = None, **kwargs: Any
+    ) -> Any:
+        """A new socket, async unless ``socket_class`` says otherwise."""
+        cls = socket_class or self._socket_class
+        if not issubclass(cls, _AsyncSocket):
+            return super().socket(socket_type, cls, **kwargs)
+        sock = cls(self, socket_type, **kwargs)
+        self._async_sockets.add(sock)
+        return sock
+
+    def destroy(self, linger: int | None = None) -> None:
+        """Close every socket (async ones first: their waiting calls are cancelled)."""
+        for sock in list(self._async_sockets):
+            sock.close(linger)
+        super().destroy(linger)
+
+    def __del__(self) -> None:
+        if getattr(self, "_shadowed", None) is None:  # a shadow leaves its context alone
+            super().__del__()
+
+
+# -- the façade's forwarders ---------------------------------------------------------------------
+
+#: Run on the façade itself: they work through its own send/recv (the sync socket's sugar) or
+#: must return the façade.
+_ON_FACADE = frozenset(
+    {"send_string", "send_unicode", "send_json", "send_pyobj", "send_serialized", "context"}
+)
+
+
+def _forward_method(name: str) -> Callable[..., Any]:
+    def forward(self: _AsyncSocket, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._shadow_sock, name)(*args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = getattr(SyncSocket, name).__doc__
+    return forward
+
+
+def _forward_attribute(name: str) -> property:
+    def fget(self: _AsyncSocket) -> Any:
+        return getattr(self._shadow_sock, name)
+
+    def fset(self: _AsyncSocket, value: Any) -> None:
+        setattr(self._shadow_sock, name, value)
+
+    return property(fget, fset, doc=getattr(vars(SyncSocket)[name], "__doc__", None))
+
+
+def _install_forwarders() -> None:
+    for name, attr in vars(SyncSocket).items():
+        if name.startswith("__") or name in _ON_FACADE or name in vars(_AsyncSocket):
+            continue
+        if isinstance(attr, FunctionType):
+            setattr(_AsyncSocket, name, _forward_method(name))
+        elif isinstance(attr, property | MemberDescriptorType):
+            setattr(_AsyncSocket, name, _forward_attribute(name))
+
+
+_install_forwarders()

@@ -1,0 +1,202 @@
+"""The Spark source's receiver without a Spark session: its socket's limits (maxMessageSize,
+rcvhwm), push-back that loses nothing, and offsets checked against the log as it reopened."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import zmq as pyzmq  # the peer is real libzmq
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from zmq.utils.monitor import recv_monitor_message
+
+from brokerless.spark import source
+from brokerless.spark.options import OptionError
+from brokerless.spark.source import BrokerlessStreamReader, SourceConfig, SourceError
+from brokerless.spark.wal import WriteAheadLog, read_range
+
+WAIT = 30.0  # seconds to wait for something that should happen in a few
+pytestmark = pytest.mark.timeout(120)
+
+
+def _options(tmp_path, **options: str) -> dict[str, str]:
+    return {
+        "endpoints": f"ipc://{tmp_path}/source",
+        "socketType": "PULL",
+        "bind": "true",
+        "walPath": str(tmp_path / "wal"),
+        **options,
+    }
+
+
+class FlushGate:
+    """Stands in for a running receiver's ``wal.flush``: holds flushes back while closed and
+    lets the test wait for a record to become durable."""
+
+    def __init__(self, reader: BrokerlessStreamReader) -> None:
+        self.wal = reader._log()
+        self._flush = self.wal.flush
+        self.open = threading.Event()
+        self.open.set()
+        self.flushed = threading.Condition()
+        self.wal.flush = self  # the receiver looks the method up at every drain
+
+    def __call__(self) -> int:
+        assert self.open.wait(WAIT), "the test never opened the gate"
+        durable = self._flush()
+        with self.flushed:
+            self.flushed.notify_all()
+        return durable
+
+    def wait_durable(self, seq: int) -> None:
+        with self.flushed:
+            assert self.flushed.wait_for(lambda: self.wal.durable_seq >= seq, WAIT), (
+                f"record {seq} never became durable (at {self.wal.durable_seq})"
+            )
+
+
+@pytest.fixture
+def pyctx():
+    context = pyzmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def readers():
+    made: list[BrokerlessStreamReader] = []
+
+    def make(options: dict[str, str]) -> BrokerlessStreamReader:
+        reader = BrokerlessStreamReader(SourceConfig.from_options(options))
+        made.append(reader)
+        return reader
+
+    yield make
+    for reader in made:
+        reader.stop()
+
+
+def test_source_limit_options_have_finite_defaults_and_are_checked(tmp_path):
+    config = SourceConfig.from_options(_options(tmp_path))
+    assert (config.max_message_size, config.rcvhwm) == (1 << 20, 1000)
+    config = SourceConfig.from_options(_options(tmp_path, maxMessageSize="4096", rcvhwm="7"))
+    assert (config.max_message_size, config.rcvhwm) == (4096, 7)
+    for name in ("maxMessageSize", "rcvhwm"):
+        for bad in ("0", "-1", "lots"):
+            with pytest.raises(OptionError, match=f'option "{name}" must be a positive integer'):
+                SourceConfig.from_options(_options(tmp_path, **{name: bad}))
+
+
+def test_source_drops_a_peer_whose_frame_exceeds_max_message_size(tmp_path, pyctx, readers):
+    """The oversize frame is refused as its header arrives (the peer is disconnected, as
+    libzmq does) and never logged; what came before it and after the peer reconnects is."""
+    reader = readers(_options(tmp_path, maxMessageSize="1000"))
+    gate = FlushGate(reader)
+    push = pyctx.socket(pyzmq.PUSH)
+    monitor = push.get_monitor_socket(pyzmq.EVENT_DISCONNECTED | pyzmq.EVENT_HANDSHAKE_SUCCEEDED)
+    push.connect(f"ipc://{tmp_path}/source")
+    push.send_multipart([b"before", b"x" * 1000])
+    push.send(b"y" * 1001)
+    gate.wait_durable(1)
+    events = []
+    while len(events) < 3:  # connected, dropped for the oversize frame, connected again
+        assert monitor.poll(int(WAIT * 1000)), f"no reconnection after {events}"
+        events.append(recv_monitor_message(monitor)["event"])
+    assert events == [
+        pyzmq.EVENT_HANDSHAKE_SUCCEEDED,
+        pyzmq.EVENT_DISCONNECTED,
+        pyzmq.EVENT_HANDSHAKE_SUCCEEDED,
+    ]
+    push.send(b"after")
+    gate.wait_durable(2)
+    assert [r.frames for r in read_range(tmp_path / "wal", 0, 2)] == [
+        [b"before", b"x" * 1000],
+        [b"after"],
+    ]
+    push.close(linger=0)
+    monitor.close(linger=0)
+
+
+_LIMIT = 4000  # messages of 8 KiB: far more than the socket, its pipe and the kernel hold
+
+
+def _fill_while_the_log_stalls(
+    reader: BrokerlessStreamReader, pyctx: pyzmq.Context, tmp_path
+) -> tuple[FlushGate, pyzmq.Socket, int]:
+    """Hold the reader's log flushes back and push numbered messages until the source stops
+    taking them (a full second without room); returns the gate, the PUSH and how many went."""
+    gate = FlushGate(reader)
+    gate.open.clear()
+    push = pyctx.socket(pyzmq.PUSH)
+    push.sndhwm = 10
+    push.connect(f"ipc://{tmp_path}/source")
+    sent = 0
+    while sent < _LIMIT:
+        try:
+            push.send(b"%08d" % sent + bytes(8192), pyzmq.NOBLOCK)
+            sent += 1
+        except pyzmq.Again:
+            if not push.poll(1000, pyzmq.POLLOUT):
+                break
+    return gate, push, sent
+
+
+def test_a_pull_source_whose_log_stalls_pushes_back_and_loses_nothing(tmp_path, pyctx, readers):
+    """While the log cannot flush, the socket holds at most rcvhwm messages and then stops
+    reading, so the PUSH peer waits (here: it gets EAGAIN) instead of the receiver buffering
+    without bound; once the log moves, every message the peer sent is logged, in order."""
+    reader = readers(_options(tmp_path, rcvhwm="50"))
+    gate, push, sent = _fill_while_the_log_stalls(reader, pyctx, tmp_path)
+    assert sent < _LIMIT, "the source took everything: no push-back"
+    gate.open.set()
+    gate.wait_durable(sent)
+    got = [r.frames[0][:8] for r in read_range(tmp_path / "wal", 0, sent)]
+    assert got == [b"%08d" % i for i in range(sent)]
+    push.close(linger=0)
+
+
+def test_stopping_logs_everything_the_socket_holds_even_past_one_drain(
+    tmp_path, pyctx, readers, monkeypatch
+):
+    """At stop, the messages the socket has taken (up to rcvhwm, here more than one drain
+    takes) go to the log for the next run; only what is still on its way is ZeroMQ's to lose."""
+    monkeypatch.setattr(source, "_MAX_DRAIN", 10)
+    reader = readers(_options(tmp_path, rcvhwm="200"))
+    gate, push, sent = _fill_while_the_log_stalls(reader, pyctx, tmp_path)  # it holds 200
+    stopper = threading.Thread(target=reader.stop)
+    stopper.start()
+    gate.open.set()
+    stopper.join(WAIT)
+    assert not stopper.is_alive()
+    with WriteAheadLog(tmp_path / "wal", fsync=False) as wal:
+        logged = wal.durable_seq
+    assert 200 < logged <= sent  # the first drain's messages, then the 200 the socket held
+    got = [r.frames[0][:8] for r in read_range(tmp_path / "wal", 0, logged)]
+    assert got == [b"%08d" % i for i in range(logged)]
+    push.close(linger=0)
+
+
+def test_an_offset_past_what_the_log_held_when_it_reopened_is_refused(tmp_path, pyctx, readers):
+    """The log lost records 6..10 that an earlier run had processed (fsync=false and a machine
+    crash).  New messages are numbered from 6 again, so once 6..11 are logged, Spark's
+    checkpoint (up to 10) must be refused -- not taken to mean the new 6..10 were processed --
+    and so must a replay of a batch it planned up to 10."""
+    with WriteAheadLog(tmp_path / "wal") as wal:
+        for i in range(5):
+            wal.append([b"old-%d" % i], i)
+        wal.flush()
+    reader = readers(_options(tmp_path))
+    gate = FlushGate(reader)
+    push = pyctx.socket(pyzmq.PUSH)
+    push.connect(f"ipc://{tmp_path}/source")
+    for i in range(6):
+        push.send(b"new-%d" % i)
+    gate.wait_durable(11)
+    with pytest.raises(SourceError, match=r"processed up to record 10, .* ended at 5 when it"):
+        reader.latestOffset({"seq": 10}, ReadAllAvailable())
+    with pytest.raises(SourceError, match=r"processed up to record 10, .* ended at 5 when it"):
+        reader.partitions({"seq": 5}, {"seq": 10})
+    assert reader.latestOffset({"seq": 5}, ReadAllAvailable()) == {"seq": 11}
+    assert reader.latestOffset({"seq": 11}, ReadAllAvailable()) == {"seq": 11}
+    assert len(reader.partitions({"seq": 5}, {"seq": 11})) == 1
+    push.close(linger=0)

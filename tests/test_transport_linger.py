@@ -1,0 +1,137 @@
+"""A closing connection whose engine has already read everything its socket sent (the pipe's
+end included) still delivers it, within LINGER.
+
+Two notices race with the engine when a socket closes: the transport's "socket closed" and the
+pipe's PIPE_TERM.  Either may reach the connection's I/O thread only after the engine, in the
+same turn, completed its handshake and read the whole pipe -- messages and the end of the
+stream -- while much of it still waits to be written.  Seen as a program that queued ten 1 MB
+messages and exited delivering four: "socket closed" found no pipe and dropped the connection.
+The tests make that order happen on a real connection: the I/O thread is held just before it
+handles the peer's READY while the socket closes."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+import brokerless as zmq
+from brokerless.zmtp import Connection
+
+pytestmark = pytest.mark.timeout(60)
+MESSAGES = 10
+SIZE = 1 << 20
+
+
+class Peer:
+    """A PULL peer on a plain socket: its handshake and reading are the test's to time."""
+
+    def __init__(self) -> None:
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(1)
+        self.endpoint = f"tcp://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.conn = Connection(zmq.PULL)
+        self.sock: socket.socket | None = None
+        self.received: list = []
+
+    def accept(self) -> None:
+        self.sock, _ = self._listener.accept()
+        self.sock.settimeout(10)
+
+    def handshake(self) -> None:
+        while self.conn.peer is None:  # the greeting goes out in steps
+            self.sock.sendall(self.conn.data_to_send())
+            self._read()
+        self.sock.sendall(self.conn.data_to_send())
+
+    def read_all(self) -> None:
+        while len(self.received) < MESSAGES:
+            self._read()
+
+    def _read(self) -> None:
+        data = self.sock.recv(1 << 20)
+        assert data, "the connection was closed"
+        self.received += [m for m in self.conn.receive_data(data) if isinstance(m, bytes)]
+
+    def close(self) -> None:
+        for s in (self.sock, self._listener):
+            if s is not None:
+                s.close()
+
+
+def _closed_while_the_engine_completes_its_handshake(ctx, peer: Peer, linger: int):
+    """A PUSH that queued MESSAGES messages, closed while its I/O thread is between reading
+    the peer's READY and handling it; returns its session once that turn is over.  In that
+    turn the engine completes the handshake and reads the whole pipe, end of stream included,
+    and only then come the notices of the close."""
+    push = ctx.socket(zmq.PUSH)
+    push.linger = linger
+    push.connect(peer.endpoint)
+    peer.accept()
+    for i in range(MESSAGES):
+        push.send(bytes([i]) * SIZE)
+    (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+    gate = _hold_at_the_peers_ready(session, peer)
+    push.close()
+    gate.set()
+    session.io.call_and_wait(lambda _: None)  # the turn is over, the close's notices handled
+    assert session.pipe is None  # the engine read everything, the end of the stream included
+    return session
+
+
+def _hold_at_the_peers_ready(session, peer: Peer) -> threading.Event:
+    """Start ``peer``'s handshake and hold ``session``'s I/O thread, once, just before it
+    handles the peer's READY; returns the gate that lets it go on."""
+    io = session.io
+    engine = None
+    while engine is None:  # each look is one turn of the I/O thread
+        io.call_and_wait(lambda _: None)
+        engine = session.engine
+    conn = engine.conn
+    receive_data = conn.receive_data
+    entered, gate = threading.Event(), threading.Event()
+
+    def pause_at_ready(data):
+        if b"\x05READY" in bytes(data):  # the peer's READY (the greeting may come with it)
+            conn.receive_data = receive_data
+            entered.set()
+            assert gate.wait(10)
+        return receive_data(data)
+
+    conn.receive_data = pause_at_ready
+    threading.Thread(target=peer.handshake, daemon=True).start()
+    assert entered.wait(10), "the peer's READY never arrived"
+    return gate
+
+
+def test_a_close_noticed_after_the_engine_read_everything_loses_nothing():
+    ctx = zmq.Context()
+    peer = Peer()
+    try:
+        session = _closed_while_the_engine_completes_its_handshake(ctx, peer, linger=-1)
+        assert not session.done, "the connection was dropped with its messages unwritten"
+        peer.read_all()
+        assert [m[0] for m in peer.received] == list(range(MESSAGES))
+        ctx.term()
+    finally:
+        peer.close()
+        ctx.destroy(linger=0)
+
+
+def test_linger_bounds_a_connection_whose_engine_read_everything():
+    """PIPE_TERM, which arms LINGER, came after the engine read the pipe: LINGER must still
+    hold for what the engine has not written, so term() returns though the peer reads
+    nothing.  (Before either fix the dropped connection hid this one.)"""
+    ctx = zmq.Context()
+    peer = Peer()
+    try:
+        _closed_while_the_engine_completes_its_handshake(ctx, peer, linger=200)
+        done = threading.Event()
+        threading.Thread(target=lambda: (ctx.term(), done.set()), daemon=True).start()
+        assert done.wait(10), "term() waits for ever: LINGER was never armed"
+    finally:
+        peer.close()
+        ctx.destroy(linger=0)
