@@ -135,3 +135,32 @@ def test_linger_bounds_a_connection_whose_engine_read_everything():
     finally:
         peer.close()
         ctx.destroy(linger=0)
+
+
+def test_a_pipe_handed_to_a_socket_after_it_closed_is_ended():
+    """A connecting session with no pipe yet (IMMEDIATE; a ROUTER too) makes one when its
+    handshake completes and hands it to the socket (ATTACH).  The socket closed meanwhile, after
+    it had ended the pipes still queued for it: the pipe landed in a mailbox nobody reads, the
+    session kept it and its engine, and term() waited for ever."""
+    ctx = zmq.Context()
+    peer = Peer()
+    done = threading.Event()
+    terming = threading.Thread(target=lambda: (ctx.term(), done.set()), daemon=True)
+    try:
+        push = ctx.socket(zmq.PUSH)
+        push.immediate = True
+        push.linger = 0
+        push.connect(peer.endpoint)
+        peer.accept()
+        (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+        assert session.pipe is None  # IMMEDIATE: made when the handshake completes
+        gate = _hold_at_the_peers_ready(session, peer)
+        push.close()  # ends the pipes queued for it: none yet
+        gate.set()  # the handshake completes: a pipe for the closed socket
+        terming.start()
+        assert done.wait(10), "term() waits for ever: the late pipe was never ended"
+        assert session.done
+    finally:
+        peer.close()
+        if not terming.is_alive():  # (a term() that hangs would hang destroy() too)
+            ctx.destroy(linger=0)
