@@ -6,11 +6,13 @@
 # `make pyzmq-suite` runs pyzmq 27.3.0's own test suite, unmodified, against pyzmq and against
 # brokerless through the `zmq` alias; `make pyzmq-examples` does the same for pyzmq's examples.
 # Both install the `pyzmq-suite` extra and write their reports to .cache/pyzmq/report/.
+# `make test-recovery` runs the live exactly-once recovery test for RECOVERY_SECONDS (default 60)
+# of input, where the default suite sends for 3 s.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo tour test test-cluster lint bench fuzz clean pyzmq-suite pyzmq-examples
+.PHONY: demo tour test test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +32,11 @@ test: $(BIN)/.installed
 
 test-cluster: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m cluster tests/test_spark_cluster.py
+
+RECOVERY_SECONDS ?= 60
+
+test-recovery: $(BIN)/.installed
+	BROKERLESS_RECOVERY_SECONDS=$(RECOVERY_SECONDS) $(BIN)/python -m pytest -q tests/test_stream_state_recovery.py
 
 $(BIN)/.installed-pyzmq-suite: pyproject.toml $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[test,pyzmq-suite]'

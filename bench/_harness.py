@@ -130,3 +130,24 @@ def ping_pong(req: Any, size: int, count: int, warmup: int) -> tuple[int, int, l
         reply = recv()
         rtts[i] = clock() - t0
     return start, clock(), rtts, reply
+
+
+#: Fixed CURVE key pairs for the benchmarks (Z85 secrets; the public keys are derived).
+_CURVE_SECRETS = {
+    "server": b"JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6",
+    "client": b"D:)Q[IlAW!ahhC2ac:9*A}h:p?([4%wOTJ%JR%cs",
+}
+
+
+def use_curve(impl: ModuleType, sock: Any, server: bool) -> None:
+    """Make ``sock`` the CURVE server (``server``) or a client of it, with fixed keys (no ZAP
+    handler: every client is accepted, as libzmq does)."""
+    server_public = impl.curve_public(_CURVE_SECRETS["server"])
+    if server:
+        sock.setsockopt(impl.CURVE_SERVER, 1)
+        sock.setsockopt(impl.CURVE_SECRETKEY, _CURVE_SECRETS["server"])
+        sock.setsockopt(impl.CURVE_PUBLICKEY, server_public)
+    else:
+        sock.setsockopt(impl.CURVE_SERVERKEY, server_public)
+        sock.setsockopt(impl.CURVE_SECRETKEY, _CURVE_SECRETS["client"])
+        sock.setsockopt(impl.CURVE_PUBLICKEY, impl.curve_public(_CURVE_SECRETS["client"]))

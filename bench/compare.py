@@ -16,6 +16,7 @@ the report to stdout.
     python bench/compare.py --quick --rounds 2    # smoke run
     python bench/compare.py --impls zmq,zmq       # A/A run: the ratios show the noise floor
     python bench/compare.py --cases 'inproc-lat-*' --rounds 9
+    python bench/compare.py --quick --plot ratios.png   # also draw the ratios (matplotlib)
 
 The case table is data: a case names its tool(s), transport, count and extra arguments.  Cases
 over tcp or ipc run two processes per trial, started together (like libzmq's perf tools: a
@@ -125,32 +126,37 @@ class Case:
         ]
 
 
-def thr_case(transport: str, size: int, count: int, frames: int = 1) -> Case:
+def thr_case(transport: str, size: int, count: int, frames: int = 1, curve: bool = False) -> Case:
     shape = f"{frames}x{size}" if frames > 1 else str(size)
     scripts = ("inproc_thr.py",) if transport == "inproc" else ("local_thr.py", "remote_thr.py")
+    # CURVE: both sides are bound by libsodium's crypto_box, so parity is the aim.
+    target = Target(">=", 1.0 if transport == "inproc" or curve else 1.5)
     return Case(
-        name=f"{transport}-thr-{shape}",
-        label=f"{transport} PUSH→PULL, {f'{frames} x {size}' if frames > 1 else size} B",
+        name=f"{transport}{'-curve' if curve else ''}-thr-{shape}",
+        label=f"{transport}{' CURVE' if curve else ''} PUSH→PULL, "
+        f"{f'{frames} x {size}' if frames > 1 else size} B",
         kind="thr",
         transport=transport,
         count=count,
-        args=("--size", str(size)) + (("--multipart",) if frames == 2 else ()),
+        args=("--size", str(size))
+        + (("--multipart",) if frames == 2 else ())
+        + (("--curve",) if curve else ()),
         scripts=scripts,
-        target=Target(">=", 1.0 if transport == "inproc" else 1.5),
+        target=target,
         sizes=(size,) * frames,
     )
 
 
-def lat_case(transport: str, size: int, count: int) -> Case:
+def lat_case(transport: str, size: int, count: int, curve: bool = False) -> Case:
     # Over tcp/ipc the requester, remote_lat, measures and reports, so it comes first.
     scripts = ("inproc_lat.py",) if transport == "inproc" else ("remote_lat.py", "local_lat.py")
     return Case(
-        name=f"{transport}-lat-{size}",
-        label=f"{transport} REQ/REP, {size} B",
+        name=f"{transport}{'-curve' if curve else ''}-lat-{size}",
+        label=f"{transport}{' CURVE' if curve else ''} REQ/REP, {size} B",
         kind="lat",
         transport=transport,
         count=count,
-        args=("--size", str(size)),
+        args=("--size", str(size)) + (("--curve",) if curve else ()),
         scripts=scripts,
         target=Target("<=", 0.8),
         sizes=(size,),
@@ -217,6 +223,10 @@ CASES: tuple[Case, ...] = (
         for transport in ("tcp", "ipc")
         for mode, size, count in (("lat", 1, 5_000), ("thr", 100, 30_000))
     ),
+    # CURVE (bench/_harness.py: fixed keys, no ZAP handler).
+    thr_case("tcp", 100, 150_000, curve=True),
+    thr_case("tcp", 65536, 5_000, curve=True),
+    lat_case("tcp", 1, 8_000, curve=True),
 )
 QUICK_DIVISOR = 10
 
@@ -478,6 +488,74 @@ def report(results: list[CaseResult], subject: str, reference: str, rounds: int)
     return lines
 
 
+def plot(results: list[CaseResult], path: str, subject: str, reference: str, title: str) -> None:
+    """Draw the median ratio subject / reference of each case's first metric, with its
+    min-max over the rounds and the design target: throughput cases on the left (higher is
+    better), latency on the right (lower is better), one bar per case and size."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, no display
+    from matplotlib import pyplot
+
+    sub, ref = impl_labels(subject, reference)
+    panels = [
+        (
+            f"throughput: {sub} ÷ {ref} (higher is better)",
+            [r for r in results if METRICS[r.case.kind][0].higher_is_better],
+        ),
+        (
+            f"latency: {sub} ÷ {ref} (lower is better)",
+            [r for r in results if not METRICS[r.case.kind][0].higher_is_better],
+        ),
+    ]
+    panels = [
+        (label, [r for r in rows if r.ratios[METRICS[r.case.kind][0].key]])
+        for label, rows in panels
+    ]
+    panels = [(label, rows) for label, rows in panels if rows]
+    if not panels:
+        raise TrialError("no case finished a round: nothing to plot")
+    tallest = max(len(rows) for _, rows in panels)
+    figure, axes = pyplot.subplots(
+        1, len(panels), figsize=(6.5 * len(panels), 1.2 + 0.32 * tallest), squeeze=False
+    )
+    for ax, (label, rows) in zip(axes[0], panels, strict=True):
+        names = [r.case.label for r in rows]
+        ratios = [r.ratios[METRICS[r.case.kind][0].key] for r in rows]
+        medians = [statistics.median(v) for v in ratios]
+        spans = [
+            [m - min(v) for m, v in zip(medians, ratios, strict=True)],
+            [max(v) - m for m, v in zip(medians, ratios, strict=True)],
+        ]
+        met = [
+            r.case.target is None or r.case.target.met(m)
+            for r, m in zip(rows, medians, strict=True)
+        ]
+        ax.barh(
+            range(len(rows)),
+            medians,
+            xerr=spans,
+            capsize=2,
+            color=["#4c72b0" if ok else "#dd8452" for ok in met],
+        )
+        for i, r in enumerate(rows):
+            if r.case.target is not None:
+                ax.plot([r.case.target.value] * 2, [i - 0.4, i + 0.4], color="black", lw=1)
+        ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_yticks(range(len(rows)), names, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(label, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    figure.suptitle(
+        f"{title}\n(bars: median of rounds, whiskers: min-max; black: target; "
+        "orange: target not met)",
+        fontsize=8,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)
+
+
 def select(patterns: str | None) -> list[Case]:
     if not patterns:
         return list(CASES)
@@ -518,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=120.0, help="seconds before a trial is killed (120)"
     )
     parser.add_argument("--save", metavar="FILE", help="also write every trial's result as JSON")
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="also draw the ratios per case (needs matplotlib)"
+    )
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
 
@@ -532,6 +613,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be at least 1")
     subject, reference = impls
     cases = select(args.cases)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401  (checked now, not after minutes of trials)
+        except ImportError:
+            parser.error("--plot needs matplotlib: pip install matplotlib (or '.[bench]')")
 
     described: dict[str, dict[str, str]] = {}
     for name in dict.fromkeys(impls):
@@ -546,7 +632,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        for case in cases:
+        for number, case in enumerate(cases, 1):
+            log(f"case {number}/{len(cases)}: {case.name} ({case.label})")
             count = max(2, round(case.count * args.scale / (QUICK_DIVISOR if args.quick else 1)))
             results.append(
                 run_case(case, subject, reference, args.rounds, count, args.timeout, tmp)
@@ -574,8 +661,17 @@ def main(argv: list[str] | None = None) -> int:
             ],
         }
         Path(args.save).write_text(json.dumps(data, indent=1) + "\n")
+    if args.plot:
+        plot(
+            results, args.plot, subject, reference, lines[0].removeprefix("### ").replace("**", "")
+        )
+        log(f"plot: {args.plot}")
     return 1 if any(r.error for r in results) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the running trial's processes were killed (run_trial)
+        log("interrupted")
+        sys.exit(130)

@@ -17,17 +17,24 @@ from types import ModuleType
 from typing import Any
 
 import _control
-from _harness import describe, emit, load_impl_or_exit
+from _harness import describe, emit, load_impl_or_exit, use_curve
 
 REQUIRED = ("Context", "REP")
 
 
 def run(
-    impl: ModuleType, endpoint: str, count: int, warmup: int = 1000, control: str | None = None
+    impl: ModuleType,
+    endpoint: str,
+    count: int,
+    warmup: int = 1000,
+    control: str | None = None,
+    curve: bool = False,
 ) -> dict[str, Any]:
     listener = _control.Listener(endpoint, control)
     ctx = impl.Context()
     rep = ctx.socket(impl.REP)
+    if curve:
+        use_curve(impl, rep, server=True)
     rep.bind(endpoint)
     recv, send = rep.recv, rep.send
     for _ in range(warmup + count):
@@ -57,6 +64,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup", type=int, default=1000, help="untimed round trips first (default 1000)"
     )
+    parser.add_argument(
+        "--curve", action="store_true", help="CURVE security (the echoing side is the server)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line (for compare.py)")
 
 
@@ -66,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     impl = load_impl_or_exit(args.impl, REQUIRED)
-    result = describe(impl) | run(impl, args.endpoint, args.count, args.warmup, args.control)
+    result = describe(impl) | run(
+        impl, args.endpoint, args.count, args.warmup, args.control, args.curve
+    )
     emit(
         result,
         args.json,

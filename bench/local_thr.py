@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import _control
-from _harness import describe, emit, load_impl_or_exit, receive_timed
+from _harness import describe, emit, load_impl_or_exit, receive_timed, use_curve
 
 REQUIRED = ("Context", "PULL")
 
@@ -35,6 +35,7 @@ def run(
     copy: bool = True,
     hwm: int | None = None,
     control: str | None = None,
+    curve: bool = False,
 ) -> dict[str, Any]:
     if count < 2:
         raise ValueError("--count must be at least 2 (timing runs from the first message)")
@@ -43,6 +44,8 @@ def run(
     pull = ctx.socket(impl.PULL)
     if hwm is not None:
         pull.setsockopt(impl.RCVHWM, hwm)
+    if curve:
+        use_curve(impl, pull, server=True)
     pull.bind(endpoint)
 
     start, stop, received = receive_timed(pull, count, frames, copy)
@@ -69,6 +72,7 @@ def run(
         "count": count,
         "copy": copy,
         "hwm": hwm,
+        "curve": curve,
         "elapsed_s": elapsed,
         "msg_per_s": msg_per_s,
         "mb_per_s": msg_per_s * size * frames / 1e6,
@@ -95,6 +99,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-copy", dest="copy", action="store_false", help="pass copy=False to send and recv"
     )
     parser.add_argument("--hwm", type=int, help="set SNDHWM/RCVHWM (default: leave as is)")
+    parser.add_argument(
+        "--curve", action="store_true", help="CURVE security (the receiver is the server)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line (for compare.py)")
 
 
@@ -106,7 +113,15 @@ def main(argv: list[str] | None = None) -> None:
     impl = load_impl_or_exit(args.impl, REQUIRED + (("RCVHWM",) if args.hwm is not None else ()))
     frames = 2 if args.multipart else 1
     result = describe(impl) | run(
-        impl, args.endpoint, args.size, args.count, frames, args.copy, args.hwm, args.control
+        impl,
+        args.endpoint,
+        args.size,
+        args.count,
+        frames,
+        args.copy,
+        args.hwm,
+        args.control,
+        args.curve,
     )
     shape = f"{frames} x {args.size} B" if frames > 1 else f"{args.size} B"
     emit(

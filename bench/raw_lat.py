@@ -69,8 +69,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON line")
     args = parser.parse_args(argv)
     result = run(args.transport, args.count, args.warmup)
-    emit(result, args.json, f"plain sockets, {args.transport}: mean one-way latency "
-         f"{result['mean_one_way_us']:.1f} µs over {args.count} round trips")
+    emit(
+        result,
+        args.json,
+        f"plain sockets, {args.transport}: mean one-way latency "
+        f"{result['mean_one_way_us']:.1f} µs over {args.count} round trips",
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import _control
-from _harness import describe, emit, load_impl_or_exit, ping_pong
+from _harness import describe, emit, load_impl_or_exit, ping_pong, use_curve
 from inproc_lat import percentile
 from local_lat import add_common_arguments
 
@@ -36,12 +36,15 @@ def run(
     count: int,
     warmup: int = 1000,
     control: str | None = None,
+    curve: bool = False,
 ) -> dict[str, Any]:
     if count < 1:
         raise ValueError("--count must be at least 1")
     channel = _control.connect(endpoint, control)
     ctx = impl.Context()
     req = ctx.socket(impl.REQ)
+    if curve:
+        use_curve(impl, req, server=False)
     req.connect(endpoint)
 
     start, stop, rtts, reply = ping_pong(req, size, count, warmup)
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
 
     impl = load_impl_or_exit(args.impl, REQUIRED)
     result = describe(impl) | run(
-        impl, args.endpoint, args.size, args.count, args.warmup, args.control
+        impl, args.endpoint, args.size, args.count, args.warmup, args.control, args.curve
     )
     emit(
         result,

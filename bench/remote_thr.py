@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import _control
-from _harness import describe, emit, load_impl_or_exit
+from _harness import describe, emit, load_impl_or_exit, use_curve
 from local_thr import add_common_arguments
 
 REQUIRED = ("Context", "PUSH")
@@ -35,12 +35,15 @@ def run(
     copy: bool = True,
     hwm: int | None = None,
     control: str | None = None,
+    curve: bool = False,
 ) -> dict[str, Any]:
     channel = _control.connect(endpoint, control)
     ctx = impl.Context()
     push = ctx.socket(impl.PUSH)
     if hwm is not None:
         push.setsockopt(impl.SNDHWM, hwm)
+    if curve:
+        use_curve(impl, push, server=False)
     push.connect(endpoint)
 
     clock = time.perf_counter_ns
@@ -82,7 +85,15 @@ def main(argv: list[str] | None = None) -> None:
     impl = load_impl_or_exit(args.impl, REQUIRED + (("SNDHWM",) if args.hwm is not None else ()))
     frames = 2 if args.multipart else 1
     result = describe(impl) | run(
-        impl, args.endpoint, args.size, args.count, frames, args.copy, args.hwm, args.control
+        impl,
+        args.endpoint,
+        args.size,
+        args.count,
+        frames,
+        args.copy,
+        args.hwm,
+        args.control,
+        args.curve,
     )
     emit(
         result,

@@ -71,7 +71,8 @@ def router_dealer(ctx: zmq.Context) -> None:
         router.bind("inproc://tour-router")
         dealers = []
         for name in (b"alice", b"bob"):
-            d = ctx.socket(zmq.DEALER, routing_id=name)
+            d = ctx.socket(zmq.DEALER)
+            d.routing_id = name
             d.connect("inproc://tour-router")
             d.send(b"hi from " + name)
             dealers.append(d)

@@ -1,8 +1,14 @@
 """Fuzz target: the ZMTP codec (``brokerless.zmtp.Connection``) fed what a peer might send.
 
 Input layout: octet 0 picks the socket type (low nibble), the role (0x10: as-server) and
-MAXMSGSIZE (top three bits); octet 1 seeds the split points; the rest is the byte stream from the
-peer.  The stream goes to one connection whole and to a second one cut at the split points (as
+MAXMSGSIZE (top three bits); octet 1 seeds the split points, and its top bit (0x80) makes the
+connection CURVE (the server or client by the role, with fixed permanent keys) instead of NULL;
+the rest is the byte stream from the peer.  A CURVE connection's randomness (short-term keys,
+nonces, cookie key) is drawn from a generator seeded afresh for each connection, so the whole
+and the split runs make the same keys and send the same bytes, and a seed can hold a complete
+handshake that the fuzzer then mutates into the traffic: MESSAGE boxes, nonces, commands.
+
+The stream goes to one connection whole and to a second one cut at the split points (as
 memoryviews, as the engine hands over its reads).  Expected outcomes are decoded items or the
 codec's own :class:`ProtocolError`; anything else raised here is a bug:
 
@@ -10,17 +16,24 @@ codec's own :class:`ProtocolError`; anything else raised here is a bug:
   is in ERROR, holds no input and refuses more;
 * messages are ``bytes`` or lists of two or more ``bytes``; events are ``Ready``, ``Ping``,
   ``Pong``; nothing but ``Ready`` comes first, and it comes once;
-* nothing delivered was sent before READY: the delivered parts, at two octets of framing each
-  at least, fit in what the stream holds after its first command (READY, in NULL);
+* nothing delivered was sent before the handshake completed: the delivered parts, at two octets
+  of framing each at least, fit in what the stream holds after the command that completes it
+  (the first, READY, in NULL; the second, INITIATE or READY, in CURVE) or, from a ZMTP 2.0 or
+  1.0 peer, after its identity frame;
 * every message re-encoded decodes to itself;
 * how the stream is split changes nothing: same items, same error class, same replies.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 from collections.abc import Iterator
+from functools import partial
+from types import SimpleNamespace
+
+import nacl.bindings as sodium
 
 from brokerless.constants import SocketType
 from brokerless.zmtp import (
@@ -37,11 +50,61 @@ from brokerless.zmtp import (
 )
 from brokerless.zmtp.commands import command_body, encode_metadata
 from brokerless.zmtp.frames import encode_command
+from brokerless.zmtp.frames_v1 import encode_message_v1
+from brokerless.zmtp.greeting import rest_of_greeting, signature
+from brokerless.zmtp.mechanisms import curve
 
+T = SocketType
 SOCKET_TYPES = sorted(VALID_PEERS)
 AS_SERVER = 0x10
+CURVE = 0x80
 MAX_MSG_SIZES = [-1, -1, -1, -1, 0, 10, 255, 1000]
 MAX_CUTS = 16
+SERVER_PUBLIC, SERVER_SECRET = sodium.crypto_box_seed_keypair(b"fuzz-server".ljust(32, b"."))
+CLIENT_PUBLIC, CLIENT_SECRET = sodium.crypto_box_seed_keypair(b"fuzz-client".ljust(32, b"."))
+
+
+class _Determinism:
+    """While entered, the CURVE mechanism draws its randomness from this generator."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+
+    def _bytes(self, n: int) -> bytes:
+        return hashlib.shake_256(next(self._counter).to_bytes(8, "big")).digest(n)
+
+    def _keypair(self) -> tuple[bytes, bytes]:
+        return sodium.crypto_box_seed_keypair(self._bytes(32))
+
+    def __enter__(self) -> None:
+        self._saved = (curve.os, curve.sodium)
+        curve.os = SimpleNamespace(urandom=self._bytes)
+        functions = {
+            name: getattr(sodium, name) for name in dir(sodium) if name.startswith("crypto")
+        }
+        functions["crypto_box_keypair"] = self._keypair
+        curve.sodium = SimpleNamespace(**functions)
+
+    def __exit__(self, *exc: object) -> None:
+        curve.os, curve.sodium = self._saved
+
+
+def _mechanism(as_server: bool) -> object:
+    """The CURVE mechanism of a fuzzed connection (a fresh cookie key, no ZAP)."""
+    if as_server:
+        return partial(
+            curve.CurveServer,
+            public_key=SERVER_PUBLIC,
+            secret_key=SERVER_SECRET,
+            cookies=curve.CookieKeys(clock=lambda: 0.0),
+        )
+    return partial(
+        curve.CurveClient,
+        public_key=CLIENT_PUBLIC,
+        secret_key=CLIENT_SECRET,
+        server_key=SERVER_PUBLIC,
+    )
+
 
 _EVENTS = (Ready, Ping, Pong)
 
@@ -52,10 +115,11 @@ def test_one_input(data: bytes) -> None:
     socket_type = SOCKET_TYPES[(data[0] & 0x0F) % len(SOCKET_TYPES)]
     as_server = bool(data[0] & AS_SERVER)
     max_msg_size = MAX_MSG_SIZES[data[0] >> 5]
+    secure = bool(data[1] & CURVE)
     stream = data[2:]
-    whole = _Outcome(socket_type, as_server, max_msg_size)
+    whole = _Outcome(socket_type, as_server, max_msg_size, secure)
     whole.feed([stream])
-    split = _Outcome(socket_type, as_server, max_msg_size)
+    split = _Outcome(socket_type, as_server, max_msg_size, secure)
     view = memoryview(stream)
     split.feed([view[lo:hi] for lo, hi in _pieces(len(stream), data[1])])
     if (split.items, split.error, split.sent) != (whole.items, whole.error, whole.sent):
@@ -64,29 +128,63 @@ def test_one_input(data: bytes) -> None:
             f" split {split.items!r} {split.error}"
         )
     if whole.items:
-        after_ready = _octets_after_first_command(stream)
+        after_ready = _octets_after_handshake(stream, 2 if secure else 1)
         delivered = sum(2 + len(part) for msg in whole.messages() for part in msg)
+        if _unversioned(stream) and socket_type in (SocketType.PUB, SocketType.XPUB):
+            delivered -= 2 + 1  # the subscription received in such a peer's name, not sent
         if after_ready is None or delivered > after_ready:
             raise AssertionError(
                 f"{delivered} octets of messages from {after_ready} octets after READY"
             )
 
 
-def _octets_after_first_command(stream: bytes) -> int | None:
-    """How many octets follow the first command frame after the greeting (None: none is
-    whole).  Header arithmetic from RFC 23, independent of the decoder under test."""
-    pos, end = 64, len(stream)
-    while end - pos >= 2:
-        flags = stream[pos]
-        if flags & 0x02:
-            if end - pos < 9:
-                return None
-            pos += 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
-        else:
-            pos += 2 + stream[pos + 1]
-        if flags & 0x04:
-            return end - pos if pos <= end else None
-    return None
+def _octets_after_handshake(stream: bytes, commands: int) -> int | None:
+    """How many octets follow the handshake (None: it is not whole): the ``commands``-th
+    command frame after a ZMTP 3 greeting, or the identity frame of a ZMTP 2.0 or 1.0 peer.
+    Header arithmetic from RFC 23, 15 and 13, independent of the decoder under test."""
+    if _unversioned(stream):
+        pos = _after_v1_frame(stream, 0)
+    elif len(stream) < 12:
+        return None
+    elif stream[10] == 0:  # ZMTP 1.0 framing after a 12-octet greeting
+        pos = _after_v1_frame(stream, 12)
+    elif stream[10] < 3:  # ZMTP 2.0
+        pos = _after_frame(stream, 12)
+    else:
+        pos = 64
+        while commands and (after := _after_frame(stream, pos)) is not None:
+            commands -= stream[pos] >> 2 & 1  # the COMMAND flag
+            pos = after
+        if commands:
+            return None
+    return None if pos is None or pos > len(stream) else len(stream) - pos
+
+
+def _unversioned(stream: bytes) -> bool:
+    """Whether the stream opens with a ZMTP 1.0 identity frame header (no greeting)."""
+    return stream[:1] != b"\xff" or (len(stream) >= 10 and not stream[9] & 0x01)
+
+
+def _after_frame(stream: bytes, pos: int) -> int | None:
+    """Where the ZMTP 3 / 2.0 frame at ``pos`` ends (None: its header is not whole)."""
+    if len(stream) - pos < 2:
+        return None
+    if not stream[pos] & 0x02:
+        return pos + 2 + stream[pos + 1]
+    if len(stream) - pos < 9:
+        return None
+    return pos + 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
+
+
+def _after_v1_frame(stream: bytes, pos: int) -> int | None:
+    """Where the ZMTP 1.0 frame at ``pos`` ends (its length counts its flags octet)."""
+    if len(stream) - pos < 1:
+        return None
+    if stream[pos] != 0xFF:
+        return pos + 1 + stream[pos]
+    if len(stream) - pos < 9:
+        return None
+    return pos + 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
 
 
 def _pieces(n: int, seed: int) -> list[tuple[int, int]]:
@@ -101,8 +199,18 @@ def _pieces(n: int, seed: int) -> list[tuple[int, int]]:
 class _Outcome:
     """One connection fed a stream in pieces, checked after every call."""
 
-    def __init__(self, socket_type: SocketType, as_server: bool, max_msg_size: int) -> None:
-        self.conn = Connection(socket_type, b"fuzz", as_server=as_server, max_msg_size=max_msg_size)
+    def __init__(
+        self, socket_type: SocketType, as_server: bool, max_msg_size: int, secure: bool = False
+    ) -> None:
+        self.determinism = _Determinism()
+        with self.determinism:
+            self.conn = Connection(
+                socket_type,
+                b"fuzz",
+                as_server=as_server,
+                max_msg_size=max_msg_size,
+                **({"mechanism": _mechanism(as_server)} if secure else {}),
+            )
         self.items: list = []
         self.error: type[ProtocolError] | None = None
         self.sent = self.conn.data_to_send()
@@ -119,7 +227,8 @@ class _Outcome:
         conn = self.conn
         for piece in pieces:
             try:
-                got = conn.receive_data(piece)
+                with self.determinism:
+                    got = conn.receive_data(piece)
             except ProtocolError as exc:
                 self._check(exc.messages)
                 self.error = type(exc)
@@ -188,7 +297,8 @@ def seeds() -> Iterator[bytes]:
                     yield bytes((config, split_seed)) + stream
             wrong = next(t for t in SOCKET_TYPES if t not in VALID_PEERS[socket_type])
             yield bytes((config, 3)) + _handshake(socket_type, wrong, as_server)
-    greeting = Connection(SocketType.PUSH).data_to_send()[:64]
+    yield from _legacy_seeds(messages)
+    greeting = _greeting(as_server=False)
     ready = encode_command(command_body(b"READY", encode_metadata({"Socket-Type": b"PUSH"})))
     pull = SOCKET_TYPES.index(SocketType.PULL)
     for tail in (
@@ -200,10 +310,78 @@ def seeds() -> Iterator[bytes]:
     ):
         for max_size in (0, 7):  # unset, and 1000
             yield bytes((pull | max_size << 5, 5)) + greeting + tail
+    yield from curve_seeds()
+
+
+def curve_seeds() -> Iterator[bytes]:
+    """Complete CURVE handshakes and boxed traffic, for both roles, whole and split."""
+    messages = [b"", b"hello", b"x" * 300, [b"a", b""]]
+    pairs = [(T.PULL, T.PUSH), (T.SUB, T.PUB), (T.DEALER, T.ROUTER)]
+    for socket_type, peer_type in pairs:
+        for as_server in (False, True):
+            config = SOCKET_TYPES.index(socket_type) | (AS_SERVER if as_server else 0)
+            stream = _curve_peer_stream(socket_type, peer_type, as_server, messages)
+            for split_seed in (0, 7, 15):
+                yield bytes((config, CURVE | split_seed)) + stream
+            yield bytes((config, CURVE | 3)) + stream[: 64 + 202]  # greeting and HELLO/WELCOME
+
+
+def _curve_peer_stream(
+    socket_type: SocketType, peer_type: SocketType, as_server: bool, messages: list
+) -> bytes:
+    """What a CURVE peer sends the fuzzed connection: handshake, messages, a PING, a
+    subscription -- the fuzzed side's randomness drawn as the target will draw it."""
+    mine = _Outcome(socket_type, as_server, -1, secure=True)
+    peer = Connection(
+        peer_type, b"peer", as_server=not as_server, mechanism=_mechanism(not as_server)
+    )
+    peer.receive_data(mine.sent)  # the greeting (and the client's HELLO)
+    sent = []
+    for _ in range(4):
+        out = peer.data_to_send()
+        sent.append(out)
+        with mine.determinism:
+            mine.conn.receive_data(out)
+        peer.receive_data(mine.conn.data_to_send())
+    for msg in messages:
+        peer.send_message(msg)
+    peer.send_ping(10, b"ctx")
+    sent.append(peer.data_to_send())
+    return b"".join(sent)
+
+
+def _legacy_seeds(messages: list) -> Iterator[bytes]:
+    """ZMTP 2.0 and 1.0 peers (RFC 15, RFC 13) of every socket type, and their faults."""
+    for index, socket_type in enumerate(SOCKET_TYPES):
+        for peer_type in sorted(VALID_PEERS[socket_type]):
+            zmtp2 = [_greeting(False)[:10] + bytes((1, peer_type))]
+            for msg in [b"peer", *messages]:  # the identity first
+                encode_message(zmtp2, msg)
+            yield bytes((index, 7)) + b"".join(zmtp2)
+        for opening in (b"\x05\x00peer", b"\xff" + (5).to_bytes(8, "big") + b"\x00peer"):
+            zmtp1 = [opening]
+            for msg in messages:
+                encode_message_v1(zmtp1, msg)
+            yield bytes((index, 7)) + b"".join(zmtp1)
+    pull = SOCKET_TYPES.index(SocketType.PULL)
+    zmtp2_push = _greeting(False)[:10] + bytes((1, SocketType.PUSH))
+    for stream in (
+        zmtp2_push + b"\x01\x04peer\x00\x00",  # a multipart identity
+        zmtp2_push + b"\x00\x00\x04\x05\x04PING",  # a command
+        zmtp2_push[:11] + bytes((SocketType.PUB,)) + b"\x00\x00",  # a wrong socket type
+        b"\x01\x00\x00",  # a ZMTP 1.0 frame of length 0
+        b"\x01\x00\xff" + (1 << 62).to_bytes(8, "big"),  # a ZMTP 1.0 frame nobody can hold
+    ):
+        yield bytes((pull, 3)) + stream
+
+
+def _greeting(as_server: bool) -> bytes:
+    """A whole ZMTP 3.1 greeting with the NULL mechanism."""
+    return signature(0) + b"\x03" + rest_of_greeting(b"NULL", as_server)
 
 
 def _handshake(socket_type: SocketType, peer_type: SocketType, as_server: bool) -> bytes:
     """What a ``peer_type`` peer sends a ``socket_type`` connection: greeting and READY."""
     peer = Connection(peer_type, b"peer", as_server=not as_server)
-    peer.receive_data(Connection(socket_type, as_server=as_server).data_to_send())
+    peer.receive_data(_greeting(as_server))
     return peer.data_to_send()

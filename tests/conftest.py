@@ -27,10 +27,15 @@ if AGAINST_PYZMQ:
 
     sys.modules["brokerless"] = _reference
     # Submodules the tests import by brokerless's name: pyzmq's counterparts.
-    with warnings.catch_warnings():  # zmq.eventloop.ioloop warns that it is deprecated
+    with warnings.catch_warnings():  # zmq.eventloop.ioloop and zmq.auth.ioloop are deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
         for _name in (
             "asyncio",
+            "auth",
+            "auth.asyncio",
+            "auth.certs",
+            "auth.ioloop",
+            "auth.thread",
             "eventloop",
             "eventloop.future",
             "eventloop.ioloop",
@@ -40,16 +45,36 @@ if AGAINST_PYZMQ:
 
 import brokerless as zmq  # noqa: E402
 
+from .jeromq import requirements_missing  # noqa: E402
+
 # What has no counterpart in pyzmq is not collected in that mode: brokerless's own ZMTP codec
-# and pipes, and the layers built on brokerless (they import it by name).
+# and pipes, and the layers built on brokerless (they import it by name), its command included.
 _BROKERLESS_ONLY = [
     "test_zmtp_*.py",
     "test_pipe.py",
     "test_transport_*.py",
     "test_stream_*.py",
     "test_spark_*.py",
+    "test_cli*.py",
+    "test_fuzz_*.py",
+    "test_internal_limits.py",
 ]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
+
+# The JeroMQ interop tests need a JDK and Debian's libjeromq-java.  CI installs them and sets
+# BROKERLESS_REQUIRE_JEROMQ=1, where their absence fails every one of those tests; elsewhere
+# the module is not collected without them, and the run's header says so.
+_JEROMQ_MISSING = requirements_missing()
+_JEROMQ_REQUIRED = os.environ.get("BROKERLESS_REQUIRE_JEROMQ") == "1"
+collect_ignore = ["test_jeromq_interop.py"] if _JEROMQ_MISSING and not _JEROMQ_REQUIRED else []
+
+
+def pytest_report_header(config):
+    if _JEROMQ_MISSING:
+        verdict = "its tests fail (required)" if _JEROMQ_REQUIRED else "not collected"
+        return f"test_jeromq_interop.py: {verdict}: {_JEROMQ_MISSING}"
+    return None
+
 
 # Transports the conformance suite runs over.
 TRANSPORTS = ["inproc", "ipc", "tcp"]

@@ -6,9 +6,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from brokerless.stream import Bolt, SerializationError, Spout, Stream
+from brokerless.stream import (
+    Bolt,
+    SerializationError,
+    Spout,
+    StatefulBolt,
+    Stream,
+    WALSpout,
+)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -299,3 +306,89 @@ class ReportSent(Bolt):
     def process(self, tup: Any) -> None:
         tasks = self.emit([tup[0]])
         self.emit([tup[0], tasks], stream="sent")
+
+
+# -- checkpointed topologies (test_stream_state*.py) ---------------------------------------
+
+
+class WordSplit(Bolt):
+    """Splits a sentence (str, or the bytes of a WAL record's payload) into words."""
+
+    outputs = ["word"]
+
+    def process(self, tup: Any) -> None:
+        sentence = tup[1] if len(tup) > 1 else tup[0]
+        if isinstance(sentence, bytes):
+            sentence = sentence.decode()
+        for word in sentence.split():
+            self.emit([word])
+
+
+class StatefulCount(StatefulBolt):
+    """Counts words in its checkpointed state; emits ``[word, count]``."""
+
+    outputs = ["word", "count"]
+
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def process(self, tup: Any) -> None:
+        word = tup[0]
+        count = self.counts.get(word, 0) + 1
+        self.counts[word] = count
+        self.emit([word, count])
+
+
+class FailingCount(StatefulCount):
+    """A StatefulCount whose ``process`` raises ``error`` when it sees ``word``: every time,
+    or with ``once`` (a file path) only while that file does not exist, which it creates --
+    once in all, whichever process or attempt gets there first."""
+
+    def __init__(
+        self, word: str, error: type[BaseException] = ValueError, once: str | None = None
+    ) -> None:
+        self.word = word
+        self.error = error
+        self.once = once
+
+    def process(self, tup: Any) -> None:
+        if tup[0] == self.word:
+            if self.once is None:
+                raise self.error(f"failing on {self.word!r}")
+            try:
+                with open(self.once, "x"):
+                    pass
+            except FileExistsError:
+                pass
+            else:
+                raise self.error(f"failing on {self.word!r}")
+        super().process(tup)
+
+
+class HookedCount(StatefulCount):
+    """A StatefulCount that records its checkpoint hooks in ``events`` (local mode)."""
+
+    events: ClassVar[list[tuple[str, int]]] = []
+
+    def pre_prepare(self, checkpoint_id: int) -> None:
+        self.events.append(("pre_prepare", checkpoint_id))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.events.append(("complete", checkpoint_id))
+
+
+class EndingWALSpout(WALSpout):
+    """A WALSpout (run it with one task) that is exhausted once it has read the message
+    ``END``, which it emits like any other."""
+
+    def open(self, conf: Any, context: Any) -> None:
+        super().open(conf, context)
+        self.ended = False
+
+    def values(self, record: Any) -> list[Any]:
+        if record.frames[-1] == b"END":
+            self.ended = True
+        return super().values(record)
+
+    def exhausted(self) -> bool:
+        return self.ended

@@ -17,6 +17,7 @@ import zmq.asyncio as libzmq_asyncio
 
 import brokerless as zmq
 import brokerless.asyncio as zaio
+from brokerless.utils.monitor import recv_monitor_message
 from tests.helpers import bind, connect
 
 WAIT = 5.0  # seconds for something the test expects to happen
@@ -88,6 +89,15 @@ def test_the_asyncio_instance_is_its_own(actx) -> None:
     finally:
         actx_instance.term()
         ctx_instance.term()
+
+
+def test_reprs_are_pyzmqs(actx) -> None:
+    assert repr(actx).startswith("<zmq.asyncio.Context() at 0x")
+    sock = actx.socket(zmq.PUSH)
+    assert repr(sock).startswith(f"<zmq.asyncio.Socket(zmq.PUSH) at {id(sock):#x}")
+    assert repr(actx).startswith("<zmq.asyncio.Context(1 socket) at 0x")
+    sock.close()
+    assert repr(sock).endswith(" closed>")
 
 
 def test_install_and_zmqeventloop_are_deprecated() -> None:
@@ -437,6 +447,28 @@ def test_a_socket_works_under_successive_loops(inproc_push_pull) -> None:
 
     for i in range(3):
         assert asyncio.run(within(exchange(b"run %d" % i))) == b"run %d" % i
+
+
+# -- monitoring ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "made_by",
+    # pyzmq's from_socket façade has no context to make the PAIR with (AttributeError)
+    ["async context", pytest.param("from_socket", marks=pytest.mark.beyond_pyzmq)],
+)
+async def test_the_monitor_socket_is_one_async_socket(amake, make, made_by) -> None:
+    """As pyzmq: every call gives the same async PAIR -- two façades on one socket would each
+    watch its FD, and the loop keeps only the last watcher, stranding the other's recvs."""
+    sock = zaio.Socket.from_socket(make(zmq.PULL)) if made_by == "from_socket" else amake(zmq.PULL)
+    monitor = sock.get_monitor_socket()
+    assert isinstance(monitor, zaio.Socket)
+    first = recv_monitor_message(monitor)
+    assert sock.get_monitor_socket() is monitor
+    sock.bind_to_random_port("tcp://127.0.0.1")
+    assert (await within(first))["event"] == zmq.EVENT_LISTENING
+    sock.disable_monitor()
+    monitor.close(linger=0)
 
 
 # -- termination ---------------------------------------------------------------------------------

@@ -6,11 +6,14 @@ interop tests use it), and the alias refuses to share a process with it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from brokerless import curve_public
 
 LAUNCHER = [sys.executable, "-m", "brokerless.compat.as_zmq"]
 
@@ -156,6 +159,21 @@ def test_launcher_runs_a_module_and_code(tmp_path):
     result = run([*LAUNCHER, "-c", "import sys, zmq; print(__name__, zmq.__name__, sys.argv)", "z"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "__main__ brokerless ['-c', 'z']"
+
+
+def test_python_m_runs_a_brokerless_module_by_its_zmq_name():
+    """``python -m zmq.curve_keygen``: runpy takes the code from the alias's loader, through the
+    launcher and in a child that inherits the alias."""
+    child = (
+        "import subprocess, sys; "
+        "sys.exit(subprocess.run([sys.executable, '-m', 'zmq.curve_keygen', '--json']).returncode)"
+    )
+    for args in (["-m", "zmq.curve_keygen", "--json"], ["-c", child]):
+        result = run([*LAUNCHER, *args])
+        assert result.returncode == 0, result.stderr
+        keys = json.loads(result.stdout)
+        assert set(keys) == {"public", "secret"}
+        assert curve_public(keys["secret"]).decode() == keys["public"]
 
 
 def test_children_still_run_the_sitecustomize_the_alias_shadows(tmp_path):

@@ -316,6 +316,14 @@ def future_push_pull():
     ctx.destroy(linger=0)
 
 
+def test_future_reprs_are_pyzmqs() -> None:
+    ctx = zfuture.Context()
+    sock = ctx.socket(zmq.PULL)
+    assert repr(sock).startswith(f"<zmq.eventloop.future.Socket(zmq.PULL) at {id(sock):#x}")
+    assert repr(ctx).startswith("<zmq.eventloop.future.Context(1 socket) at 0x")
+    ctx.destroy(linger=0)
+
+
 async def test_future_sockets_resolve_tornado_futures(future_push_pull) -> None:
     push, pull = future_push_pull
     assert isinstance(pull, zfuture.Socket)

@@ -91,12 +91,19 @@ poller = zmq.Poller()
 poller.register(pull, zmq.POLLIN)"""
 )
 
+PROXY_BOUND = """\
+frontend = make(zmq.PULL)
+frontend.bind("inproc://interrupt-in")
+backend = make(zmq.PUSH)
+backend.bind("inproc://interrupt-out")"""
+
 SCENARIOS = {
     "recv": (PULL_BOUND, "pull.recv()"),
     "recv_multipart": (PULL_BOUND, "pull.recv_multipart()"),
     "Poller.poll": (POLLER_ON_PULL, "poller.poll()"),
     "Socket.poll": (PULL_BOUND, "pull.poll()"),
     "send at HWM": (PUSH_AT_HWM, 'push.send(b"one too many")'),
+    "zmq.proxy": (PROXY_BOUND, "zmq.proxy(frontend, backend)"),
 }
 
 PROMPTLY = 2.0  # seconds from SIGINT to the program reporting the interrupt

@@ -7,10 +7,10 @@ import pytest
 import brokerless as zmq
 from tests.helpers import bind, recv_within
 
-# The eleven standard socket types (STREAM, a raw-tcp socket, arrives with the tcp transport).
+# The twelve standard socket types.
 SOCKET_TYPES = [
     zmq.PAIR, zmq.PUB, zmq.SUB, zmq.REQ, zmq.REP, zmq.DEALER, zmq.ROUTER, zmq.PULL, zmq.PUSH,
-    zmq.XPUB, zmq.XSUB,
+    zmq.XPUB, zmq.XSUB, zmq.STREAM,
 ]  # fmt: skip
 
 

@@ -273,6 +273,30 @@ def test_subscriber_connects_before_publisher_binds(make, endpoint):
     assert got == [[b"t1"]]
 
 
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+@pytest.mark.parametrize("kind", ["SUB", "XSUB"])
+def test_subscriptions_survive_the_publisher_restarting(make, endpoint, kind):
+    """A connecting subscriber sends its subscriptions again on every reconnection (libzmq's
+    session hiccups the pipe and the SUB/XSUB resends them): a publisher that restarts at the
+    same address -- a Jupyter kernel restarted under a client's iopub SUB -- gets them all."""
+    addr = fixed_address(endpoint())
+    sub = make(getattr(zmq, kind))
+    _subscribe(sub, b"t")
+    sub.connect(addr)
+    first_life = zmq.Context()
+    pub = first_life.socket(zmq.PUB)
+    pub.bind(addr)
+    fence(pub, sub)
+    pub.close(linger=0)
+    first_life.term()  # the address is free again once term() returns
+    pub = make(zmq.PUB)
+    pub.bind(addr)
+    fence(pub, sub)
+    send_all(pub, b"t1", b"x1")
+    [got] = fence(pub, sub)
+    assert got == [[b"t1"]]
+
+
 def test_pub_cannot_receive(pub_sub):
     pub, _ = pub_sub
     with pytest.raises(zmq.ZMQError) as err:

@@ -151,6 +151,7 @@ def test_histogram_mean_and_p99_merge_across_executors():
                 },
                 "executors": [
                     {
+                        "executor": i,
                         "component": "x",
                         "kind": "bolt",
                         "tasks": 1,

@@ -222,3 +222,33 @@ def test_nonblocking_calls_after_term_started_raise_eterm(ctx, endpoint):
         pull.poll(0)
     pull.close()
     assert_term_returns(terminator, ctx)
+
+
+@pytest.mark.parametrize("kind", ["SUB", "XSUB"])
+def test_a_subscriber_does_not_hold_term_for_a_publisher_that_left(ctx, kind):
+    """libzmq gives SUB and XSUB a default LINGER of 0 (other sockets: -1): subscriptions still
+    queued for a publisher that has gone do not hold term() for ever."""
+    subscriber_ctx = zmq.Context()
+    sub = subscriber_ctx.socket(getattr(zmq, kind))
+    assert sub.getsockopt(zmq.LINGER) == 0
+
+    def subscribe(topic: bytes) -> None:
+        if kind == "XSUB":
+            sub.send(b"\x01" + topic)
+        else:
+            sub.subscribe(topic)
+
+    publisher = ctx.socket(zmq.XPUB)
+    port = publisher.bind_to_random_port("tcp://127.0.0.1")
+    monitor = sub.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    sub.connect(f"tcp://127.0.0.1:{port}")
+    subscribe(b"first")
+    assert publisher.poll(BOUND_MS), "the subscription never reached the publisher"
+    assert publisher.recv() == b"\x01first"
+    publisher.close(linger=0)
+    assert monitor.poll(BOUND_MS), "the subscriber never saw the publisher leave"
+    sub.disable_monitor()
+    monitor.close()
+    subscribe(b"second")  # for a publisher that is gone
+    sub.close()
+    assert_term_returns(start_term(subscriber_ctx), subscriber_ctx)

@@ -1,13 +1,15 @@
 """Run pyzmq 27.3.0's ``examples/`` against pyzmq and against brokerless (``make pyzmq-examples``).
 
 Every example program is listed: either ``RECIPES`` says how to drive it non-interactively, or
-``NOT_DRIVEN`` says why it is not (Cython, MongoDB, security, draft API, not a program).
+``NOT_DRIVEN`` says why it is not (Cython, MongoDB, draft API, not a program).
 A recipe starts the example (and the peers it needs, such as a publisher for a subscriber),
 on one implementation at a time — through ``python -m brokerless.compat.as_zmq`` for
 brokerless — and passes when the example's output shows the recipe's pattern (and, for one that
 ends by itself, when it exits with status 0 within the timeout). Servers that print nothing
 useful get a ``driver``: a few lines on the real pyzmq that talk to them and must exit 0, so
-only the example itself runs on the implementation under test.
+only the example itself runs on the implementation under test. Examples that need files made
+by another (the security examples' certificates) run it first as ``setup``; the few whose own
+code races libzmq's timing (they fail now and then on pyzmq too) get more than one attempt.
 
 The examples bind fixed ports (5555, 5556, 8888, ...), so they run one at a time; when
 ``unshare -n`` is allowed (root), the whole run moves into a private network namespace where
@@ -74,7 +76,16 @@ class Recipe:
     peers: tuple[tuple[str, ...], ...] = ()
     #: Python code run on the real pyzmq beside it; must exit 0.
     driver: str | None = None
+    #: Examples run to completion (status 0) before it, on the same implementation.
+    setup: tuple[tuple[str, ...], ...] = ()
     timeout: float = 40.0
+    #: Runs allowed for an example whose outcome rests on a race in its own code, which it
+    #: also loses on pyzmq; it passes when one run passes.
+    attempts: int = 1
+
+
+#: stonehouse and the ironhouses read the certificates generate_certificates.py writes.
+_CERTIFICATES = (("security/generate_certificates.py",),)
 
 
 RECIPES: list[Recipe] = [
@@ -117,7 +128,23 @@ RECIPES: list[Recipe] = [
     Recipe(("recv_into/discard.py",), r"Exiting\.\.\."),
     Recipe(("recv_into/recv_into_array.py",), r"received \d+ bytes"),
     Recipe(("serialization/serialsocket.py",), r"(?s)\A(?!.*Failed).*Okay.*Okay.*Okay"),
+    Recipe(("security/grasslands.py",), r"Grasslands test OK"),
+    # strawhouse binds inproc://zeromq.zap.01 again just after closing the first handler's
+    # socket, and libzmq frees an inproc name asynchronously: EADDRINUSE in 10 of 40 runs on
+    # pyzmq here (none of 40 on brokerless).
+    Recipe(("security/strawhouse.py",), r"Strawhouse test OK", attempts=5),
+    # woodhouse sends its second message on a PUSH whose only peer has just closed, towards a
+    # client that is refused: when the server sees the close first, the send blocks for ever
+    # (13 of 100 runs on pyzmq here, 12 of 100 on brokerless).
+    Recipe(("security/woodhouse.py",), r"Woodhouse test OK", timeout=10.0, attempts=5),
+    Recipe(("security/stonehouse.py",), r"Stonehouse test OK", setup=_CERTIFICATES),
+    Recipe(("security/ironhouse.py",), r"Ironhouse test OK", setup=_CERTIFICATES),
+    Recipe(("security/asyncio-ironhouse.py",), r"Ironhouse test OK", setup=_CERTIFICATES),
+    Recipe(("security/ioloop-ironhouse.py",), r"Ironhouse test OK", setup=_CERTIFICATES),
 ]
+
+#: The security examples (pyzmq's examples/security/, one program each).
+SECURITY_RECIPES = [r for r in RECIPES if r.argv[0].startswith("security/")]
 
 #: Example files not driven, by category: why.
 NOT_DRIVEN: dict[str, tuple[str, str]] = {
@@ -135,19 +162,6 @@ NOT_DRIVEN: dict[str, tuple[str, str]] = {
     ),
     "monitoring/zmq_monitor_class.py": ("not a program", "a module of helpers with no main"),
     "win32-interrupt/display.py": ("windows", "Ctrl-C on Windows; half of a chat with no peer"),
-    **{
-        f"security/{name}": ("security", "CURVE/ZAP, the next issue; not driven yet")
-        for name in (
-            "asyncio-ironhouse.py",
-            "generate_certificates.py",
-            "grasslands.py",
-            "ioloop-ironhouse.py",
-            "ironhouse.py",
-            "stonehouse.py",
-            "strawhouse.py",
-            "woodhouse.py",
-        )
-    },
 }
 
 
@@ -173,12 +187,44 @@ def _start(argv: tuple[str, ...], side: str, examples: Path, log: Path) -> subpr
         )
 
 
+def _run_setup(recipe: Recipe, side: str, root: Path, logs: Path, stem: str) -> str | None:
+    """Run the recipe's set-up examples one after another; why one failed, or None."""
+    for i, argv in enumerate(recipe.setup):
+        log = logs / f"{stem}.setup{i}.log"
+        proc = _start(argv, side, root / "examples", log)
+        try:
+            status = proc.wait(timeout=recipe.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"setup {argv[0]} timed out after {recipe.timeout:.0f} s"
+        if status != 0:
+            return (
+                f"setup {argv[0]} exited {status}: {_error_line(log.read_text(errors='replace'))}"
+            )
+    return None
+
+
 def run_recipe(recipe: Recipe, side: str, root: Path) -> dict:
-    """Drive one example on one side; {"passed": bool, "reason": str, "seconds": float}."""
+    """Drive one example on one side, up to ``recipe.attempts`` times until it passes;
+    {"passed": bool, "reason": str, "seconds": float, "attempts": int}, of the last run."""
+    attempt = 0
+    while True:
+        attempt += 1
+        result = _run_once(recipe, side, root)
+        if result["passed"] or attempt == recipe.attempts:
+            return {**result, "attempts": attempt}
+
+
+def _run_once(recipe: Recipe, side: str, root: Path) -> dict:
+    """Drive one example on one side once; {"passed": bool, "reason": str, "seconds": float}."""
     logs = root / "logs" / "examples"
     logs.mkdir(parents=True, exist_ok=True)
     stem = recipe.argv[0].replace("/", "__")
     log = logs / f"{stem}.log"
+    failed_setup = _run_setup(recipe, side, root, logs, stem)
+    if failed_setup:
+        return {"passed": False, "reason": failed_setup, "seconds": 0.0}
     procs = [
         _start(peer, side, root / "examples", logs / f"{stem}.peer{i}.log")
         for i, peer in enumerate(recipe.peers)
@@ -298,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
 
     examples = listing(roots["pyzmq"] / "examples")
     driven = {recipe.argv[0] for recipe in RECIPES}
-    driven |= {peer[0] for recipe in RECIPES for peer in recipe.peers}
+    driven |= {other[0] for recipe in RECIPES for other in (*recipe.peers, *recipe.setup)}
     undriven = {name: NOT_DRIVEN.get(name, ("no recipe", "not driven yet")) for name in examples}
     undriven = {name: why for name, why in undriven.items() if name not in driven}
     recipes = [r for r in RECIPES if not args.only or r.argv[0] in args.only]
@@ -310,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             result = results[recipe.argv[0]][side] = run_recipe(recipe, side, roots[side])
             print(
                 f"{recipe.argv[0]:44} {side:10} {'pass' if result['passed'] else 'FAIL'}"
-                f" {result['seconds']:5.1f} s  {result['reason']}",
+                f" {result['seconds']:5.1f} s  {result['reason']}"
+                + (f" (run {result['attempts']})" if result["attempts"] > 1 else ""),
                 flush=True,
             )
 

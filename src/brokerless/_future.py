@@ -33,10 +33,10 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from types import FunctionType, MemberDescriptorType
-from typing import Any
+from typing import Any, Self
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
@@ -123,7 +123,7 @@ class _Async:
         raise NotImplementedError
 
 
-class _AsyncSocket(_Async, SyncSocket):
+class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
     """A socket whose blocking calls return futures (see the module doc)."""
 
     _poller_class: type[_AsyncPoller]
@@ -169,17 +169,12 @@ class _AsyncSocket(_Async, SyncSocket):
         self._current_loop: Any = None
         self._pass_scheduled = False
         self._fd = self._shadow_sock.getsockopt(FD)
+        self._monitor_facade: Self | None = None
 
     @classmethod
-    def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> _AsyncSocket:
+    def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> Self:
         """An async socket on ``socket`` (which stays usable: both are the same socket)."""
         return cls(_from_socket=socket, io_loop=io_loop)
-
-    def __repr__(self) -> str:
-        cls = type(self)
-        return repr(self._shadow_sock).replace(
-            "brokerless.Socket", f"{cls.__module__}.{cls.__qualname__}", 1
-        )
 
     def __del__(self) -> None:
         pass  # the socket is closed by close(), or by its own finalizer once nothing holds it
@@ -192,8 +187,17 @@ class _AsyncSocket(_Async, SyncSocket):
     def connect(self, addr: str) -> EndpointContext:
         return EndpointContext(self, self.disconnect, self._shadow_sock.connect(addr).addr)
 
-    def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Any:
-        return type(self).from_socket(self._shadow_sock.get_monitor_socket(events, addr))
+    def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Self:
+        """The async PAIR receiving this socket's monitor events: one façade on the sync
+        socket's monitor socket, the same until that is closed or the monitor disabled (as in
+        pyzmq; two façades would both watch its FD, and a loop keeps one watcher per FD)."""
+        monitor = self._shadow_sock.get_monitor_socket(events, addr)
+        if isinstance(monitor, type(self)):  # an async context made it: one of ours already
+            return monitor
+        facade = self._monitor_facade
+        if facade is None or facade._shadow_sock is not monitor:
+            facade = self._monitor_facade = type(self).from_socket(monitor)
+        return facade
 
     def getsockopt(self, option: int) -> Any:
         value = self._shadow_sock.getsockopt(option)

@@ -78,6 +78,7 @@ class Poller(_AsyncIO, _future._AsyncPoller):
 class Socket(_AsyncIO, _future._AsyncSocket):
     """Socket whose send/recv/poll return asyncio Futures."""
 
+    _repr_cls = "zmq.asyncio.Socket"
     _poller_class = Poller
 
 
@@ -88,6 +89,7 @@ class Context(_future._AsyncContext):
     """Context whose sockets are :class:`Socket`; ``Context(sync_ctx)`` shadows ``sync_ctx``."""
 
     __slots__ = ()
+    _repr_cls = "zmq.asyncio.Context"
     _socket_class = Socket
 
 

@@ -8,6 +8,11 @@ A program that ends without closing its sockets still delivers what it queued: a
 exit every context this process left open is destroyed, which waits for each socket's LINGER
 (as libzmq does when pyzmq's context is terminated at exit; the I/O threads are daemons, so
 without this the messages would die with them).
+
+Options are attributes too (``ctx.io_threads``; ``ctx.linger = 0`` is a default for sockets
+made afterwards): typed descriptors generated into ``option_attrs_generated.py``.  A shadow
+context (``Context.shadow``, ``Context(other)``, ``copy.copy``) shares this one's ``__dict__``,
+so it is the same context under another class (see :mod:`brokerless.shadow`).
 """
 
 from __future__ import annotations
@@ -17,26 +22,63 @@ import os
 import threading
 import warnings
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .constants import OPTIONS, ContextOption, SocketOption
-from .errno import EINVAL, EPROTONOSUPPORT, ETERM
+from . import shadow as _shadow
+from .constants import ContextOption
+from .errno import EFAULT, EINVAL, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
 from .mailbox import Mailbox
-from .socket import STOP, Socket
+from .option_attrs_generated import ContextOptionAttrs
+from .socket import STOP, Socket, SyncSocket
 from .transport.inproc import InprocTransport
 from .transport.network import NetworkTransport
 
+if TYPE_CHECKING:
+    from typing import Self
 
-class Context:
-    """Holds sockets; ``Context.instance()`` is a shared one per process."""
+#: The class of the sockets a context makes (``zmq.Context[MySocket]``).
+_SocketT = TypeVar("_SocketT", bound=Socket, covariant=True)
 
-    _instance: Context | None = None
+
+class Context(ContextOptionAttrs, Generic[_SocketT]):
+    """Holds sockets; ``Context.instance()`` is a shared one per process.
+
+    ``Context(other)`` or ``Context(shadow=other)`` is a shadow of ``other`` (a context or its
+    ``underlying``).  ``_socket_class`` is the class ``socket()`` makes, as in pyzmq.
+    """
+
+    # Besides the (shared, for a shadow) __dict__, each object's own: what it shadows.
+    __slots__ = ("__dict__", "__weakref__", "_shadow_obj", "_shadowed")
+
+    _instance: Any = None
     _instance_lock = threading.Lock()
     _instance_pid: int | None = None
+    _socket_class: type[_SocketT] = Socket  # type: ignore[assignment]
+    _repr_cls = "zmq.Context"
 
-    def __init__(self, io_threads: int = 1, **kwargs: Any) -> None:
+    @overload
+    def __init__(self: SyncContext, io_threads: int = 1, **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self: SyncContext, io_threads: Context, /) -> None: ...
+    @overload
+    def __init__(self: SyncContext, *, shadow: Context | int) -> None: ...
+    def __init__(
+        self: SyncContext,
+        io_threads: int | Context = 1,
+        shadow: Context | int = 0,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(io_threads, Context):
+            io_threads, shadow = 1, io_threads
+        if shadow:
+            self._shadow_obj = shadow
+            self._shadowed = _shadow.resolve(shadow, Context)
+            self.__dict__ = self._shadowed.__dict__
+            return
+        self._shadow_obj = self._shadowed = None
         if not isinstance(io_threads, int) or io_threads < 0:
             raise ZMQError(
                 EINVAL, f"Invalid argument: io_threads must be an int >= 0, not {io_threads!r}"
@@ -80,26 +122,24 @@ class Context:
     # -- sockets ------------------------------------------------------------------------------
 
     def socket(
-        self, socket_type: int, socket_class: type[Socket] | None = None, **options: Any
-    ) -> Socket:
-        """A new socket; keyword arguments set options (``ctx.socket(PUSH, sndhwm=10)``)."""
+        self,
+        socket_type: int,
+        socket_class: Callable[[Self, int], _SocketT] | None = None,
+        **kwargs: Any,
+    ) -> _SocketT:
+        """A new socket of ``socket_class`` (default ``_socket_class``); keyword arguments go
+        to its constructor, as in pyzmq.  Defaults set on the context (``ctx.linger = 0``)
+        apply where the socket type takes them."""
         if self._closed or self._terminating:
+            if self._closed and self._shadowed is not None:
+                raise ZMQError(EFAULT, "Bad address: the context this one shadows was terminated")
             raise error(ETERM, "Context was terminated: create a new Context")
-        opts: dict[SocketOption, Any] = {}
-        for name, value in options.items():
-            try:
-                opts[SocketOption[name.upper()]] = value
-            except KeyError:
-                raise TypeError(f"unknown socket option {name!r}") from None
-        cls = socket_class or Socket
-        sock = cls(self, socket_type)
+        sock = (socket_class or self._socket_class)(self, socket_type, **kwargs)
         for opt, value in self.sockopts.items():
             try:
                 sock.setsockopt(opt, value)
             except ZMQError:
                 pass  # a default that does not apply to this socket type (as pyzmq)
-        for opt, value in opts.items():
-            sock.setsockopt(opt, value)
         with self._lock:
             if not self._terminating:
                 self._sockets.add(sock)
@@ -136,11 +176,38 @@ class Context:
 
     @property
     def underlying(self) -> int:
-        return id(self)
+        """The number ``Context.shadow`` takes for this context (see :mod:`brokerless.shadow`)."""
+        return _shadow.address(self._shadowed or self)
+
+    @property
+    def _shadow(self) -> bool:
+        """Whether this object is a shadow of another context."""
+        return self._shadowed is not None
+
+    @classmethod
+    def shadow(cls, address: Context | int) -> Self:
+        """Another object for an existing context: ``address`` is the context or its
+        ``underlying``.  It shares everything; dropping it terminates nothing."""
+        return cls(shadow=_shadow.resolve(address, Context))
+
+    @classmethod
+    def shadow_pyczmq(cls, ctx: Any) -> Self:
+        """pyczmq's contexts are libzmq's: refused (EFAULT), there is no libzmq here."""
+        raise _shadow.foreign("Context", "a pyczmq context is libzmq's")
+
+    def __copy__(self, memo: Any = None) -> Self:
+        """A copy is a shadow: the same context (pyzmq's rule)."""
+        return type(self).shadow(self.underlying)
+
+    __deepcopy__ = __copy__
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{len(self._sockets)} sockets"
-        return f"<brokerless.Context {state}>"
+        """pyzmq's ``<zmq.Context(2 sockets) at 0x…>``, ``closed`` once terminated."""
+        cls = type(self)
+        name = vars(cls).get("_repr_cls") or f"{cls.__module__}.{cls.__name__}"
+        count = len(self._sockets)
+        sockets = f"{count} socket{'s' if count > 1 else ''}" if count else ""
+        return f"<{name}({sockets}) at {id(self):#x}{' closed' if self._closed else ''}>"
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -165,28 +232,42 @@ class Context:
 
     def destroy(self, linger: int | None = None) -> None:
         """Close every socket (with ``linger`` if given), then terminate."""
+        self._destroy(linger, warn=False)
+
+    def _destroy(self, linger: int | None, warn: bool) -> None:
         if self._closed:
             return
         with self._lock:
             sockets = list(self._sockets)
         for sock in sockets:
+            if warn and not sock.closed:
+                warnings.warn(
+                    f"destroying the context with unclosed socket {sock!r}",
+                    ResourceWarning,
+                    stacklevel=3,
+                    source=sock,
+                )
             sock.close(linger=linger)
         self.term()
 
     def __del__(self) -> None:
         # Dropped without term().  Nothing of it can still be queued -- a socket with a
         # connection keeps its context reachable -- so only its I/O threads are left to stop.
-        if getattr(self, "_closed", True) or self._pid != os.getpid():
+        # A shadow leaves the context it shares alone.
+        if getattr(self, "_shadowed", True) is not None or getattr(self, "_closed", True):
+            return
+        if self._pid != os.getpid():
             return
         warnings.warn(f"unclosed context {self!r}", ResourceWarning, stacklevel=2, source=self)
         for io in self._io_threads:
             io.stop()
 
-    def __enter__(self) -> Context:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.destroy()
+        """Destroy, with a ResourceWarning for each socket left open (as pyzmq)."""
+        self._destroy(None, warn=True)
 
     # -- services for sockets -----------------------------------------------------------------
 
@@ -247,21 +328,5 @@ def _destroy_open_contexts() -> None:
             context.destroy()
 
 
-def _default_option_property(opt: SocketOption) -> property:
-    def fget(self: Context) -> Any:
-        try:
-            return self.sockopts[opt]
-        except KeyError:
-            raise AttributeError(f"no default {opt.name} is set on this context") from None
-
-    def fset(self: Context, value: Any) -> None:
-        self.sockopts[opt] = value
-
-    return property(fget, fset, doc=f"Default {opt.name} for sockets created afterwards.")
-
-
-# ``ctx.linger = 0`` sets a default for new sockets, as in pyzmq.
-for _opt, _spec in OPTIONS.items():
-    if _spec.settable and not hasattr(Context, _opt.name.lower()):
-        setattr(Context, _opt.name.lower(), _default_option_property(_opt))
-del _opt, _spec
+#: ``zmq.Context[zmq.SyncSocket]``: what ``zmq.Context()`` is to a type checker.
+SyncContext = Context[SyncSocket]

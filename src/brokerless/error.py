@@ -36,7 +36,7 @@ class ZMQError(ZMQBaseError):
 
     def __init__(self, errno: int | None = None, msg: str | None = None) -> None:
         self.errno = errno
-        self.strerror = msg if msg is not None else (strerror(errno) if errno else "")
+        self.strerror = msg if msg is not None else (strerror(errno) if errno is not None else "")
         super().__init__(self.strerror)
 
     def __str__(self) -> str:

@@ -54,6 +54,7 @@ DELIMITER = _Delimiter()
 ACTIVATE_READ = "activate_read"
 ACTIVATE_WRITE = "activate_write"
 PIPE_TERM = "pipe_term"
+HICCUP = "hiccup"
 
 _MAX_WM_DELTA = 1024
 
@@ -120,6 +121,7 @@ class Pipe:
         "data",
         "endpoint",
         "greeted",
+        "metadata",
         "peer",
         "peer_routing_id",
         "routing_id",
@@ -141,6 +143,8 @@ class Pipe:
         self.data: Any = None  # per-pattern state
         #: The greeting the peer's side already wrote for this end's owner (None: not yet).
         self.greeted: tuple | None = None
+        #: The properties of the connection feeding this end (``Frame.get``); None on inproc.
+        self.metadata: dict[str, bytes] | None = None
 
     def __repr__(self) -> str:
         return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"
@@ -336,6 +340,12 @@ class Pipe:
     def drop_inbound(self) -> None:
         """Discard everything queued for this end (used when it is dropped unread)."""
         self._in.q.clear()
+
+    def hiccup(self) -> None:
+        """The connection behind this end was lost and is being re-established (libzmq's pipe
+        hiccup): the peer's owner gets ``hiccup`` and may resend what the lost connection
+        carried (a subscriber, its subscriptions)."""
+        self._notify_peer(HICCUP)
 
     # -- termination -----------------------------------------------------------------------
 

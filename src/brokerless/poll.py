@@ -3,7 +3,8 @@
 Level-triggered: a socket is reported while its condition holds.  Each round computes every
 socket's events (running its pending commands) and polls the OS descriptors without waiting;
 only if nothing is ready does it sleep in one ``select.poll`` over the sockets' mailbox
-descriptors and the user's descriptors, then it looks again.  Ctrl-C interrupts the sleep.
+descriptors and the user's descriptors (``_sleeper``: the green Poller sleeps on the gevent hub
+instead), then it looks again.  Ctrl-C interrupts the sleep.
 """
 
 from __future__ import annotations
@@ -82,13 +83,19 @@ class Poller:
                 self._map[sock] = i - 1
         self._os_poll = None
 
+    def _registrations(self) -> list[tuple[int, int]]:
+        """(descriptor, OS poll mask) to wait on: each socket's mailbox, each user descriptor."""
+        return [
+            (obj.fileno(), select.POLLIN)
+            if isinstance(obj, Socket)
+            else (_fileno(obj), _os_mask(f))
+            for obj, f in self.sockets
+        ]
+
     def _build(self) -> Any:
         os_poll = select.poll()
-        for obj, flags in self.sockets:
-            if isinstance(obj, Socket):
-                os_poll.register(obj.fileno(), select.POLLIN)
-            else:
-                os_poll.register(_fileno(obj), _os_mask(flags))
+        for fd, mask in self._registrations():
+            os_poll.register(fd, mask)
         self._os_poll = os_poll
         return os_poll
 
@@ -110,9 +117,14 @@ class Poller:
             wait_ms = deadline.wait_ms()
             if wait_ms is None:
                 return []
-            for fd, _ in (self._os_poll or self._build()).poll(wait_ms):
+            for fd, _ in self._sleeper().poll(wait_ms):
                 if fd in mailboxes:
                     mailboxes[fd].clear_fd()
+
+    def _sleeper(self) -> Any:
+        """What the poll sleeps in between rounds: a ``select.poll`` over ``_registrations``
+        (kept until they change)."""
+        return self._os_poll or self._build()
 
     def _ready(self, has_fds: bool) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = []
@@ -153,3 +165,12 @@ def select_(
         [s for s in wlist if ready(s, POLLOUT)],
         [s for s in xlist if ready(s, POLLERR)],
     )
+
+
+def zmq_poll(sockets: list[tuple[Any, int]], timeout: float | None = -1) -> list[tuple[Any, int]]:
+    """pyzmq's ``zmq.zmq_poll``: poll ``[(socket or fd, flags), ...]`` for ``timeout`` ms
+    (negative or None: no limit); the ready ones as ``[(socket or fd, events), ...]``."""
+    poller = Poller()
+    for sock, flags in sockets:
+        poller.register(sock, flags)
+    return poller.poll(timeout)

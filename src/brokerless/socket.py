@@ -13,6 +13,11 @@ no lock, no system call.
 Multipart messages are assembled in the socket and handed to the pattern whole (a list), which
 makes them atomic across HWM and disconnects; the first part of a ``SNDMORE`` sequence is where
 the socket checks it may send (and waits, or raises ``Again``), as libzmq does.
+
+Every option is also an attribute (``sock.linger``, ``sock.SNDHWM``): typed descriptors written
+into ``option_attrs_generated.py`` by ``tools/gen_constants.py``, which Socket inherits.  A
+shadow (``Socket.shadow``, ``Socket(other)``, ``copy.copy``) is another object for the same
+socket: see :mod:`brokerless.shadow`.
 """
 
 from __future__ import annotations
@@ -20,23 +25,42 @@ from __future__ import annotations
 import pickle
 import random
 import select
+import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from . import pipe as _pipe
-from .constants import OPTIONS, STRING_OPTIONS, Event, Flag, PollEvent, SocketOption, SocketType
+from . import security
+from . import shadow as _shadow
+from .constants import (
+    COMPILED_OUT,
+    NOT_HONOURED,
+    OPTIONS,
+    STRING_OPTIONS,
+    Event,
+    Flag,
+    PollEvent,
+    SocketOption,
+    SocketType,
+    _OptType,
+)
 from .deadline import Deadline
 from .errno import EACCES, EADDRINUSE, EAGAIN, EINVAL, ENOENT, ENOTSOCK, ETERM
 from .error import Again, ZMQBindError, ZMQError, error
-from .frame import Frame, MessageTracker
+from .frame import _FINISHED_TRACKER, COPY_THRESHOLD, Frame, MessageTracker
 from .mailbox import WAKE
 from .monitor import Monitor
+from .option_attrs import TopicMethod
+from .option_attrs_generated import SocketOptionAttrs
 from .patterns import PATTERNS
 from .pipe import Pipe
 from .transport import endpoint as _endpoint
 from .transport.session import Session
+from .utils import jsonapi
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from .context import Context
 
 _O = SocketOption
@@ -59,8 +83,17 @@ def _term_error() -> ZMQError:
     return error(ETERM, "Context was terminated: close this socket")
 
 
-class Socket:
-    """A brokerless socket; create it with ``Context.socket(type)``."""
+#: What ``recv``/``recv_multipart`` give: ``bytes`` (sync sockets), or awaitables of them.
+_R = TypeVar("_R", covariant=True)
+
+
+class Socket(SocketOptionAttrs, Generic[_R]):
+    """A brokerless socket; create it with ``Context.socket(type)``.
+
+    ``Socket(ctx, type)`` makes one too, ``Socket(other)`` or ``Socket(shadow=other)`` a shadow
+    of ``other`` (a socket or its ``underlying``).  ``copy_threshold``: a ``copy=False`` send of
+    fewer bytes is copied anyway (and its tracker is done at once), as in pyzmq.
+    """
 
     __slots__ = (
         "__weakref__",
@@ -72,24 +105,57 @@ class Socket:
         "_lent_poll",
         "_mailbox",
         "_monitor",
+        "_monitor_socket",
         "_options",
         "_pattern",
         "_pipes",
         "_rx_parts",
         "_rx_pos",
+        "_shadow_obj",
+        "_shadowed",
         "_tx_parts",
         "_type",
+        "_wired",
         "_xrecv",
         "_xsend",
         "context",
+        "copy_threshold",
     )
 
+    _repr_cls = "zmq.Socket"
+
+    @overload
     def __init__(
-        self,
-        context: Context,
+        self: Socket[bytes],
+        ctx_or_socket: Context,
         socket_type: int,
-        options: dict[SocketOption, Any] | None = None,
+        *,
+        copy_threshold: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Socket[bytes], *, shadow: Socket | int, copy_threshold: int | None = None
+    ) -> None: ...
+    @overload
+    def __init__(self: Socket[bytes], ctx_or_socket: Socket) -> None: ...
+    def __init__(
+        self: Socket[bytes],
+        ctx_or_socket: Context | Socket | None = None,
+        socket_type: int = 0,
+        *,
+        shadow: Socket | int = 0,
+        copy_threshold: int | None = None,
     ) -> None:
+        if isinstance(ctx_or_socket, Socket):
+            ctx_or_socket, shadow = None, ctx_or_socket
+        if shadow:
+            self._shadow_obj = shadow
+            self._shadowed = _shadow.resolve(shadow, Socket)
+            self.__class__ = _shadow.face_class(type(self))  # from here on, it forwards
+            return
+        self._shadow_obj = None
+        if ctx_or_socket is None:
+            raise TypeError("Socket needs a Context and a socket type (or a Socket to shadow)")
         try:
             self._type = SocketType(socket_type)
             pattern_class = PATTERNS[self._type]
@@ -97,11 +163,12 @@ class Socket:
             raise ZMQError(
                 EINVAL, f"Invalid argument: socket type {socket_type!r} is not supported"
             ) from None
-        self.context = context
+        self.context = ctx_or_socket
+        self.copy_threshold = COPY_THRESHOLD if copy_threshold is None else copy_threshold
         self._options: dict[SocketOption, Any] = {opt: s.default for opt, s in OPTIONS.items()}
         self._options[_O.TYPE] = int(self._type)
         self._pattern = pattern_class(self._options)
-        self._mailbox = context._new_mailbox()
+        self._mailbox = ctx_or_socket._new_mailbox()
         # Bound once: the hot paths look these up on every message.
         self._commands = self._mailbox.commands
         self._xsend = self._pattern.xsend
@@ -116,10 +183,12 @@ class Socket:
         self._fault: Callable[[], ZMQError] | None = None  # set once closed or terminated
         self._closed = False
         self._monitor: Monitor | None = None
+        self._monitor_socket: Socket | None = None
         # (engine, poll object watching its descriptor and our mailbox) for _wait_reading
         self._lent_poll: tuple[Any, Any] | None = None
-        for option, value in (options or {}).items():
-            self.setsockopt(option, value)
+        # Whether a pipe may carry a connection's properties (tcp/ipc): only then do frames
+        # received with copy=False look them up (an inproc socket pays nothing for them).
+        self._wired = False
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -133,15 +202,38 @@ class Socket:
 
     @property
     def underlying(self) -> int:
-        return id(self)
+        """The number ``Socket.shadow`` takes for this socket (see :mod:`brokerless.shadow`)."""
+        return _shadow.address(self)
+
+    @property
+    def _shadow(self) -> bool:
+        """Whether this object is a shadow of another socket."""
+        return self._shadow_obj is not None
+
+    @classmethod
+    def shadow(cls, address: Socket | int) -> Self:
+        """Another object for an existing socket: ``address`` is the socket or its
+        ``underlying``.  Closing either closes the socket; dropping the shadow does not."""
+        return cls(shadow=_shadow.resolve(address, Socket))
+
+    def __copy__(self, memo: Any = None) -> Self:
+        """A copy is a shadow: the same socket (pyzmq's rule)."""
+        return type(self).shadow(self.underlying)
+
+    __deepcopy__ = __copy__
 
     def fileno(self) -> int:
         """The mailbox file descriptor (readable when the socket may have news)."""
         return self._mailbox.fileno()
 
     def __repr__(self) -> str:
+        """pyzmq's ``<zmq.Socket(zmq.PUSH) at 0x…>``, then where it is bound and connected,
+        its peers and what is queued for them, or ``closed``."""
+        cls = type(self)
+        name = vars(cls).get("_repr_cls") or f"{cls.__module__}.{cls.__name__}"
+        head = f"<{name}(zmq.{self._type.name}) at {id(self):#x}"
         if self._closed:
-            return f"<brokerless.Socket {self._type.name} closed>"
+            return f"{head} closed>"
         where = []
         if self._bound:
             where.append("bound " + ",".join(self._bound))
@@ -149,29 +241,33 @@ class Socket:
             where.append("connected " + ",".join(self._connected))
         queued = sum(p.pending_out() for p in self._pipes)
         state = " ".join(where) or "unbound"
-        return (
-            f"<brokerless.Socket {self._type.name} {state} "
-            f"{len(self._pipes)} peers, {queued} queued>"
-        )
+        return f"{head} {state}, {len(self._pipes)} peers, {queued} queued>"
 
-    def __enter__(self) -> Socket:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            try:
-                self.close()
-            except Exception:
-                pass
+        """Dropped while open: closed, with a ResourceWarning (pyzmq's).  A shadow closes
+        nothing."""
+        if getattr(self, "_shadow_obj", True) is not None or getattr(self, "_closed", True):
+            return
+        if warnings.warn is not None:  # None late in interpreter shutdown
+            warnings.warn(f"unclosed socket {self!r}", ResourceWarning, stacklevel=2, source=self)
+        try:
+            self.close()
+        except Exception:
+            pass
 
     # -- commands from other threads ------------------------------------------------------------
 
     def send_command(self, command: str, arg: Any) -> None:
         """Deliver a command to this socket (any thread); see :mod:`brokerless.mailbox`."""
         self._mailbox.send(command, arg)
+        if self._closed:  # nobody will read it: see _drop_commands
+            self._drop_commands()
 
     def _process_commands(self) -> None:
         self._mailbox.process(self._dispatch)
@@ -196,6 +292,10 @@ class Socket:
             else:
                 self._pattern.read_activated(pipe)  # read what is left, then it goes
 
+    def _on_hiccup(self, pipe: Pipe) -> None:
+        if pipe in self._pipes:
+            self._pattern.hiccuped(pipe)
+
     def _on_wake(self, _: Any) -> None:
         pass  # woken from a lent read (see _wait_for): the caller's loop looks again
 
@@ -212,6 +312,8 @@ class Socket:
             return
         pipe.owner = self  # first: a peer closing from now on tells us (see Pipe.terminate)
         self._pipes.add(pipe)
+        if pipe.peer.owner.__class__ is Session:
+            self._wired = True
         result = self._pattern.attach(pipe)
         if result is False:
             self._pipes.discard(pipe)
@@ -238,8 +340,12 @@ class Socket:
     def bind(self, addr: str) -> EndpointContext:
         """Accept connections on ``addr``; ``with sock.bind(addr):`` unbinds on exit."""
         self._check_alive()
-        ep = _endpoint.parse(addr)
-        uri = self.context._transport(ep.transport).bind(self, ep)
+        try:
+            ep = _endpoint.parse(addr)
+            uri = self.context._transport(ep.transport).bind(self, ep)
+        except ZMQError as exc:
+            _name_endpoint(exc, addr)
+            raise
         self._bound.append(uri)
         self._options[_O.LAST_ENDPOINT] = uri.encode()
         self._emit(Event.LISTENING, 0, uri)
@@ -262,8 +368,13 @@ class Socket:
     def connect(self, addr: str) -> EndpointContext:
         """Connect to ``addr`` (the peer need not exist yet); ``with`` disconnects on exit."""
         self._check_alive()
-        ep = _endpoint.parse(addr)
-        pipes = self.context._transport(ep.transport).connect(self, ep)
+        try:
+            ep = _endpoint.parse(addr)
+            self._pattern.check_connect()
+            pipes = self.context._transport(ep.transport).connect(self, ep)
+        except ZMQError as exc:
+            _name_endpoint(exc, addr)
+            raise
         self._connected.setdefault(ep.uri, []).extend(pipes)
         self._options[_O.LAST_ENDPOINT] = ep.uri.encode()
         self._options[_O.CONNECT_ROUTING_ID] = b""
@@ -314,14 +425,19 @@ class Socket:
             self._monitor = Monitor(self, addr, events)
 
     def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Socket:
-        """A PAIR socket that receives this socket's monitor events."""
+        """A PAIR socket that receives this socket's monitor events (the same one until it is
+        closed or the monitor disabled, as in pyzmq)."""
+        sock = self._monitor_socket
+        if sock is not None and not sock.closed:
+            return sock
         addr = addr or f"inproc://monitor.s-{id(self):x}"
         self.monitor(addr, events)
-        sock = self.context.socket(SocketType.PAIR)
+        sock = self._monitor_socket = self.context.socket(SocketType.PAIR)
         sock.connect(addr)
         return sock
 
     def disable_monitor(self) -> None:
+        self._monitor_socket = None
         self.monitor(None, 0)
 
     def _emit(self, event: int, value: int, endpoint: str) -> None:
@@ -353,12 +469,24 @@ class Socket:
             pipe.drop_inbound()
         self._pipes.clear()
         self._lent_poll = None
-        for command, arg in self._mailbox.commands:  # pipes handed to us we never attached
-            if command == ATTACH:
-                arg.terminate()
-        self._mailbox.commands.clear()
+        self._drop_commands()
         self._mailbox.close()
         self.context._socket_closed(self)
+
+    def _drop_commands(self) -> None:
+        """Drop the commands a closed socket will never process, ending each pipe handed to it
+        (ATTACH) so that its session finishes.  ``close`` drops those queued; one sent after it
+        -- the pipe of a connection whose handshake completed as the socket closed -- is
+        dropped by its sender, which sees ``_closed`` after queueing it.  Each command is taken
+        once, by whichever of them pops it."""
+        commands = self._mailbox.commands
+        while True:
+            try:
+                command, arg = commands.popleft()
+            except IndexError:
+                return
+            if command == ATTACH:
+                arg.terminate()
 
     def _check_alive(self) -> None:
         if self._fault is not None:
@@ -375,11 +503,17 @@ class Socket:
         routing_id: int | None = None,
         group: str | None = None,
     ) -> MessageTracker | None:
-        """Send one message part (``SNDMORE`` in ``flags`` for more parts to follow)."""
+        """Send one message part (``SNDMORE`` in ``flags`` for more parts to follow).
+
+        ``track=True`` returns a :class:`MessageTracker`, done once brokerless holds the data
+        no more; a copied part (``copy=True``, or fewer bytes than ``copy_threshold``) is done
+        at once.  A Frame made with ``track=True`` returns its tracker whatever ``track`` says.
+        """
         if self._fault is not None:
             raise self._fault()
-        if data.__class__ is not bytes:
-            data = _to_part(data, copy, track)
+        if data.__class__ is not bytes or track:
+            data = _to_part(data, copy, track, self.copy_threshold)
+            track = track or (data.__class__ is Frame and data.tracker is not None)
         if flags & SNDMORE:
             self._send_more(data, flags)
         else:
@@ -399,7 +533,7 @@ class Socket:
                 if not self._xsend(msg):
                     self._send_blocking(msg, flags)
         if track:
-            return data.tracker if data.__class__ is Frame else _done_tracker()
+            return data.tracker if data.__class__ is Frame else _FINISHED_TRACKER
         return None
 
     def _send_more(self, part: Any, flags: int) -> None:
@@ -421,10 +555,15 @@ class Socket:
     def send_multipart(
         self, msg_parts: Sequence[Any], flags: int = 0, copy: bool = True, track: bool = False
     ) -> MessageTracker | None:
-        """Send a whole multipart message at once (one hand-over, however many parts)."""
+        """Send a whole multipart message at once (one hand-over, however many parts).
+
+        ``track=True``: one tracker for the message (see :meth:`send`)."""
         if self._fault is not None:
             raise self._fault()
-        parts = [p if p.__class__ is bytes else _to_part(p, copy, track) for p in msg_parts]
+        if track:
+            parts, tracker = _tracked_parts(msg_parts, copy, self.copy_threshold)
+        else:
+            parts = [p if p.__class__ is bytes else _to_part(p, copy) for p in msg_parts]
         if not parts:
             raise ValueError("send_multipart needs at least one part")
         if flags & SNDMORE:
@@ -439,10 +578,7 @@ class Socket:
             self._process_commands()
         if not self._xsend(msg):
             self._send_blocking(msg, flags)
-        if track:
-            trackers = [p.tracker for p in parts if p.__class__ is Frame and p.tracker]
-            return trackers[-1] if trackers else _done_tracker()
-        return None
+        return tracker if track else None
 
     # -- receiving ------------------------------------------------------------------------------
 
@@ -455,6 +591,14 @@ class Socket:
             msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True)
         return msg
 
+    @overload
+    def recv(self, flags: int = 0, copy: Literal[True] = True, track: bool = False) -> bytes: ...
+    @overload
+    def recv(self, flags: int = 0, *, copy: Literal[False], track: bool = False) -> Frame: ...
+    @overload
+    def recv(self, flags: int, copy: Literal[False], track: bool = False) -> Frame: ...
+    @overload
+    def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> bytes | Frame: ...
     def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
         """Receive one message part (``bytes``, or a :class:`Frame` with ``copy=False``)."""
         if self._fault is not None:
@@ -477,6 +621,8 @@ class Socket:
             if part.__class__ is bytes:
                 return part
             return _frame_bytes(part)
+        if self._wired:
+            return _wired_frame(part, more, self._pattern.received_from())
         return _as_frame(part, more)
 
     def _next_part(self) -> tuple[Any, bool]:
@@ -488,7 +634,23 @@ class Socket:
             return part, False
         return part, True
 
-    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> list:
+    @overload
+    def recv_multipart(
+        self, flags: int = 0, copy: Literal[True] = True, track: bool = False
+    ) -> list[bytes]: ...
+    @overload
+    def recv_multipart(
+        self, flags: int = 0, *, copy: Literal[False], track: bool = False
+    ) -> list[Frame]: ...
+    @overload
+    def recv_multipart(
+        self, flags: int, copy: Literal[False], track: bool = False
+    ) -> list[Frame]: ...
+    @overload
+    def recv_multipart(
+        self, flags: int = 0, copy: bool = True, track: bool = False
+    ) -> list[bytes] | list[Frame]: ...
+    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
         """Receive all parts of the next message."""
         if self._fault is not None:
             raise self._fault()
@@ -501,6 +663,9 @@ class Socket:
         if copy:
             return [p if p.__class__ is bytes else _frame_bytes(p) for p in parts]
         last = len(parts) - 1
+        if self._wired:
+            source = self._pattern.received_from()
+            return [_wired_frame(p, i < last, source) for i, p in enumerate(parts)]
         return [_as_frame(p, i < last) for i, p in enumerate(parts)]
 
     def recv_into(self, buffer: Any, /, *, nbytes: int = 0, flags: int = 0) -> int:
@@ -511,6 +676,8 @@ class Socket:
         view = memoryview(buffer)
         if view.readonly:
             raise BufferError("recv_into needs a writable buffer")
+        if not view.c_contiguous:
+            raise BufferError("recv_into needs one contiguous block of memory")
         view = view.cast("B")
         if nbytes < 0 or nbytes > len(view):
             raise ValueError(f"nbytes={nbytes} must be between 0 and the buffer size {len(view)}")
@@ -615,7 +782,7 @@ class Socket:
     def setsockopt(self, option: int, optval: Any) -> None:
         """Set a socket option (pyzmq's ``setsockopt``; ``set`` is the same)."""
         self._check_alive()
-        opt = _known_option(option)
+        opt = _known_option(option, optval)
         spec = OPTIONS[opt]
         if not spec.settable:
             raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} is read-only")
@@ -625,6 +792,11 @@ class Socket:
                 f"Invalid argument: option {opt.name} does not apply to a {self._type.name} socket",
             )
         value = _check_value(opt, spec.kind, optval)
+        if opt in NOT_HONOURED and value != spec.default:
+            raise ZMQError(EINVAL, _not_honoured(opt))
+        if opt in security.OPTIONS:
+            security.set_option(self._options, opt, value)
+            return
         self._options[opt] = value
         if opt in (_O.SNDHWM, _O.RCVHWM):
             self._apply_hwm(opt, value)
@@ -651,31 +823,39 @@ class Socket:
             return PollEvent(self._events())
         if opt == _O.TYPE:
             return self._type
+        if opt in security.READ_BACK:
+            return security.get_option(self._options, opt)
         return self._options[opt]
 
     get = getsockopt
 
     def setsockopt_string(self, option: int, optval: str, encoding: str = "utf-8") -> None:
+        """Set a text option from ``str``, encoded with ``encoding``."""
         if not isinstance(optval, str):
             raise TypeError(f"setsockopt_string needs a str, not {type(optval).__name__}")
         self.setsockopt(option, optval.encode(encoding))
 
-    set_string = setsockopt_string
+    set_string = setsockopt_unicode = setsockopt_string
 
     def getsockopt_string(self, option: int, encoding: str = "utf-8") -> str:
-        value = self.getsockopt(option)
-        if not isinstance(value, bytes):
-            raise TypeError(f"option {SocketOption(option).name} is not a string option")
-        return value.decode(encoding)
+        """Read a bytes option as ``str``, decoded with ``encoding``."""
+        opt = _known_option(option)
+        if opt._opt_type is not _OptType.bytes:
+            raise TypeError(f"option {opt.name} holds an int, not text")
+        return self.getsockopt(opt).decode(encoding)
 
-    get_string = getsockopt_string
+    get_string = getsockopt_unicode = getsockopt_string
 
+    @TopicMethod
     def subscribe(self, topic: str | bytes) -> None:
+        """Receive messages that start with ``topic`` (SUB, XSUB; ``str`` is UTF-8 encoded)."""
         if isinstance(topic, str):
             topic = topic.encode()
         self.setsockopt(_O.SUBSCRIBE, topic)
 
+    @TopicMethod
     def unsubscribe(self, topic: str | bytes) -> None:
+        """Undo one ``subscribe(topic)``."""
         if isinstance(topic, str):
             topic = topic.encode()
         self.setsockopt(_O.UNSUBSCRIBE, topic)
@@ -687,14 +867,16 @@ class Socket:
             else:
                 pipe.set_reader_hwm(value)
 
-    @property
-    def hwm(self) -> int:
-        return self._options[_O.SNDHWM]
+    def get_hwm(self) -> int:
+        """The high-water mark: SNDHWM (the socket's are equal unless set apart)."""
+        return self.getsockopt(_O.SNDHWM)
 
-    @hwm.setter
-    def hwm(self, value: int) -> None:
+    def set_hwm(self, value: int) -> None:
+        """Set SNDHWM and RCVHWM both (for connections made afterwards, as in libzmq)."""
         self.setsockopt(_O.SNDHWM, value)
         self.setsockopt(_O.RCVHWM, value)
+
+    hwm = property(get_hwm, set_hwm, doc="SNDHWM when read; SNDHWM and RCVHWM when set.")
 
     # -- serialisation helpers (pyzmq's) ---------------------------------------------------------
 
@@ -721,17 +903,13 @@ class Socket:
         return pickle.loads(self.recv(flags))
 
     def send_json(self, obj: Any, flags: int = 0, **kwargs: Any) -> MessageTracker | None:
-        import json
-
         send_kwargs = {
             k: kwargs.pop(k) for k in ("copy", "track", "routing_id", "group") if k in kwargs
         }
-        return self.send(json.dumps(obj, **kwargs).encode("utf-8"), flags=flags, **send_kwargs)
+        return self.send(jsonapi.dumps(obj, **kwargs), flags=flags, **send_kwargs)
 
     def recv_json(self, flags: int = 0, **kwargs: Any) -> Any:
-        import json
-
-        return json.loads(self.recv(flags), **kwargs)
+        return jsonapi.loads(self.recv(flags), **kwargs)
 
     def send_serialized(
         self,
@@ -759,6 +937,7 @@ _HANDLERS: dict[str, Callable[[Socket, Any], None]] = {
     _pipe.ACTIVATE_READ: Socket._on_activate_read,
     _pipe.ACTIVATE_WRITE: Socket._on_activate_write,
     _pipe.PIPE_TERM: Socket._on_pipe_term,
+    _pipe.HICCUP: Socket._on_hiccup,
     ATTACH: Socket.attach_pipe,
     STOP: Socket._on_stop,
 }
@@ -774,6 +953,14 @@ class EndpointContext:
         self._undo = undo
         self.addr = addr
 
+    @property
+    def kind(self) -> str:
+        """What leaving the ``with`` block undoes: "bind" or "connect"."""
+        return _UNDONE.get(self._undo.__name__, self._undo.__name__)
+
+    def __repr__(self) -> str:
+        return f"<SocketContext({self.kind}={self.addr!r})>"
+
     def __enter__(self) -> Socket:
         return self._socket
 
@@ -782,18 +969,29 @@ class EndpointContext:
             self._undo(self.addr)
 
 
-def _done_tracker() -> MessageTracker:
-    tracker = MessageTracker()
-    tracker._release()
-    return tracker
+_UNDONE = {"unbind": "bind", "disconnect": "connect"}
 
 
-def _to_part(data: Any, copy: bool, track: bool) -> Any:
-    """What goes into a pipe for one user-supplied part."""
+def _to_part(
+    data: Any,
+    copy: bool,
+    track: bool = False,
+    copy_threshold: int = 0,
+    tracker: MessageTracker | None = None,
+) -> Any:
+    """What goes into a pipe for one user-supplied part.  Tracked (``track``) and shared
+    (``copy=False``, at least ``copy_threshold`` bytes), it travels in a carrier that holds
+    ``tracker`` (a new one when None)."""
     if isinstance(data, Frame):
         if data.tracker is None:
+            if track:
+                raise ValueError("Not a tracked message: make the Frame with track=True")
             return data
         return Frame._carrier(data._data, data.tracker)
+    if data.__class__ is bytes:  # here only when tracked
+        if copy or len(data) < copy_threshold:
+            return data
+        return Frame._carrier(data, tracker or MessageTracker())
     if isinstance(data, str):
         raise TypeError("unicode not allowed, use send_string")
     try:
@@ -803,11 +1001,27 @@ def _to_part(data: Any, copy: bool, track: bool) -> Any:
             f"a message part must be bytes or support the buffer protocol, "
             f"not {type(data).__name__}"
         ) from None
-    if track:
-        return Frame._carrier(view if view.contiguous else view.tobytes(), MessageTracker())
-    if not copy:
+    if track and not copy and view.nbytes >= copy_threshold:
+        return Frame._carrier(
+            view if view.contiguous else view.tobytes(), tracker or MessageTracker()
+        )
+    if not copy and not track:
         return Frame(view if view.contiguous else view.tobytes())
     return view.tobytes()
+
+
+def _tracked_parts(
+    msg_parts: Sequence[Any], copy: bool, copy_threshold: int
+) -> tuple[list[Any], MessageTracker]:
+    """The parts of a tracked multipart send, and the one tracker for all of them."""
+    shared = MessageTracker()
+    parts = [_to_part(p, copy, True, copy_threshold, shared) for p in msg_parts]
+    trackers = {id(t): t for p in parts if p.__class__ is Frame and (t := p.tracker)}
+    if not trackers:
+        return parts, _FINISHED_TRACKER
+    if len(trackers) == 1:
+        return parts, next(iter(trackers.values()))
+    return parts, MessageTracker(*trackers.values())
 
 
 def _frame_bytes(part: Frame) -> bytes:
@@ -820,16 +1034,45 @@ def _as_frame(part: Any, more: bool) -> Frame:
     return frame
 
 
-def _known_option(option: int) -> SocketOption:
+def _wired_frame(part: Any, more: bool, source: Pipe | None) -> Frame:
+    """A frame from a socket with tcp/ipc peers: it carries its connection's properties."""
+    frame = Frame(part)
+    frame.more = more
+    if source is not None:
+        frame._properties = source.metadata  # the connection's, shared by its messages
+    return frame
+
+
+def _known_option(option: int, optval: Any = 0) -> SocketOption:
+    """The option ``option`` names, if brokerless has it; else EINVAL saying why (or, as
+    pyzmq, TypeError for a non-int value of a number nobody knows)."""
     try:
         opt = SocketOption(option)
     except ValueError:
+        if not isinstance(optval, int):
+            raise TypeError(
+                f"unknown socket option {option!r}: only int values go through unchecked"
+            ) from None
         raise ZMQError(EINVAL, f"Invalid argument: unknown socket option {option!r}") from None
     if opt not in OPTIONS:
+        if opt in COMPILED_OUT:
+            raise ZMQError(EINVAL, f"Invalid argument: {opt.name} {COMPILED_OUT[opt]}")
+        if opt in NOT_HONOURED:
+            raise ZMQError(EINVAL, _not_honoured(opt))
         raise ZMQError(
             EINVAL, f"Invalid argument: option {opt.name} is not supported by brokerless"
         )
     return opt
+
+
+def _not_honoured(opt: SocketOption) -> str:
+    return f"Invalid argument: {opt.name}: brokerless does not support {NOT_HONOURED[opt]}"
+
+
+def _name_endpoint(exc: ZMQError, addr: str) -> None:
+    """Make sure a bind/connect error names the endpoint (pyzmq appends it too)."""
+    if str(addr) not in exc.strerror:
+        exc.strerror = f"{exc.strerror} (addr={addr!r})"
 
 
 def _check_value(opt: SocketOption, kind: type, value: Any) -> Any:
@@ -856,27 +1099,5 @@ def _check_value(opt: SocketOption, kind: type, value: Any) -> Any:
     return data
 
 
-def _option_property(opt: SocketOption) -> property:
-    spec = OPTIONS[opt]
-
-    def fget(self: Socket) -> Any:
-        return self.getsockopt(opt)
-
-    def fset(self: Socket, value: Any) -> None:
-        self.setsockopt(opt, value)
-
-    return property(
-        fget if spec.gettable else None,
-        fset if spec.settable else None,
-        doc=f"The {opt.name} socket option.",
-    )
-
-
-for _opt in OPTIONS:
-    _prop = _option_property(_opt)
-    for _name in (_opt.name.lower(), _opt.name):  # pyzmq takes sock.sndhwm and sock.SNDHWM
-        if not hasattr(Socket, _name):  # subscribe/unsubscribe are methods
-            setattr(Socket, _name, _prop)
-Socket.identity = Socket.routing_id  # type: ignore[attr-defined]
-Socket.FD = Socket.fd  # type: ignore[attr-defined]
-del _opt, _prop, _name
+#: ``zmq.Socket[bytes]``: the sockets of a sync Context.
+SyncSocket = Socket[bytes]

@@ -8,6 +8,8 @@ installed) can hand out a module of its own under that name. Otherwise its loade
 system files one module under two names. The import system then stamps the alias's spec on
 the module; ``exec_module`` puts the module's own ``__spec__`` back, so ``brokerless`` keeps
 describing itself (``importlib.reload``, pickling by module name and ``-m`` all rely on it).
+``python -m zmq.X`` never imports ``zmq.X``: runpy asks the alias's loader for the code and
+runs it as ``__main__``, so ``get_code`` hands over ``brokerless.X``'s.
 
 The alias cannot share a process with the real pyzmq: two modules would answer to the same
 name. ``install()`` refuses when ``zmq`` is already imported from anywhere else.
@@ -21,7 +23,7 @@ import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from types import CodeType, ModuleType
 
 #: The name code imports, and the package that answers to it.
 ALIAS = "zmq"
@@ -50,6 +52,14 @@ class _AliasLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         # The import system set module.__spec__ to the alias's spec; the module is brokerless's.
         module.__spec__ = self._own_spec
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        """``brokerless.X``'s code, which runpy asks for to run ``python -m zmq.X``."""
+        spec = importlib.util.find_spec(self.target)
+        loader = spec.loader if spec is not None else None
+        if not isinstance(loader, importlib.abc.InspectLoader):
+            raise ImportError(f"no code to run for {fullname!r} ({self.target!r})", name=fullname)
+        return loader.get_code(self.target)
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):

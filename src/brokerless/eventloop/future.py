@@ -93,6 +93,7 @@ class Poller(_AsyncTornado, _future._AsyncPoller):
 class Socket(_AsyncTornado, _future._AsyncSocket):
     """Socket whose send/recv/poll return tornado Futures."""
 
+    _repr_cls = "zmq.eventloop.future.Socket"
     _poller_class = Poller
 
 
@@ -103,6 +104,7 @@ class Context(_future._AsyncContext):
     """Context whose sockets are :class:`Socket`."""
 
     __slots__ = ()
+    _repr_cls = "zmq.eventloop.future.Context"
     _socket_class = Socket
     io_loop = None
 

@@ -60,6 +60,10 @@ class Pattern:
     def write_activated(self, pipe: Pipe) -> None:
         pass
 
+    def hiccuped(self, pipe: Pipe) -> None:
+        """The connection behind ``pipe`` was lost and is being re-established (libzmq's
+        ``xhiccuped``); what the next connection must carry again is written now."""
+
     def greeting(self) -> tuple:
         """Messages every new pipe starts with (subscriptions, a probe, a welcome message).
 
@@ -74,6 +78,9 @@ class Pattern:
         if pipe.greeted is None:
             for msg in self.greeting():
                 pipe.force_write(msg)
+
+    def check_connect(self) -> None:
+        """Called by ``connect`` before anything is made: raise to refuse the connection."""
 
     # messages
     def xsend(self, msg: Any) -> bool:
@@ -93,6 +100,11 @@ class Pattern:
 
     def xhas_out(self) -> bool:
         return False
+
+    def received_from(self) -> Pipe | None:
+        """The pipe the last message received came from (its connection's properties go on
+        frames received with ``copy=False``); None when not known."""
+        return None
 
     def xsetsockopt(self, option: SocketOption, value: Any) -> None:
         """Apply a type-specific option (already stored in ``self.options``)."""

@@ -34,6 +34,9 @@ class Pair(Pattern):
         pipe = self.pipe
         return None if pipe is None else pipe.read()
 
+    def received_from(self) -> Pipe | None:
+        return self.pipe
+
     def xhas_in(self) -> bool:
         pipe = self.pipe
         return pipe is not None and pipe.check_read()

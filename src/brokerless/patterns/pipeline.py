@@ -47,5 +47,8 @@ class Pull(Pattern):
     def read_activated(self, pipe: Pipe) -> None:
         self.fq.activated(pipe)
 
+    def received_from(self) -> Pipe | None:
+        return self.fq.last_pipe
+
     def xhas_in(self) -> bool:
         return self.fq.has_in()

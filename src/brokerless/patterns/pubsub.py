@@ -2,10 +2,12 @@
 
 Subscriptions travel upstream as messages: ``b"\\x01" + topic`` subscribes, ``b"\\x00" + topic``
 cancels.  An XSUB/SUB keeps its own subscriptions counted and sends the whole set into every pipe
-it gains (so a subscription made before a peer connects always reaches it); an XPUB/PUB reads
-them from its pipes as soon as they arrive and filters outgoing messages with a
-:class:`SubscriptionTable`.  Subscription messages are written past the HWM: dropping one would
-silently cut a subscriber off.
+it gains (so a subscription made before a peer connects always reaches it), and again into a
+pipe whose connection is being re-established (a publisher that restarts at the same address
+gets them all; one still queued from before arrives twice, which a publisher's per-pipe table
+absorbs); an XPUB/PUB reads them from its pipes as soon as they arrive and filters outgoing
+messages with a :class:`SubscriptionTable`.  Subscription messages are written past the HWM:
+dropping one would silently cut a subscriber off.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ class XSub(Pattern):
 
     def __init__(self, options) -> None:
         super().__init__(options)
+        options[_O.LINGER] = 0  # libzmq's default: closing never waits to send (un)subscriptions
         self.fq = FairQueue()
         self.dist = Distributor()
         self.subscriptions = SubscriptionCounts()
@@ -194,8 +197,15 @@ class XSub(Pattern):
         self.fq.terminated(pipe)
         self.dist.terminated(pipe)
 
+    def hiccuped(self, pipe: Pipe) -> None:
+        for msg in self.greeting():
+            pipe.force_write(msg)
+
     def read_activated(self, pipe: Pipe) -> None:
         self.fq.activated(pipe)
+
+    def received_from(self) -> Pipe | None:
+        return self.fq.last_pipe
 
     def _send_upstream(self, msg: Any) -> None:
         for pipe in self.dist.pipes:

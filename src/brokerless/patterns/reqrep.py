@@ -65,6 +65,9 @@ class Dealer(Pattern):
     def xhas_out(self) -> bool:
         return self.lb.has_out()
 
+    def received_from(self) -> Pipe | None:
+        return self.fq.last_pipe
+
 
 class Router(Pattern):
     socket_type = SocketType.ROUTER
@@ -133,6 +136,9 @@ class Router(Pattern):
         if not pipe.write(msg[1] if len(msg) == 2 else msg[1:]):
             return not self.options[_O.ROUTER_MANDATORY]  # at HWM: drop, or wait when mandatory
         return True
+
+    def received_from(self) -> Pipe | None:
+        return self.fq.last_pipe
 
     def recv_from(self) -> tuple[Any, Pipe | None]:
         """The next raw message and the pipe it came from (no routing id added)."""

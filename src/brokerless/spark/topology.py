@@ -95,7 +95,7 @@ from brokerless.stream import Config, Topology, TopologyError
 from brokerless.stream.control import ControlledRun, WorkerProcessError
 from brokerless.stream.messaging import tcp_endpoint
 from brokerless.stream.multiprocess import load_topology
-from brokerless.stream.run import plan_for
+from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
 
 from .endpoints import bind_address
@@ -504,8 +504,11 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
     * ``start_timeout`` (120 s): how long an attempt may wait for Spark's task slots, and
       then for its workers to start;
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver
-      before it stops by itself."""
-    return SparkRun(topology, **options)
+      before it stops by itself;
+    * ``ui``: serve the live topology UI from the driver, with the attempt history (True: a
+      free port on 127.0.0.1; a port; ``"host:port"``; see ``run.ui.url``)."""
+    ui = options.pop("ui", None)
+    return with_ui(SparkRun(topology, **options), ui)
 
 
 def complete_on_spark(

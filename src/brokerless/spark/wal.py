@@ -41,6 +41,10 @@ closed and a fresh empty one started, so a log whose every record is committed h
 and still names the next sequence number.  An exclusive ``flock`` on ``<dir>/.lock`` keeps two
 writers (two queries sharing a directory) from interleaving; a new writer waits a little for
 the previous one, since Spark ends a stopped query's source process without waiting for it.
+
+A reader that is told nothing (:class:`LogReader`, under ``brokerless.stream.WALSpout``)
+follows the files instead: a record is there once it is whole and passes its checksum, and one
+cut short is still being written.
 """
 
 from __future__ import annotations
@@ -55,7 +59,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-__all__ = ["Record", "WALCorruptError", "WALError", "WALLockedError", "WriteAheadLog", "read_range"]
+__all__ = [
+    "LogReader",
+    "Record",
+    "WALCorruptError",
+    "WALError",
+    "WALLockedError",
+    "WriteAheadLog",
+    "read_range",
+]
 
 _HEADER = struct.Struct(">II")  # body length, crc32 of the body
 _BODY = struct.Struct(">QqI")  # seq, received_at (µs), number of frames
@@ -431,3 +443,70 @@ class WriteAheadLog:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+class LogReader:
+    """Follows a log while its writer -- in this process or another -- appends to it.
+
+    :meth:`read` returns the records after the last one it returned (at first, after
+    ``after``) that are complete in the files now: it stops quietly at the end of the log or
+    at a record still being written, and goes on from there on the next call, moving to the
+    next segment when the writer starts one.  A wanted record that is damaged, or no longer in
+    the log (trimmed), raises :class:`WALCorruptError`.  A record is read once it is written,
+    which may be before the writer's ``fsync`` returns (then only an operating-system crash
+    could take it back).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], after: int = 0) -> None:
+        self.directory = Path(directory)
+        self.next_seq = after + 1  # the next record read returns
+        self._stream: BinaryIO | None = None
+        self._path = self.directory
+        self._at = 0  # the number of the record at the stream's position
+
+    def read(self, max_records: int) -> list[Record]:
+        records: list[Record] = []
+        while len(records) < max_records:
+            if self._stream is None and not self._open():
+                break
+            stream = self._stream
+            assert stream is not None
+            offset = stream.tell()
+            try:
+                record = _read_record(
+                    stream, self._path, self._at, os.fstat(stream.fileno()).st_size
+                )
+            except _TornTail:  # still being written
+                stream.seek(offset)
+                break
+            if record is None:  # the end of this segment: the writer may have started another
+                if not (self.directory / _segment_name(self._at)).exists():
+                    break
+                self.close()
+                continue
+            self._at += 1
+            if record.seq >= self.next_seq:
+                records.append(record)
+                self.next_seq = record.seq + 1
+        return records
+
+    def _open(self) -> bool:
+        """Open the segment that holds (or will hold) ``next_seq``; False if there is none yet."""
+        segments = _segments(self.directory)
+        held = [(first, path) for first, path in segments if first <= self.next_seq]
+        if not held:
+            if segments:
+                raise WALCorruptError(
+                    f"write-ahead log {self.directory}: record {self.next_seq} is no longer in "
+                    f"the log (it starts at {segments[0][0]})"
+                )
+            return False
+        first, self._path = held[-1]
+        self._stream = open(self._path, "rb")  # noqa: SIM115 (kept open between reads)
+        self._at = first
+        return True
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None

@@ -32,18 +32,34 @@ Local mode runs a topology in one process (``run_local``); multi-process mode ru
 worker processes over ipc or tcp (``run_multiprocess``, or
 ``python -m brokerless.stream run module:topology --workers N``); ``complete_topology`` runs
 one to completion on fixed input in either mode and returns what each component emitted.
+
+Stateful bolts (``StatefulBolt``, whose ``KeyValueState`` is exactly-once) make a topology
+checkpointed: aligned barriers from replayable spouts (``WALSpout``, ``SequenceSpout``), and a
+rollback to the last complete checkpoint when a worker is lost (``checkpoint.py``).
 (``brokerless.spark.run_on_spark`` runs the workers as Spark tasks.)
 Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
 ``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
 move, back pressure), ``executor``, ``acker`` (reliability), ``queues``, ``messaging``,
 ``inbound`` (what a worker accepts from the network), ``routing``, ``assignment``,
 ``metrics``, ``run`` (completion), ``local``, ``control`` (the driver-workers channel of
-workers in other processes), ``multiprocess``, ``testing``, ``cli``, ``examples`` (word count).
+workers in other processes), ``multiprocess``, ``testing``, ``cli``, ``examples`` (word count);
+checkpoints: ``checkpoint`` (protocol, coordinator), ``stateful`` (its executors), ``state``,
+``storage``, ``spouts``.
 """
 
 from __future__ import annotations
 
-from .component import DEFAULT_STREAM, Bolt, Component, Spout, Stream, TopologyContext
+from .checkpoint import CheckpointRecord, CheckpointStatistics, read_state
+from .component import (
+    DEFAULT_STREAM,
+    Bolt,
+    Component,
+    ReplayableSpout,
+    Spout,
+    StatefulBolt,
+    Stream,
+    TopologyContext,
+)
 from .config import Config
 from .control import WorkerProcessError
 from .grouping import (
@@ -64,6 +80,8 @@ from .multiprocess import MultiprocessRun, run_multiprocess
 from .queues import Shutdown
 from .run import TopologyRun
 from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer
+from .spouts import SequenceSpout, WALSpout
+from .state import KeyValueState
 from .testing import CompletedTopology, FixedTupleSpout, complete_topology
 from .topology import Topology, TopologyError, TopologyPlan
 from .tuple import Tuple
@@ -71,6 +89,8 @@ from .tuple import Tuple
 __all__ = [
     "DEFAULT_STREAM",
     "Bolt",
+    "CheckpointRecord",
+    "CheckpointStatistics",
     "CompletedTopology",
     "Component",
     "ComponentStats",
@@ -78,14 +98,18 @@ __all__ = [
     "ErrorReport",
     "FixedTupleSpout",
     "Grouping",
+    "KeyValueState",
     "LocalRun",
     "MsgpackSerializer",
     "MultiprocessRun",
     "PickleSerializer",
+    "ReplayableSpout",
+    "SequenceSpout",
     "SerializationError",
     "Serializer",
     "Shutdown",
     "Spout",
+    "StatefulBolt",
     "Statistics",
     "Stream",
     "Topology",
@@ -94,6 +118,7 @@ __all__ = [
     "TopologyPlan",
     "TopologyRun",
     "Tuple",
+    "WALSpout",
     "WorkerProcessError",
     "all_",
     "complete_topology",
@@ -104,6 +129,7 @@ __all__ = [
     "local_or_shuffle",
     "none",
     "partial_key",
+    "read_state",
     "run_local",
     "run_multiprocess",
     "shuffle",

@@ -1,116 +1,365 @@
-"""The command line.
+"""``brokerless stream``: run topologies from the command line (``brokerless-stream`` and
+``python -m brokerless.stream`` are the same commands).
 
-    python -m brokerless.stream run brokerless.stream.examples:word_count --workers 3
-    python -m brokerless.stream run mypkg.topologies:pipeline --workers 2 --transport tcp \\
-        --emitted count --duration 30
+    brokerless stream run brokerless.stream.examples:word_count --workers 3
+    brokerless stream run mytopologies:pipeline --workers 2 --transport tcp --duration 30
+    brokerless stream ui mytopologies:pipeline --port 8080
+    brokerless stream list mytopologies
 
-``run`` starts the topology in worker processes (``--local``: in this process) and runs it
-until every spout is exhausted and every tuple processed -- when all its spouts can say so
-(``exhausted()``) -- or for ``--duration`` seconds, or until Ctrl-C.  It prints one JSON
-object: the statistics, the errors and, for each ``--emitted COMPONENT[:STREAM]``, the tuples
-that component emitted.  ``worker`` is what ``run`` starts: one worker process, its job read
-from stdin.
+``run`` starts the topology in worker processes (``--local``: in this process; ``--spark``:
+as Spark tasks) and runs it until every spout is exhausted and every tuple processed -- when
+all its spouts can say so (``exhausted()``) -- or for ``--duration`` seconds, or until Ctrl-C.
+It prints one JSON object: the statistics, the errors and, for each ``--emitted
+COMPONENT[:STREAM]``, the tuples that component emitted; with ``--ui`` it serves the live
+topology UI meanwhile.  ``ui`` runs it the same way but keeps the page up after the end, until
+Ctrl-C.  ``list`` shows the topologies a module defines.  A module is looked up in the current
+directory first, as ``python -m`` does.  ``worker`` (hidden) is what ``run`` starts: one worker
+process, its job read from stdin.
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+import click
 
 from .component import DEFAULT_STREAM
 from .local import run_local
 from .multiprocess import load_topology, run_multiprocess, worker_main
 from .run import TopologyRun
+from .topology import Topology, TopologyError, TopologyPlan
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
+
+#: The exit status after Ctrl-C (128 + SIGINT), as ``brokerless.cli.status`` says.
+INTERRUPTED = 130
+
+_PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal
+_EXAMPLES = "brokerless.stream.examples"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m brokerless.stream",
-                                     description="Run Storm-style topologies over brokerless.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a topology")
-    run.add_argument("topology", help="module:name of a Topology (or of a function making one)")
-    run.add_argument("--workers", type=int, default=None, help="worker processes")
-    run.add_argument("--transport", choices=["ipc", "tcp"], default="ipc")
-    run.add_argument("--local", action="store_true", help="run in this process instead")
-    run.add_argument("--duration", type=float, default=None,
-                     help="stop after this many seconds (default: when done)")
-    run.add_argument("--timeout", type=float, default=600.0,
-                     help="give up when not done after this many seconds")
-    run.add_argument("--emitted", action="append", default=[], metavar="COMPONENT[:STREAM]",
-                     help="print the tuples this component emitted (repeatable)")
-    commands.add_parser("worker", help="(internal) one worker process; job on stdin")
-    return parser
+def _from_current_directory() -> None:
+    """Import modules from the current directory first, as ``python -m`` does (a console
+    script's sys.path starts with the script's own folder instead)."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
+def _load(reference: str) -> Topology:
+    _from_current_directory()
+    try:
+        return load_topology(reference)
+    except (ImportError, AttributeError, TopologyError) as exc:
+        raise click.ClickException(f"cannot load {reference!r}: {exc}") from None
+
+
+class _Progress:
+    """A line on stderr, redrawn every half second while the run goes: how far it got."""
+
+    def __init__(self, run: TopologyRun) -> None:
+        self.run = run
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(_PROGRESS_EVERY):
+            try:
+                stats = self.run.statistics()
+            except Exception:  # stopping: the final report says it all
+                return
+            spouts = [c for c in stats.components.values() if c.kind == "spout"]
+            bolts = [c for c in stats.components.values() if c.kind == "bolt"]
+            click.echo(
+                f"\r{time.monotonic() - self.started:6.1f} s  spout tuples acked "
+                f"{sum(c.acked for c in spouts):,}, failed {sum(c.failed for c in spouts):,}; "
+                f"bolts executed {sum(c.processed for c in bolts):,}  ",
+                nl=False,
+                err=True,
+            )
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        click.echo("", err=True)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``run`` and ``ui`` both take: which topology, where and how long to run it."""
+
+    topology: str
+    workers: int | None
+    mode: str | None  # "local", "spark", or None: worker processes
+    master: str | None
+    transport: str
+    duration: float | None
+    timeout: float
+    progress: bool | None
+
+    def start(self, capture: bool, ui: UIAddress | None) -> TopologyRun:
+        """Start the run (after saying if it cannot end by itself)."""
+        topology = _load(self.topology)
+        if self.duration is None and not _finite(topology.build()):
+            click.echo(
+                "the topology's spouts never say they are exhausted: pass --duration "
+                "SECONDS (or stop it with Ctrl-C)",
+                err=True,
+            )
+        if self.mode == "local":
+            return run_local(topology, workers=self.workers, capture=capture, ui=ui)
+        if self.mode == "spark":
+            try:
+                from brokerless.spark import run_on_spark
+            except ImportError as exc:
+                raise click.ClickException(
+                    f"--spark needs PySpark ({exc}): pip install 'brokerless[spark]'"
+                ) from None
+            return run_on_spark(
+                self.topology, workers=self.workers, master=self.master, capture=capture, ui=ui
+            )
+        return run_multiprocess(
+            self.topology, workers=self.workers, transport=self.transport, capture=capture, ui=ui
+        )
+
+    def wait(self, run: TopologyRun) -> None:
+        """Until the run is done (finite spouts), ``duration`` is over, or Ctrl-C; with
+        progress on stderr when wanted."""
+        shown = _Progress(run) if _show_progress(self.progress) else None
+        try:
+            if self.duration is None and _finite(run.plan):
+                run.wait_until_done(self.timeout)
+                return
+            deadline = None if self.duration is None else time.monotonic() + self.duration
+            idle = threading.Event()
+            while deadline is None or time.monotonic() < deadline:
+                run.errors()  # lets a multi-process run take in its workers' reports
+                left = 0.2 if deadline is None else max(0.0, deadline - time.monotonic())
+                idle.wait(min(0.2, left))
+        finally:
+            if shown is not None:
+                shown.close()
+
+    @property
+    def mode_name(self) -> str:
+        return self.mode or f"multiprocess/{self.transport}"
+
+
+_RUN_OPTIONS = [
+    click.argument("topology"),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        help="Workers (default: the topology's num_workers).",
+    ),
+    click.option("--local", "mode", flag_value="local", help="Run in this process."),
+    click.option(
+        "--spark",
+        "mode",
+        flag_value="spark",
+        help="Run the workers as Spark tasks (the spark extra).",
+    ),
+    click.option("--master", help="Spark master URL (with --spark; default local[WORKERS])."),
+    click.option(
+        "--transport",
+        type=click.Choice(["ipc", "tcp"]),
+        default="ipc",
+        show_default=True,
+        help="Between worker processes.",
+    ),
+    click.option(
+        "--duration", type=float, help="Stop after this many seconds (default: when done)."
+    ),
+    click.option(
+        "--timeout",
+        type=float,
+        default=600.0,
+        show_default=True,
+        help="Give up when not done after this many seconds.",
+    ),
+    click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show progress on stderr (default: when it is a terminal).",
+    ),
+]
+
+
+def _run_options(function: Callable[..., int]) -> Callable[..., int]:
+    """Give a command the options of :class:`RunOptions`, passed to it as one object."""
+
+    @functools.wraps(function)
+    def command(**values: Any) -> int:
+        shared = {f.name: values.pop(f.name) for f in fields(RunOptions)}
+        return function(RunOptions(**shared), **values)
+
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _finite(plan: TopologyPlan) -> bool:
+    return all(c.finite for c in plan.components.values() if c.kind == "spout")
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="""\b
+Examples:
+  brokerless stream list                                   # the built-in examples
+  brokerless stream run brokerless.stream.examples:word_count --workers 3 --emitted count
+  brokerless stream run mymodule:topology --local --duration 10 --ui 8080
+  brokerless stream ui brokerless.stream.examples:word_count""",
+)
+def stream() -> None:
+    """Storm-style topologies over brokerless: run them, list them, watch them live."""
+
+
+@stream.command(
+    epilog="""\b
+TOPOLOGY is module:name of a Topology (or of a function making one).
+Examples:
+  brokerless stream run brokerless.stream.examples:word_count --workers 3 --emitted count
+  brokerless stream run mymodule:topology --local --duration 30 --ui 8080
+  brokerless stream run mymodule:topology --spark --master local[4] --workers 4"""
+)
+@_run_options
+@click.option(
+    "--emitted",
+    multiple=True,
+    metavar="COMPONENT[:STREAM]",
+    help="Print the tuples this component emitted (repeatable).",
+)
+@click.option(
+    "--ui",
+    "ui",
+    metavar="[HOST:]PORT",
+    help="Serve the live topology UI while it runs (0: a free port).",
+)
+def run(options: RunOptions, emitted: tuple[str, ...], ui: str | None) -> int:
+    """Run TOPOLOGY to completion (or --duration, or Ctrl-C) and print a JSON report."""
+    capture = bool(emitted)
+    started = time.monotonic()
+    address = (int(ui) if ui.isdigit() else ui) if ui is not None else None
+    handle = options.start(capture, address)
+    interrupted = False
+    with handle:
+        if handle.ui is not None:
+            click.echo(f"topology UI: {handle.ui.url}", err=True)
+        try:
+            options.wait(handle)
+        except KeyboardInterrupt:
+            interrupted = True
+        handle.stop()
+        report: dict[str, Any] = {
+            "topology": handle.plan.name,
+            "workers": handle.plan.config.num_workers,
+            "mode": options.mode_name,
+            "seconds": round(time.monotonic() - started, 3),
+            "interrupted": interrupted,
+            "statistics": handle.statistics().as_dict(),
+            "errors": [str(e) for e in handle.errors()],
+        }
+        if capture:
+            report["emitted"] = _emitted(handle, emitted)
+    click.echo(json.dumps(report, indent=1, default=repr))
+    return INTERRUPTED if interrupted else 0
+
+
+@stream.command(
+    epilog="""\b
+TOPOLOGY is module:name of a Topology (or of a function making one).
+Examples:
+  brokerless stream ui brokerless.stream.examples:word_count       # then open the URL
+  brokerless stream ui mymodule:topology --workers 4 --port 8080
+  brokerless stream ui mymodule:topology --spark --host 0.0.0.0 --port 8080"""
+)
+@_run_options
+@click.option("--port", default=0, show_default=True, help="The UI's port (0: a free one).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The UI's address (it shows errors with tracebacks: keep it local).",
+)
+def ui(options: RunOptions, port: int, host: str) -> int:
+    """Run TOPOLOGY with its live web UI; the page stays up after the run ends, until
+    Ctrl-C."""
+    handle = options.start(False, f"{host}:{port}")
+    assert handle.ui is not None
+    with handle:
+        click.echo(f"topology UI: {handle.ui.url}  (Ctrl-C to stop)", err=True)
+        options.wait(handle)
+        handle.stop()
+        click.echo(f"done: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
+        threading.Event().wait()
+    return 0
+
+
+@stream.command(
+    name="list",
+    epilog="""\b
+Examples:
+  brokerless stream list                   # brokerless.stream.examples
+  brokerless stream list mytopologies      # mytopologies.py here, or an installed module""",
+)
+@click.argument("modules", nargs=-1)
+def list_(modules: tuple[str, ...]) -> None:
+    """Show the topologies MODULES define (default: the built-in examples), as
+    module:name with their components."""
+    _from_current_directory()
+    for module_name in modules or (_EXAMPLES,):
+        try:
+            module = import_module(module_name)
+        except ImportError as exc:
+            raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
+        for name, value in vars(module).items():
+            if isinstance(value, Topology):
+                parts = ", ".join(
+                    f"{c.name} ({c.kind} x{len(c.executors)})"
+                    for c in value.build().components.values()
+                    if not c.name.startswith("__")
+                )
+                click.echo(f"{module_name}:{name}\t{value.name}: {parts}")
+
+
+@stream.command(hidden=True)
+def worker() -> int:
+    """(internal) One worker process of a multi-process run; its job on stdin."""
+    return worker_main()
+
+
+def _show_progress(wanted: bool | None) -> bool:
+    return sys.stderr.isatty() if wanted is None else wanted
+
+
+def _emitted(run: TopologyRun, wanted: Sequence[str]) -> dict[str, list[list[Any]]]:
+    streams = {}
+    for item in wanted:
+        component, _, name = item.partition(":")
+        streams[item] = (component, name or DEFAULT_STREAM)
+    out: dict[str, list[list[Any]]] = {item: [] for item in wanted}
+    for component, name, values in run.captured():
+        for item, key in streams.items():
+            if key == (component, name):
+                out[item].append(list(values))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "worker":
-        return worker_main()
-    return _run(args)
+    """``brokerless-stream`` and ``python -m brokerless.stream``: ``brokerless stream``."""
+    from brokerless.cli import run_command
 
-
-def _run(args: argparse.Namespace) -> int:
-    topology = load_topology(args.topology)
-    finite = all(c.finite for c in topology.build().components.values() if c.kind == "spout")
-    if args.duration is None and not finite:
-        print("the topology's spouts never say they are exhausted: pass --duration SECONDS "
-              "(or stop it with Ctrl-C)", file=sys.stderr)
-    capture = bool(args.emitted)
-    started = time.monotonic()
-    if args.local:
-        run: TopologyRun = run_local(topology, workers=args.workers, capture=capture)
-    else:
-        run = run_multiprocess(args.topology, workers=args.workers, transport=args.transport,
-                               capture=capture)
-    interrupted = False
-    with run:
-        try:
-            if args.duration is None and finite:
-                run.wait_until_done(args.timeout)
-            else:
-                _run_for(run, args.duration)
-        except KeyboardInterrupt:
-            interrupted = True
-        run.stop()
-        elapsed = time.monotonic() - started
-        report: dict[str, Any] = {
-            "topology": run.plan.name,
-            "workers": run.plan.config.num_workers,
-            "mode": "local" if args.local else f"multiprocess/{args.transport}",
-            "seconds": round(elapsed, 3),
-            "interrupted": interrupted,
-            "statistics": run.statistics().as_dict(),
-            "errors": [str(e) for e in run.errors()],
-        }
-        if capture:
-            report["emitted"] = _emitted(run, args.emitted)
-    json.dump(report, sys.stdout, indent=1, default=repr)
-    print()
-    return 130 if interrupted else 0
-
-
-def _run_for(run: TopologyRun, duration: float | None) -> None:
-    """Keep ``run`` going for ``duration`` seconds (None: until Ctrl-C)."""
-    deadline = None if duration is None else time.monotonic() + duration
-    idle = threading.Event()
-    while deadline is None or time.monotonic() < deadline:
-        run.errors()  # lets a multi-process run take in its workers' reports
-        idle.wait(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
-
-
-def _emitted(run: TopologyRun, wanted: list[str]) -> dict[str, list[list[Any]]]:
-    streams = {}
-    for item in wanted:
-        component, _, stream = item.partition(":")
-        streams[item] = (component, stream or DEFAULT_STREAM)
-    out: dict[str, list[list[Any]]] = {item: [] for item in wanted}
-    for component, stream, values in run.captured():
-        for item, key in streams.items():
-            if key == (component, stream):
-                out[item].append(list(values))
-    return out
+    return run_command(stream, argv, "brokerless-stream")

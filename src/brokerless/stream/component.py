@@ -11,6 +11,11 @@ A component declares its outputs as a class attribute, like streamparse::
 
 Each task gets its own instance (the component's class or zero-argument factory is called once
 per task).  ``emit`` returns the ids of the tasks the tuple went to.
+
+A topology with a :class:`StatefulBolt` is *checkpointed* (see ``checkpoint.py``): its state
+is snapshotted together with the positions of its spouts, which must be
+instances of :class:`ReplayableSpout`, and a failure rolls every task back to the last complete
+checkpoint.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from .config import Config
+    from .state import KeyValueState
     from .tuple import Tuple
 
 DEFAULT_STREAM = "default"
@@ -204,3 +210,49 @@ class Bolt(Component):
     def fail(self, tup: Tuple) -> None:
         """Fail ``tup``: its spout tuple fails at once (and may be replayed)."""
         self._collector.fail(tup)
+
+
+class ReplayableSpout(Spout):
+    """A spout over input it can read again from a recorded position: a log with offsets, a
+    file, a list.  A checkpointed topology (one with a :class:`StatefulBolt`) takes only these:
+    each checkpoint records every spout task's ``position()``, and after a failure each task
+    is ``seek``-ed back to the position of the last complete checkpoint and reads on from
+    there.  Tuples need no ``msg_id``: replay is by rollback, not per tuple."""
+
+    def position(self) -> Any:
+        """Where this task's next tuple comes from (a value the topology's serializer
+        encodes): recorded by each checkpoint, between two calls of ``next_tuple``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement position()")
+
+    def seek(self, position: Any) -> None:
+        """Read on from ``position`` (one that ``position()`` returned); called after
+        ``open`` when the run restores a checkpoint."""
+        raise NotImplementedError(f"{type(self).__name__} must implement seek()")
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is complete: this task will never be sent back before
+        the position it recorded (input before it may be released)."""
+
+
+class StatefulBolt(Bolt):
+    """A bolt whose state the topology checkpoints (Storm's ``IStatefulBolt``): keep what must
+    survive a failure in the :class:`~brokerless.stream.state.KeyValueState` that
+    ``init_state`` gets.  Its state is exactly-once: after a failure it is the state of the
+    last complete checkpoint, and the spouts replay what came after it.
+
+    In a checkpointed topology an exception from ``process`` (of any bolt) or from a spout is a
+    task failure: the topology rolls back rather than drop or half-apply a tuple (Flink's
+    rule), so catch the errors you mean to skip.
+    """
+
+    def init_state(self, state: KeyValueState) -> None:
+        """Called once per task after ``prepare`` and before the first tuple, with the state
+        of the checkpoint the run restored (empty on a fresh start)."""
+
+    def pre_prepare(self, checkpoint_id: int) -> None:
+        """Called just before the state is snapshotted for ``checkpoint_id`` (put what you
+        buffered into the state, or emit it: it then belongs to this checkpoint)."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is complete (its commit): e.g. make visible what a
+        transactional sink wrote up to it."""

@@ -37,6 +37,15 @@ class Config:
     #: in local mode; costs time).
     always_try_serialize: bool = False
     serializer: Serializer = field(default_factory=MsgpackSerializer)
+    #: Seconds from one checkpoint to the next, in a topology with stateful bolts.
+    checkpoint_interval_secs: float = 1.0
+    #: A checkpoint not complete after this long is abandoned (the next one goes on).
+    checkpoint_timeout_secs: float = 60.0
+    #: Where checkpoints are kept: a local directory or a URL (``hdfs://``, ``s3://``, ...:
+    #: see ``storage.py``), reachable from the driver and every worker; a run started on one
+    #: that holds a complete checkpoint resumes from it.  None: a temporary directory that
+    #: lives as long as the run (local and multi-process mode only).
+    checkpoint_dir: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
@@ -70,6 +79,16 @@ class Config:
             )
         if not self.message_timeout_secs > 0:
             found.append(f"message_timeout_secs must be > 0, not {self.message_timeout_secs!r}")
+        for name in ("checkpoint_interval_secs", "checkpoint_timeout_secs"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not value > 0:
+                found.append(f"{name} must be a number > 0, not {value!r}")
+        if self.checkpoint_dir is not None and (
+            not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir
+        ):
+            found.append(
+                f"checkpoint_dir must be None, a directory or a URL, not {self.checkpoint_dir!r}"
+            )
         if not isinstance(self.serializer, Serializer):
             found.append(f"serializer {self.serializer!r} has no dumps()/loads()")
         return found

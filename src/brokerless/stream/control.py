@@ -20,6 +20,11 @@ worker -- only:
     ("final", {snapshot, hung})   after stop
     ("failed", traceback)    the worker itself broke (not a component: those are errors)
 
+and for a checkpointed topology (``checkpoint.py``):
+
+    ("checkpointed", [TaskAck, ...])  tasks stored   ("checkpoint", id)    inject barriers
+    ("lost", why)            a task failed: roll back ("commit", id)        it is complete
+
 Messages are pickled and signed with a key only the run knows (HMAC-SHA256 over the worker's
 id and the payload; a message that does not carry a good signature is dropped unread), so a
 tcp control port open on a network does not let anyone who can reach it run code in the driver
@@ -177,6 +182,7 @@ class AttemptState:
     captured: list[tuple[str, str, tuple[Any, ...]]] = field(default_factory=list)
     errors: list[ErrorReport] = field(default_factory=list)
     failures: dict[int, str] = field(default_factory=dict)  # index -> traceback
+    lost: dict[int, str] = field(default_factory=dict)  # index -> why (a checkpointed run's)
     #: index -> (the driver's routing id of the connection the worker proved, its id)
     routes: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
     outbox: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)  # no route yet
@@ -221,12 +227,17 @@ class ControlledRun(TopologyRun):
             endpoint = tcp_endpoint(advertise, int(endpoint.rsplit(":", 1)[1]))
         return endpoint
 
-    def _new_attempt(self, workers: int) -> None:
-        """Forget the previous attempt's workers; from now on only the new ones are heard."""
+    def _new_attempt(self, workers: int, keep_events: bool = False) -> None:
+        """Forget the previous attempt's workers; from now on only the new ones are heard.
+        ``keep_events``: keep what they reported (captured tuples, errors)."""
         self.attempt += 1
         self.epoch = self.attempt
         self.workers = workers
+        previous = self.state
         self.state = AttemptState()
+        if keep_events:
+            self.state.captured = previous.captured
+            self.state.errors = previous.errors
 
     def _close_control(self) -> None:
         self._control.close(linger=0)
@@ -239,6 +250,10 @@ class ControlledRun(TopologyRun):
         """Whether the current attempt's workers are all there to answer (a run that is
         between attempts is not)."""
         return True
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     @property
     def worker_info(self) -> list[dict[str, Any]]:
@@ -343,6 +358,10 @@ class ControlledRun(TopologyRun):
             state.finals[index] = final
         elif kind == "failed":
             state.failures[index] = message[1]
+        elif kind == "checkpointed":
+            self._drive_checkpoints(message[1])
+        elif kind == "lost":
+            state.lost[index] = message[1]
 
     def _wait(self, done: Callable[[], Any], timeout: float | None, what: str) -> None:
         """Take in what the workers send until ``done()``; TimeoutError after ``timeout``
@@ -431,6 +450,15 @@ class ControlledRun(TopologyRun):
 
     def _pause(self, seconds: float) -> None:
         self._look(seconds)
+
+    def _broadcast(self, kind: str, checkpoint: int) -> None:
+        for index in range(self.workers):
+            self._send(index, (kind, checkpoint))
+
+    def _supervise_once(self) -> None:
+        if not self._stopped:
+            self._pump(0)
+            self._drive_checkpoints(())
 
 
 # -- the worker's side --------------------------------------------------------------------------
@@ -561,6 +589,7 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
             reported += len(errors)
             channel.send_events(captured, errors)
 
+    checkpoints = worker.checkpoints
     try:
         if worker.started:
             channel.send(("started", info))
@@ -575,9 +604,20 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
                     channel.send(("activity", command[1], worker.activity()))
                 elif kind == "stats":
                     channel.send(("stats", command[1], worker.snapshot()))
+                elif kind == "checkpoint":
+                    worker.checkpoint(command[1])
+                elif kind == "commit":
+                    worker.commit(command[1])
                 elif kind == "stop":
                     break
             events()
+            if checkpoints is not None:
+                acks = checkpoints.take_acks()
+                if acks:
+                    channel.send(("checkpointed", acks))
+                if worker.failure is not None:  # the run rolls back
+                    channel.send(("lost", worker.failure))
+                    break
     finally:
         hung = worker.stop()
     events()

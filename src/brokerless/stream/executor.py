@@ -19,7 +19,10 @@ message, credit origin)``.
 
 Items from other workers are checked before they are queued (``inbound.py``); still, no item
 can end an executor: one whose handling raises outside the component's own code is reported
-and dropped (``_dropped``), and the loop goes on.
+and dropped (``_dropped``), and the loop goes on.  What does end one -- a bug, a component
+raising a BaseException, or in a checkpointed topology :class:`TaskFailed` (``stateful.py``)
+-- is reported and makes the worker *failed* (``Worker.task_failed``): a checkpointed run then
+rolls back.
 
 Emitting (``_Output.send``) runs in the emitter's thread: the routes (a chooser per
 subscribing component, see ``routing.py``) give the target tasks; the values are serialized
@@ -64,6 +67,11 @@ _new_id = random.getrandbits  # root and edge ids: _new_id(64)
 _MIN_WAIT = 0.001
 _MAX_WAIT = 0.1
 _FLUSH_AT = 4096  # an executor hands over what it emitted at least this often
+
+
+class TaskFailed(BaseException):
+    """A task cannot go on (already reported): its executor ends and its worker is failed.
+    A BaseException, so that no ``except Exception`` on the way swallows it."""
 
 
 class _Output:
@@ -321,7 +329,10 @@ class Executor:
         self.config = worker.plan.config
         self.metrics = ExecutorMetrics()
         self.handled = 0  # queue items whose handling is over
-        self.done = True  # nothing left to do on its own (spouts: exhausted, nothing pending)
+        #: Nothing left to do on its own (spouts: opened, exhausted, nothing pending): a
+        #: spout that has not opened yet is not done, or a completion round taken while a
+        #: worker starts could see a finished topology.
+        self.done = self.kind != "spout"
         self.stopping = False
         acker_tasks = worker.plan.acker_tasks
         self.acking = bool(acker_tasks)
@@ -357,9 +368,12 @@ class Executor:
             self.loop()
         except Shutdown:
             pass
-        except Exception as exc:  # a bug in the stream layer: say so loudly
+        except TaskFailed as failed:
+            self.worker.task_failed(self.component, failed)
+        except BaseException as exc:  # a bug in the stream layer: say so loudly
             log.exception("executor %s of %r crashed", self.id, self.component)
             self.report(self.task_ids[0], exc)
+            self.worker.task_failed(self.component, exc)
         finally:
             self.close()
 
@@ -392,14 +406,18 @@ class Executor:
             self.report(task, exc)
 
     def _call(self, state: _TaskState, method: str, *args: Any) -> Any:
-        """Call a component method; an exception is reported (returns None)."""
+        """Call a component method; an exception is reported (see ``_call_failed``)."""
         try:
             return getattr(state.component, method)(*args)
         except Shutdown:
             raise
         except Exception as exc:
             self.report(state.task, exc)
-            return None
+            return self._call_failed(state, method, exc)
+
+    def _call_failed(self, state: _TaskState, method: str, error: Exception) -> Any:
+        """A component method raised ``error`` (reported): go on, it returned None."""
+        return None
 
     def open(self) -> None:
         raise NotImplementedError
@@ -423,6 +441,7 @@ class Executor:
         m = self.metrics
         pending, pending_max = self.pending()
         return {
+            "executor": self.id,
             "component": self.component,
             "kind": self.kind,
             "tasks": len(self.task_ids),
@@ -592,8 +611,7 @@ class BoltExecutor(Executor):
         except Shutdown:
             raise
         except Exception as exc:
-            self.report(state.task, exc)
-            collector.fail(tup)
+            self._process_failed(state, tup, exc)
         else:
             if bolt.auto_ack:
                 collector.ack(tup)
@@ -602,6 +620,11 @@ class BoltExecutor(Executor):
         metrics = self.metrics
         metrics.latency.add(time.perf_counter_ns() - start)
         metrics.processed += 1
+
+    def _process_failed(self, state: _TaskState, tup: Tuple, error: Exception) -> None:
+        """``process`` raised: report it and fail the tuple (Storm's rule)."""
+        self.report(state.task, error)
+        state.collector.fail(tup)
 
 
 class AckerExecutor(Executor):

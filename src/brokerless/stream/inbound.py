@@ -11,6 +11,9 @@ queued:
 * ``TUPLE`` only to a bolt task, from a task of a component that the bolt subscribes to, on a
   stream it subscribes to; anchors None or ``{root: edge id}`` of integers; values that the
   serializer decodes into as many values as the stream has fields;
+* ``BARRIER [source, checkpoint]`` only to a bolt task of a checkpointed topology, from a task
+  upstream of it, with an integer checkpoint id >= 1 (what a forged one can do to a task's
+  alignment is bounded: ``stateful.py``);
 * ``ACK_INIT [root, xor, spout task]``, ``ACK [root, xor]`` and ``FAIL [root]`` only to an
   acker task: integers, the spout task one of the topology's spout tasks;
 * ``ACKED [root]`` and ``FAILED [root]`` only to a spout task: an integer root;
@@ -43,6 +46,7 @@ from .protocol import (
     ACK,
     ACK_INIT,
     ACKED,
+    BARRIER,
     CREDIT,
     FAIL,
     FAILED,
@@ -50,6 +54,7 @@ from .protocol import (
     MAX_BATCH,
     TUPLE,
     WORKER_TASK,
+    Barrier,
     task_frame,
 )
 from .queues import BoundedQueue
@@ -98,6 +103,7 @@ class Inbound:
         window: int,
     ) -> None:
         self._loads = plan.config.serializer.loads
+        self._checkpointed = plan.checkpointed
         self._spout_tasks = frozenset(
             t for c in plan.components.values() if c.kind == "spout" for t in c.tasks
         )
@@ -161,12 +167,9 @@ class Inbound:
                     )
                 if check is not None:
                     item = check(task, message, sources)
-                else:  # a bolt's: the hot path of remote tuples, so checked here, inline
-                    if message[0] != TUPLE or len(message) != 5:
-                        raise BadMessage(
-                            f"{_kind(message)} for bolt task {task}: a bolt "
-                            "takes only TUPLE [source, stream, anchors, values]"
-                        )
+                elif message[0] != TUPLE or len(message) != 5:
+                    item = self._to_bolt(task, message, sources)
+                else:  # a bolt's tuple: the hot path of remote tuples, so checked here, inline
                     _, source, stream, anchors, blob = message
                     streams = sources.get(source) if source.__class__ is int else None
                     route = (
@@ -233,6 +236,28 @@ class Inbound:
         return Accepted(items, credits, (n >> 1) - len(bad), bad)
 
     # -- the other receivers' checks: each returns the item to queue or raises BadMessage ----
+
+    def _to_bolt(self, task: int, message: list[Any], sources: _Sources) -> Any:
+        """What a bolt takes besides tuples: a barrier, when the topology is checkpointed."""
+        if not self._checkpointed or message[0] != BARRIER or len(message) != 3:
+            barrier = " or BARRIER [source, checkpoint]" if self._checkpointed else ""
+            raise BadMessage(
+                f"{_kind(message)} for bolt task {task}: a bolt takes only TUPLE [source, "
+                f"stream, anchors, values]{barrier}"
+            )
+        _, source, checkpoint = message
+        streams = sources.get(source) if source.__class__ is int else None
+        if streams is None:
+            raise BadMessage(
+                f"BARRIER for task {task} from task {_brief(source)}, which is not upstream of it"
+            )
+        if checkpoint.__class__ is not int or checkpoint < 1:
+            raise BadMessage(
+                f"BARRIER for task {task} of checkpoint {_brief(checkpoint)}: checkpoint ids "
+                "are integers >= 1"
+            )
+        origin = next(iter(streams.values()))[3]  # one per source: every stream's is the same
+        return task, Barrier(source, checkpoint), origin
 
     def _to_acker(self, task: int, message: list[Any], _: None) -> Any:
         kind, n = message[0], len(message)

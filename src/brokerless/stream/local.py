@@ -1,69 +1,175 @@
-"""Local mode: a whole topology in this process, on in-memory queues."""
+"""Local mode: a whole topology in this process, on in-memory queues.
+
+A checkpointed topology (one with stateful bolts) recovers here as in the other modes: when a
+task fails, an executor crashes or ``kill_worker`` simulates a lost worker, the run's
+supervisor stops every worker and starts them all again from the last complete checkpoint
+(``run.py``, ``checkpoint.py``).
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .assignment import assign
 from .config import Config
+from .control import WorkerProcessError
 from .messaging import LocalMessaging, LocalNetwork
 from .metrics import ErrorReport, Statistics
-from .run import TopologyRun, plan_for
+from .run import TopologyRun, plan_for, with_ui
 from .topology import Topology
 from .worker import Activity, Worker
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
 
 class LocalRun(TopologyRun):
     """A topology running in this process, with ``num_workers`` workers (more than one: they
-    exchange serialized batches over in-memory messaging, as separate processes would)."""
+    exchange serialized batches over in-memory messaging, as separate processes would).
+    ``attempt`` counts the sets of workers a checkpointed run started, ``restarts`` says why
+    each earlier one ended."""
 
-    def __init__(self, topology: Topology, *, workers: int | None = None,
-                 config: Config | None = None, capture: bool = False) -> None:
-        self.plan = plan = plan_for(topology, workers, config)
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        workers: int | None = None,
+        config: Config | None = None,
+        capture: bool = False,
+        max_attempts: int = 3,
+    ) -> None:
+        plan = plan_for(topology, workers, config)
+        self._temporary: str | None = None
+        if plan.checkpointed and plan.config.checkpoint_dir is None:
+            self._temporary = tempfile.mkdtemp(prefix="brokerless-checkpoints-")
+            plan = plan_for(topology, None, plan.config.replace(checkpoint_dir=self._temporary))
+        self.plan = plan
+        self.max_attempts = max_attempts
+        self.attempt = 1
+        self.restarts: list[str] = []
+        self._capture = capture
+        self._lock = threading.RLock()
+        self._stopped = threading.Event()
+        self.hung_threads: list[str] = []
+        self._earlier: list[Worker] = []  # workers of earlier attempts: their errors and tuples
+        self.workers: list[Worker] = []
+        try:
+            self._start_workers(self._open_checkpoints())
+            if plan.checkpointed:
+                self._start_supervisor()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_workers(self, restore: int | None) -> None:
+        plan = self.plan
         n = plan.config.num_workers
         assignment = assign(plan, n)
         network = LocalNetwork() if n > 1 else None
         self.workers = [
-            Worker(plan, assignment, i, LocalMessaging(network) if network else None,
-                   capture=capture)
+            Worker(
+                plan,
+                assignment,
+                i,
+                LocalMessaging(network) if network else None,
+                capture=self._capture,
+                restore=restore,
+            )
             for i in range(n)
         ]
-        self._stopped = threading.Event()
-        self.hung_threads: list[str] = []
         endpoints = [w.bind() for w in self.workers]
-        try:
-            for worker in self.workers:
-                worker.start(endpoints)
-        except BaseException:
-            self.stop()
-            raise
+        for worker in self.workers:
+            worker.start(endpoints)
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped.is_set() else "running"
         return f"<LocalRun {self.plan.name!r} {state}, {len(self.workers)} worker(s)>"
 
     def activity(self) -> list[Activity]:
-        return [w.activity() for w in self.workers]
+        with self._lock:
+            return [w.activity() for w in self.workers]
 
     def statistics(self) -> Statistics:
-        return Statistics.merge(w.snapshot() for w in self.workers)
+        """The current workers' metrics (a rollback starts them afresh)."""
+        with self._lock:
+            return Statistics.merge(w.snapshot() for w in self.workers)
 
     def errors(self) -> list[ErrorReport]:
-        return [e for w in self.workers for e in w.errors]
+        with self._lock:
+            return [e for w in self._earlier + self.workers for e in w.errors]
 
     def captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:
-        return [c for w in self.workers for c in (w.capture or ())]
+        with self._lock:
+            return [c for w in self._earlier + self.workers for c in (w.capture or ())]
+
+    def kill_worker(self, index: int) -> None:
+        """Simulate the loss of worker ``index``: it stops at once (what its queues held is
+        lost) and the run rolls back to its last complete checkpoint, as it would if the
+        worker's process died in multi-process mode."""
+        if self._coordinator is None:
+            raise RuntimeError(
+                f"topology {self.plan.name!r} has no stateful bolts: it cannot recover from a "
+                "lost worker, so there is nothing to simulate"
+            )
+        with self._lock:
+            worker = self.workers[index]
+            self.hung_threads += worker.stop()
+            if worker.failure is None:
+                worker.failure = "killed (kill_worker)"
+
+    def _broadcast(self, kind: str, checkpoint: int) -> None:
+        for worker in self.workers:
+            getattr(worker, kind)(checkpoint)
+
+    def _supervise_once(self) -> None:
+        if self._stopped.is_set():
+            return
+        for worker in self.workers:
+            if worker.failure is not None:
+                self._roll_back(f"worker {worker.index}: {worker.failure}")
+                return
+        self._drive_checkpoints(
+            [ack for w in self.workers if w.checkpoints for ack in w.checkpoints.take_acks()]
+        )
+
+    def _roll_back(self, cause: str) -> None:
+        """A worker failed: start every worker again from the last complete checkpoint."""
+        assert self._coordinator is not None
+        self.restarts.append(f"attempt {self.attempt}: {cause}")
+        for worker in self.workers:
+            self.hung_threads += worker.stop()
+        self._earlier += self.workers
+        if self.attempt >= self.max_attempts:
+            self._failure = WorkerProcessError(
+                f"topology {self.plan.name!r} lost a worker in each of its {self.attempt} "
+                f"attempt(s) (max_attempts={self.max_attempts}):\n" + "\n".join(self.restarts)
+            )
+            self.stop()
+            return
+        self.attempt += 1
+        self.epoch = self.attempt
+        self._start_workers(self._coordinator.restart())
 
     def _pause(self, seconds: float) -> None:
         self._stopped.wait(seconds)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
 
     def stop(self) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for worker in self.workers:
-            self.hung_threads += worker.stop()
+        self._stop_supervisor()
+        with self._lock:
+            for worker in self.workers:
+                self.hung_threads += worker.stop()
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
 
 
 def run_local(
@@ -72,9 +178,17 @@ def run_local(
     workers: int | None = None,
     config: Config | None = None,
     capture: bool = False,
+    max_attempts: int = 3,
+    ui: UIAddress | None = None,
 ) -> LocalRun:
     """Start ``topology`` in this process; returns the running topology (a context manager).
 
     ``config`` replaces the topology's own; ``workers`` overrides its ``num_workers``;
-    ``capture`` records every emitted tuple (for ``captured()``)."""
-    return LocalRun(topology, workers=workers, config=config, capture=capture)
+    ``capture`` records every emitted tuple (for ``captured()``); ``max_attempts`` bounds how
+    many times a checkpointed topology starts its workers (a rollback starts them again);
+    ``ui`` serves the live topology UI (True: a free port on 127.0.0.1; a port;
+    ``"host:port"``; see ``run.ui.url``)."""
+    run = LocalRun(
+        topology, workers=workers, config=config, capture=capture, max_attempts=max_attempts
+    )
+    return with_ui(run, ui)

@@ -1,9 +1,14 @@
-"""Per-component metrics: emitted, acked, failed, latency, queue depth.
+"""Per-component and per-executor metrics: emitted, acked, failed, latency, queue depth.
 
 Every executor counts for itself (one writer per counter, no locks); a worker's
 :meth:`~brokerless.stream.worker.Worker.snapshot` copies them into plain dicts, which travel
-between processes as they are and merge into one :class:`Statistics` (histograms merge
-exactly, so percentiles cover every executor of a component).
+between processes as they are and merge into one :class:`Statistics`: a row per component
+(histograms merge exactly, so percentiles cover every executor of a component) and a row per
+executor (its tasks are ``plan.executors[executor].tasks``), as Storm UI shows them.
+
+The latency of a bolt is its *execute latency* (``process`` called to returned); of a spout,
+its *complete latency*, Storm's: from the emit of a spout tuple to the moment its acker saw
+the whole tuple tree acked (taken when the spout task hears of it, so it includes that hop).
 """
 
 from __future__ import annotations
@@ -123,6 +128,27 @@ class ComponentStats:
 
 
 @dataclass
+class ExecutorStats:
+    """One executor's counters (see :class:`ComponentStats` for what each means)."""
+
+    executor: int
+    component: str
+    kind: str
+    worker: int
+    emitted: int
+    transferred: int
+    acked: int
+    failed: int
+    processed: int
+    errors: int
+    latency_ms_mean: float
+    latency_ms_p99: float
+    queue_depth: int
+    queue_depth_max: int
+    pending: int
+
+
+@dataclass
 class WorkerStats:
     worker: int
     transfer_depth: int
@@ -138,6 +164,7 @@ class Statistics:
 
     components: dict[str, ComponentStats] = field(default_factory=dict)
     workers: list[WorkerStats] = field(default_factory=list)
+    executors: list[ExecutorStats] = field(default_factory=list)  # by executor id
 
     def __getitem__(self, component: str) -> ComponentStats:
         return self.components[component]
@@ -146,6 +173,7 @@ class Statistics:
         return {
             "components": {k: asdict(v) for k, v in self.components.items()},
             "workers": [asdict(w) for w in self.workers],
+            "executors": [asdict(e) for e in self.executors],
         }
 
     @classmethod
@@ -178,10 +206,33 @@ class Statistics:
                 c.queue_depth_max = max(c.queue_depth_max, ex["queue_depth_max"])
                 c.pending_max = max(c.pending_max, ex["pending_max"])
                 latencies.setdefault(name, []).append(ex["latency"])
+                stats.executors.append(_executor_stats(ex, snap["worker"]["worker"]))
         for name, snaps in latencies.items():
             n, total, counts = _merge(snaps)
             c = stats.components[name]
             c.latency_ms_mean = total / n / 1e6 if n else 0.0
             c.latency_ms_p99 = _quantile_ms(n, counts, 0.99)
         stats.workers.sort(key=lambda w: w.worker)
+        stats.executors.sort(key=lambda e: e.executor)
         return stats
+
+
+def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
+    n, total, counts = _merge([ex["latency"]])
+    return ExecutorStats(
+        executor=ex["executor"],
+        component=ex["component"],
+        kind=ex["kind"],
+        worker=worker,
+        emitted=ex["emitted"],
+        transferred=ex["transferred"],
+        acked=ex["acked"],
+        failed=ex["failed"],
+        processed=ex["processed"],
+        errors=ex["errors"],
+        latency_ms_mean=total / n / 1e6 if n else 0.0,
+        latency_ms_p99=_quantile_ms(n, counts, 0.99),
+        queue_depth=ex["queue_depth"],
+        queue_depth_max=ex["queue_depth_max"],
+        pending=ex["pending"],
+    )

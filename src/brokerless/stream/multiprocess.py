@@ -15,6 +15,12 @@ capturing -- the tuples it emitted, and at the end ``stop`` and each worker's ``
 report.  The control channel itself (``control.py``) is shared with the Spark runner; its
 messages are pickled and signed with a key the driver gives each worker on its stdin.
 
+A lost worker (its process exited, or it reports a failed task) ends the run with
+:class:`WorkerProcessError` -- unless the topology is checkpointed: then the driver kills every
+worker process and starts new ones, all restoring the last complete checkpoint (a new
+*attempt*, whose messages alone the control channel takes), up to ``max_attempts``; what the
+earlier attempts captured and reported is kept (``checkpoint.py``, ``run.py``).
+
 No orphans: a worker keeps its stdin open and exits at once when it reaches end-of-file, which
 happens when the driver process ends for any reason, even SIGKILL.  Workers ignore SIGINT: on
 Ctrl-C the driver stops them.  ``stop()`` asks each worker to stop and report, waits for the
@@ -37,17 +43,26 @@ import traceback
 import weakref
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
 from .assignment import assign
 from .config import Config
-from .control import ControlledRun, WorkerChannel, WorkerProcessError, serve, started_info
+from .control import (
+    ControlledRun,
+    WorkerChannel,
+    WorkerProcessError,
+    serve,
+    started_info,
+)
 from .messaging import SocketMessaging
-from .run import plan_for
+from .run import plan_for, with_ui
 from .topology import Topology, TopologyError
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
 __all__ = [
     "MultiprocessRun",
@@ -74,8 +89,17 @@ def load_topology(reference: str) -> Topology:
     return found
 
 
+class _AttemptFailed(Exception):
+    """(internal) A worker was lost while an attempt was starting."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
 class MultiprocessRun(ControlledRun):
-    """A topology running in worker processes (see the module doc)."""
+    """A topology running in worker processes (see the module doc).  ``attempt`` is the
+    current set of processes (1 at first), ``restarts`` says why each earlier one ended."""
 
     def __init__(
         self,
@@ -86,6 +110,7 @@ class MultiprocessRun(ControlledRun):
         config: Config | None = None,
         capture: bool = False,
         start_timeout: float = 60.0,
+        max_attempts: int = 3,
     ) -> None:
         if transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', not {transport!r}")
@@ -103,43 +128,36 @@ class MultiprocessRun(ControlledRun):
                     "or pass a 'module:name' reference"
                 ) from exc
         self.transport = transport
-        n = plan.config.num_workers
+        self.start_timeout = start_timeout
+        self.max_attempts = max_attempts
+        self.restarts: list[str] = []
+        self._launching = False
         self._directory = tempfile.mkdtemp(prefix="brokerless-stream-")
+        if plan.checkpointed and plan.config.checkpoint_dir is None:
+            checkpoints = f"{self._directory}/checkpoints"
+            self.plan = plan = plan_for(
+                definition, None, plan.config.replace(checkpoint_dir=checkpoints)
+            )
         control = self._open_control(f"ipc://{self._directory}/control")
-        self._new_attempt(n)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+        self._env = env
+        self._job = {
+            "key": self._signer.key,
+            "topology": shipped,
+            "config": plan.config,
+            "transport": transport,
+            "directory": self._directory,
+            "control": control,
+            "capture": capture,
+            "sys_path": list(sys.path),
+        }
         self.processes: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, _kill, self.processes, self._directory)
         try:
-            for index in range(n):
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "brokerless.stream", "worker"],
-                    stdin=subprocess.PIPE,
-                    env=env,
-                )
-                self.processes.append(process)
-                job = {
-                    "index": index,
-                    "attempt": self.attempt,
-                    "key": self._signer.key,
-                    "topology": shipped,
-                    "config": plan.config,
-                    "transport": transport,
-                    "directory": self._directory,
-                    "control": control,
-                    "capture": capture,
-                    "sys_path": list(sys.path),
-                }
-                data = pickle.dumps(job)
-                process.stdin.write(_LENGTH.pack(len(data)) + data)
-                process.stdin.flush()
-            ready = self.state.ready
-            self._wait(lambda: len(ready) == n, start_timeout, "workers to bind")
-            endpoints = [ready[i] for i in range(n)]
-            for index in range(n):
-                self._send(index, ("start", endpoints))
-            self._wait(lambda: len(self.state.started) == n, start_timeout, "workers to start")
+            self._launch(self._open_checkpoints())
+            if plan.checkpointed:
+                self._start_supervisor()
         except BaseException:
             self.stop()
             raise
@@ -155,22 +173,96 @@ class MultiprocessRun(ControlledRun):
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
+    # -- attempts ----------------------------------------------------------------------------
+
+    def _launch(self, restore: int | None) -> None:
+        """Start worker processes (restoring checkpoint ``restore``) until one attempt has
+        them all running."""
+        n = self.plan.config.num_workers
+        while True:
+            self._spawn(n, restore)
+            self._launching = True
+            try:
+                self._wait(
+                    lambda: len(self.state.ready) == n, self.start_timeout, "workers to bind"
+                )
+                endpoints = [self.state.ready[i] for i in range(n)]
+                for index in range(n):
+                    self._send(index, ("start", endpoints))
+                self._wait(
+                    lambda: len(self.state.started) == n, self.start_timeout, "workers to start"
+                )
+                return
+            except _AttemptFailed as failed:
+                restore = self._attempt_failed(failed.cause)
+            finally:
+                self._launching = False
+
+    def _spawn(self, n: int, restore: int | None) -> None:
+        """End the previous attempt's processes; start a new attempt's."""
+        _end(self.processes)
+        self.processes.clear()
+        self._new_attempt(n, keep_events=True)
+        for index in range(n):
+            process = subprocess.Popen(
+                [sys.executable, "-m", "brokerless.stream", "worker"],
+                stdin=subprocess.PIPE,
+                env=self._env,
+            )
+            self.processes.append(process)
+            job = dict(self._job, index=index, attempt=self.attempt, restore=restore)
+            data = pickle.dumps(job)
+            process.stdin.write(_LENGTH.pack(len(data)) + data)
+            process.stdin.flush()
+
+    def _attempt_failed(self, cause: str) -> int | None:
+        """The current attempt lost a worker: raise (after stopping) when it was the last one
+        allowed, else return the checkpoint the next one restores."""
+        assert self._coordinator is not None
+        self.restarts.append(f"attempt {self.attempt}: {cause}")
+        if self.attempt >= self.max_attempts:
+            self.stop()
+            raise WorkerProcessError(
+                f"topology {self.plan.name!r} lost a worker in each of its {self.attempt} "
+                f"attempt(s) (max_attempts={self.max_attempts}):\n" + "\n".join(self.restarts)
+            )
+        return self._coordinator.restart()
+
+    def _lost(self) -> str | None:
+        """Why a worker of the current attempt is lost, or None."""
+        if self.state.lost:
+            index, why = next(iter(self.state.lost.items()))
+            return f"worker {index} of {self.plan.name!r} failed: {why}"
+        for index, process in enumerate(self.processes):
+            code = process.poll()
+            if code is not None:
+                return (
+                    f"worker {index} of {self.plan.name!r} (pid {process.pid}) exited with "
+                    f"code {code}"
+                )
+        return None
+
     def _check_alive(self) -> None:
         if self._stopped:  # stopping: whatever happened, stop() finishes the clean-up
             return
         if self.state.failures:
             index, text = next(iter(self.state.failures.items()))
             raise WorkerProcessError(f"worker {index} of {self.plan.name!r} failed:\n{text}")
-        for index, process in enumerate(self.processes):
-            code = process.poll()
-            if code is not None:
-                raise WorkerProcessError(
-                    f"worker {index} of {self.plan.name!r} (pid {process.pid}) exited with "
-                    f"code {code}"
-                )
+        cause = self._lost()
+        if cause is None:
+            return
+        if self._coordinator is None:
+            raise WorkerProcessError(cause)
+        if self._launching:
+            raise _AttemptFailed(cause)
+        # a new attempt: a question waiting for answers is asked again of its workers as they
+        # prove their connections (ControlledRun._route), and completion rounds of different
+        # attempts never confirm each other (epoch)
+        self._launch(self._attempt_failed(cause))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the workers, collect their final reports, end the processes."""
+        self._stop_supervisor()
         with self._lock:
             if self._stopped:
                 return
@@ -191,8 +283,8 @@ class MultiprocessRun(ControlledRun):
                 self._close_control()
 
 
-def _kill(processes: list[subprocess.Popen[bytes]], directory: str) -> None:
-    """End worker processes still running and remove the run's directory."""
+def _end(processes: list[subprocess.Popen[bytes]]) -> None:
+    """End worker processes still running."""
     for process in processes:
         if process.poll() is None:
             process.kill()
@@ -202,6 +294,11 @@ def _kill(processes: list[subprocess.Popen[bytes]], directory: str) -> None:
             except OSError:
                 pass
         process.wait()
+
+
+def _kill(processes: list[subprocess.Popen[bytes]], directory: str) -> None:
+    """End worker processes still running and remove the run's directory."""
+    _end(processes)
     shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -212,15 +309,25 @@ def run_multiprocess(
     transport: str = "ipc",
     config: Config | None = None,
     capture: bool = False,
+    max_attempts: int = 3,
+    ui: UIAddress | None = None,
 ) -> MultiprocessRun:
     """Start ``topology`` (a Topology whose components are importable, or a ``"module:name"``
     reference) in ``workers`` processes talking over ``transport`` ("ipc" or "tcp");
     returns the running topology (a context manager).  ``config`` replaces the topology's
     own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
-    in this process (``captured()``)."""
-    return MultiprocessRun(
-        topology, workers=workers, transport=transport, config=config, capture=capture
+    in this process (``captured()``); ``max_attempts`` bounds how many sets of processes a
+    checkpointed topology starts (a rollback starts a new set); ``ui`` serves the live
+    topology UI (as ``run_local``)."""
+    run = MultiprocessRun(
+        topology,
+        workers=workers,
+        transport=transport,
+        config=config,
+        capture=capture,
+        max_attempts=max_attempts,
     )
+    return with_ui(run, ui)
 
 
 # -- the worker process -------------------------------------------------------------------------
@@ -262,7 +369,14 @@ def worker_main(stdin_fd: int = 0) -> int:
         plan = topology.build(config)
         n = config.num_workers
         messaging = SocketMessaging(context, job["transport"], job["directory"]) if n > 1 else None
-        worker = Worker(plan, assign(plan, n), job["index"], messaging, capture=job["capture"])
+        worker = Worker(
+            plan,
+            assign(plan, n),
+            job["index"],
+            messaging,
+            capture=job["capture"],
+            restore=job["restore"],
+        )
         endpoint = worker.bind()
         channel.send(("ready", endpoint))
         serve(worker, channel, started_info(worker, endpoint))

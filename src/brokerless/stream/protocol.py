@@ -11,9 +11,13 @@ item says what it is:
     [FAIL, root]                                       bolt -> acker
     [ACKED, root] / [FAILED, root]                     acker -> spout
     [CREDIT, executor id, count]                       receiving worker -> sending worker
+    [BARRIER, source task, checkpoint id]              task -> downstream bolt task
 
-Inside a worker the same lists travel through the queues without being encoded.  What a
-worker accepts from the network is checked first (``inbound.py``).
+Inside a worker the same lists travel through the queues without being encoded (a barrier as
+a :class:`Barrier`), and two more, from the worker to its executors, never on the wire:
+``[CHECKPOINT, id]`` (spouts: inject the barrier) and ``[COMMIT, id]`` (the checkpoint is
+complete; see ``checkpoint.py``).  What a worker accepts from the network is checked first
+(``inbound.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +26,19 @@ from typing import Any
 
 from .serializer import packer
 
-TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT = range(7)
-KIND_NAMES = ("TUPLE", "ACK_INIT", "ACK", "FAIL", "ACKED", "FAILED", "CREDIT")
+TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT, BARRIER, CHECKPOINT, COMMIT = range(10)
+KIND_NAMES = (
+    "TUPLE",
+    "ACK_INIT",
+    "ACK",
+    "FAIL",
+    "ACKED",
+    "FAILED",
+    "CREDIT",
+    "BARRIER",
+    "CHECKPOINT",
+    "COMMIT",
+)
 WORKER_TASK = 0  # the task id that addresses the worker itself
 MAX_BATCH = 1024  # pairs in one batch: what a worker's sender takes from its queue at once
 #: Room for a TUPLE payload's header (source, stream, anchors) on top of its serialized
@@ -37,3 +52,17 @@ def task_frame(task: int) -> bytes:
 
 def encode(message: list[Any]) -> bytes:
     return packer()(message)
+
+
+class Barrier:
+    """Checkpoint barrier ``checkpoint`` from upstream task ``task``, as a bolt's queue holds
+    it (in place of a Tuple; see ``checkpoint.py``)."""
+
+    __slots__ = ("checkpoint", "task")
+
+    def __init__(self, task: int, checkpoint: int) -> None:
+        self.task = task
+        self.checkpoint = checkpoint
+
+    def __repr__(self) -> str:
+        return f"<Barrier {self.checkpoint} from task {self.task}>"

@@ -13,20 +13,46 @@ only after the work it counts (a handled item's emits are queued before it count
 If two consecutive rounds of reports show all spouts done, queued == handled and sent ==
 received in total, and the same totals, then nothing moved between the rounds, so at the end
 of the first round nothing was queued, being handled or in flight: the topology had finished.
+
+Checkpoints
+-----------
+A run of a checkpointed topology has a :class:`~.checkpoint.CheckpointCoordinator` and a
+*supervisor* thread of its own: every ``_SUPERVISE_EVERY`` seconds it takes the workers'
+acknowledgements, triggers and commits checkpoints (``_drive_checkpoints``; the subclass says
+how to reach the workers, ``_broadcast``) and notices a lost worker, after which the run
+starts every worker again from the last complete checkpoint (up to ``max_attempts``).  When
+attempts run out the run stops, and the error is raised to whoever waits on it next.
+
+The live UI
+-----------
+Every kind of run can serve the topology UI (``stream/ui``): ``open_ui`` starts it, the
+entry points (``run_local``, ``run_multiprocess``, ``run_on_spark``) take ``ui=`` and call it
+through :func:`with_ui`.  The page stays up after ``stop()`` with the final figures, until
+``close_ui()`` or the end of the ``with`` block.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from .checkpoint import CheckpointCoordinator, CheckpointStatistics, TaskAck
 from .metrics import ErrorReport, Statistics
+from .storage import open_storage
 from .topology import Topology, TopologyPlan
 from .worker import Activity
 
+_SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a checkpointed run
+
+if TYPE_CHECKING:
+    from .ui import TopologyUI, UIAddress
+
 _Totals = tuple[int, int, int, int]
+_Run = TypeVar("_Run", bound="TopologyRun")
 
 
 def settled_totals(wave: Sequence[Activity]) -> _Totals | None:
@@ -63,6 +89,16 @@ class TopologyRun(ABC):
     epoch = 0
     _settled: tuple[int, _Totals] | None = None  # the last round's totals, if it looked finished
     _last_wave: Sequence[Activity] = ()
+    _lock: threading.RLock
+    #: Checkpointed runs: where the checkpoints are, and who drives them.
+    checkpoint_dir: str | None = None
+    _coordinator: CheckpointCoordinator | None = None
+    _supervisor: threading.Thread | None = None
+    _halt: threading.Event
+    #: Why the run ended by itself (a checkpointed run out of attempts): raised to the caller.
+    _failure: BaseException | None = None
+    #: The live web page of this run, when one was opened (``open_ui``).
+    ui: TopologyUI | None = None
 
     @abstractmethod
     def activity(self) -> list[Activity]:
@@ -81,6 +117,11 @@ class TopologyRun(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    @property
+    @abstractmethod
+    def stopped(self) -> bool:
+        """Whether the run has stopped (by ``stop()``, or by itself when it failed)."""
+
     @abstractmethod
     def _pause(self, seconds: float) -> None:
         """Wait between rounds of reports (and do any housekeeping)."""
@@ -88,6 +129,7 @@ class TopologyRun(ABC):
     def done(self) -> bool:
         """Take one round of reports; True when it and the round before it both look finished
         with the same totals (see the module doc: any time may pass between the rounds)."""
+        self._raise_failure()
         wave = self.activity()
         totals = settled_totals(wave)
         key = None if totals is None else (self.epoch, totals)
@@ -106,13 +148,143 @@ class TopologyRun(ABC):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(
-                    f"topology {self.plan.name!r} not finished after {timeout} s: "
-                    f"{self._last_wave}"
+                    f"topology {self.plan.name!r} not finished after {timeout} s: {self._last_wave}"
                 )
             self._pause(min(self.poll_interval, remaining))
 
-    def __enter__(self) -> TopologyRun:
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def checkpoint(self, timeout: float = 60.0) -> int:
+        """Take a checkpoint now and wait until it is complete; returns its id (a checkpoint
+        holding everything done before the call)."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            raise RuntimeError(
+                f"topology {self.plan.name!r} has no stateful bolts: it takes no checkpoints"
+            )
+        with self._lock:
+            self._raise_failure()
+            target = coordinator.request()
+        deadline = time.monotonic() + timeout
+        while coordinator.latest is None or coordinator.latest < target:
+            self._raise_failure()
+            if self.stopped:
+                raise RuntimeError(f"topology {self.plan.name!r} is stopped: no checkpoint")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"topology {self.plan.name!r}: checkpoint {target} not complete after "
+                    f"{timeout} s ({coordinator.stats})"
+                )
+            self._pause(min(_SUPERVISE_EVERY, remaining))
+        return coordinator.latest
+
+    def checkpoint_statistics(self) -> CheckpointStatistics:
+        """Checkpoints completed and abandoned, the last one, and the figures of each."""
+        if self._coordinator is None:
+            return CheckpointStatistics()
+        with self._lock:
+            stats = self._coordinator.stats
+            return dataclasses.replace(stats, history=list(stats.history))
+
+    def _open_checkpoints(self) -> int | None:
+        """A checkpointed run's coordinator, over its plan's checkpoint location; returns the
+        checkpoint the workers start from (None: from the start, or not checkpointed)."""
+        plan = self.plan
+        if not plan.checkpointed:
+            return None
+        self.checkpoint_dir = plan.config.checkpoint_dir
+        assert self.checkpoint_dir is not None
+        self._coordinator = CheckpointCoordinator(plan, open_storage(self.checkpoint_dir))
+        return self._coordinator.latest
+
+    def _broadcast(self, kind: str, checkpoint: int) -> None:
+        """Tell every worker ``kind`` ("checkpoint" or "commit") ``checkpoint``."""
+        raise NotImplementedError
+
+    def _drive_checkpoints(self, acks: Iterable[TaskAck]) -> None:
+        """Take acknowledgements, commit, and trigger the next checkpoint when it is due."""
+        coordinator = self._coordinator
+        assert coordinator is not None
+        for ack in acks:
+            committed = coordinator.acknowledge(ack)
+            if committed is not None:
+                self._broadcast("commit", committed)
+        now = time.monotonic()
+        coordinator.expire(now)
+        if coordinator.due(now):
+            self._broadcast("checkpoint", coordinator.trigger(now))
+
+    def _supervise_once(self) -> None:
+        """One look at the run by the supervisor (with the lock held)."""
+        raise NotImplementedError
+
+    def _start_supervisor(self) -> None:
+        self._halt = threading.Event()
+        self._supervisor = threading.Thread(
+            target=self._supervise, name=f"{self.plan.name}:supervisor", daemon=True
+        )
+        self._supervisor.start()
+
+    def _stop_supervisor(self) -> None:
+        """End the supervisor (it never waits long for the lock, so this may hold it)."""
+        supervisor = self._supervisor
+        if supervisor is not None:
+            self._halt.set()
+            if supervisor is not threading.current_thread():
+                supervisor.join()
+
+    def _supervise(self) -> None:
+        halt = self._halt
+        while not halt.wait(_SUPERVISE_EVERY):
+            if not self._lock.acquire(timeout=_SUPERVISE_EVERY):
+                continue
+            try:
+                if halt.is_set():
+                    return
+                self._supervise_once()
+            except BaseException as exc:  # the run failed and stopped: tell the caller
+                self._failure = exc
+                return
+            finally:
+                self._lock.release()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def open_ui(self, where: UIAddress = True) -> TopologyUI:
+        """Serve the live topology UI (``stream/ui``) at ``where``: True for a free port on
+        127.0.0.1, a port, or ``"host:port"``; returns it (``.url`` says where)."""
+        from .ui import TopologyUI
+
+        if self.ui is not None:
+            raise RuntimeError(f"topology {self.plan.name!r} already has a UI at {self.ui.url}")
+        self.ui = TopologyUI(self, where)
+        return self.ui
+
+    def close_ui(self) -> None:
+        if self.ui is not None:
+            self.ui.close()
+
+    def __enter__(self: _Run) -> _Run:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            self.close_ui()
+
+
+def with_ui(run: _Run, ui: UIAddress | None) -> _Run:
+    """``run`` serving its UI at ``ui`` (None or False: no UI); stops ``run`` if the UI cannot
+    be served (the port is taken, say)."""
+    if ui is None or ui is False:
+        return run
+    try:
+        run.open_ui(ui)
+    except BaseException:
+        run.stop()
+        raise
+    return run

@@ -17,17 +17,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from .component import DEFAULT_STREAM, Spout, Stream
+from .component import DEFAULT_STREAM, ReplayableSpout, Stream
 from .config import Config
 from .metrics import ErrorReport, Statistics
 from .run import TopologyRun, plan_for
 from .topology import Topology, TopologyError
 
 
-class FixedTupleSpout(Spout):
+class FixedTupleSpout(ReplayableSpout):
     """Emits a fixed list of tuples on its default stream, each once, with message ids; the
     task with index i of n emits tuples i, i + n, i + 2n, ...  ``acked`` and ``failed`` hold
-    the indices the topology acked and failed (this spout does not replay)."""
+    the indices the topology acked and failed (this spout does not replay a failed tuple; a
+    checkpointed topology's rollback sends it back to a position: how many it emitted)."""
 
     def __init__(self, tuples: Sequence[Sequence[Any]], outputs: Sequence[Stream]) -> None:
         self.outputs = list(outputs)
@@ -56,6 +57,12 @@ class FixedTupleSpout(Spout):
     def exhausted(self) -> bool:
         return self._next >= len(self._mine)
 
+    def position(self) -> int:
+        return self._next
+
+    def seek(self, position: int) -> None:
+        self._next = position
+
 
 @dataclass
 class CompletedTopology:
@@ -71,8 +78,9 @@ class CompletedTopology:
         return self.tuples.get(component, {}).get(stream, [])
 
 
-def mock_sources(topology: Topology, mocked_sources: Mapping[str, Sequence[Sequence[Any]]]
-                 ) -> Topology:
+def mock_sources(
+    topology: Topology, mocked_sources: Mapping[str, Sequence[Sequence[Any]]]
+) -> Topology:
     """``topology`` with each named spout replaced by a :class:`FixedTupleSpout`."""
     plan = topology.build()
     for name, tuples in mocked_sources.items():
@@ -101,8 +109,11 @@ def finite_topology(
     never says it is exhausted (a run to completion could not end)."""
     if mocked_sources:
         topology = mock_sources(topology, mocked_sources)
-    endless = [c.name for c in plan_for(topology, workers, config).components.values()
-               if c.kind == "spout" and not c.finite]
+    endless = [
+        c.name
+        for c in plan_for(topology, workers, config).components.values()
+        if c.kind == "spout" and not c.finite
+    ]
     if endless:
         raise TopologyError(
             f"topology {topology.name!r}: spout(s) {endless} never say they are exhausted: "

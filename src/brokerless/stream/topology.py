@@ -18,7 +18,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .component import DEFAULT_STREAM, Bolt, Component, Spout, Stream, declared_streams
+from .component import (
+    DEFAULT_STREAM,
+    Bolt,
+    Component,
+    ReplayableSpout,
+    Spout,
+    StatefulBolt,
+    Stream,
+    declared_streams,
+)
 from .config import Config
 from .grouping import Grouping, Shuffle
 from .tuple import Fields
@@ -53,6 +62,7 @@ class ComponentPlan:
     schemas: Mapping[str, Fields]
     inputs: Mapping[tuple[str, str], Grouping]
     finite: bool  # a spout that says when it is exhausted
+    stateful: bool = False  # a StatefulBolt
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,8 @@ class TopologyPlan:
             for sub in subs
             if not sub.blocking
         )
+        #: A topology with stateful bolts: checkpointed (see ``checkpoint.py``).
+        self.checkpointed = any(c.stateful for c in components.values())
 
     def schema(self, component: str, stream: str) -> Fields:
         return self.components[component].schemas[stream]
@@ -135,9 +147,7 @@ class Topology:
     ) -> Topology:
         """Add a bolt.  ``inputs`` maps a component (its default stream) or a
         ``(component, stream)`` pair to a grouping; a list of names means shuffle."""
-        self._declarations.append(
-            _Declaration(name, "bolt", component, parallelism, tasks, inputs)
-        )
+        self._declarations.append(_Declaration(name, "bolt", component, parallelism, tasks, inputs))
         return self
 
     def with_component(self, name: str, component: Callable[[], Component]) -> Topology:
@@ -193,11 +203,15 @@ class _Planner:
         kinds = {d.name: d.kind for d in declarations}
         streams: dict[str, dict[str, Stream]] = {}
         finite: dict[str, bool] = {}
+        instances: dict[str, Component] = {}
         for d in declarations:
-            streams[d.name], finite[d.name] = self.inspect(d)
+            streams[d.name], finite[d.name], instances[d.name] = self.inspect(d)
         inputs = {d.name: self.check_inputs(d, kinds, streams) for d in declarations}
         self.check_reachable(kinds, inputs)
-        return self.assemble(declarations, streams, finite, inputs)
+        stateful = {name for name, c in instances.items() if isinstance(c, StatefulBolt)}
+        if stateful:
+            self.check_checkpointable(stateful, instances, inputs)
+        return self.assemble(declarations, streams, finite, stateful, inputs)
 
     def check_declaration(self, d: _Declaration, seen: set[str]) -> None:
         if not isinstance(d.name, str) or not d.name:
@@ -219,8 +233,9 @@ class _Planner:
         if d.kind == "bolt" and not d.inputs:
             raise self.error(f"bolt {d.name!r} has no inputs: pass inputs={{'spout': shuffle()}}")
 
-    def inspect(self, d: _Declaration) -> tuple[dict[str, Stream], bool]:
-        """Make one instance to read the declared outputs (and check the type)."""
+    def inspect(self, d: _Declaration) -> tuple[dict[str, Stream], bool, Component]:
+        """Make one instance to read the declared outputs (and check the type); returns the
+        outputs, whether it is a finite spout, and the instance."""
         where = f"{d.kind} {d.name!r}"
         try:
             instance = d.factory()
@@ -236,7 +251,8 @@ class _Planner:
             streams = declared_streams(instance.outputs)
         except ValueError as exc:
             raise self.error(f"{where}: outputs: {exc}") from None
-        return streams, d.kind == "spout" and type(instance).exhausted is not Spout.exhausted
+        finite = d.kind == "spout" and type(instance).exhausted is not Spout.exhausted
+        return streams, finite, instance
 
     def check_inputs(
         self,
@@ -300,18 +316,45 @@ class _Planner:
                     "spout"
                 )
 
+    def check_checkpointable(
+        self,
+        stateful: set[str],
+        instances: dict[str, Component],
+        inputs: dict[str, dict[tuple[str, str], Grouping]],
+    ) -> None:
+        """A topology with stateful bolts is checkpointed: its spouts must be replayable and
+        it may have no cycle (see ``checkpoint.py``)."""
+        why = f"it has stateful bolts ({sorted(stateful)}), so it is checkpointed"
+        for name, instance in instances.items():
+            if isinstance(instance, Spout) and not isinstance(instance, ReplayableSpout):
+                raise self.error(
+                    f"spout {name!r} is not a ReplayableSpout and {why}: a rollback must send "
+                    "every spout back to the position of the last checkpoint; make it a "
+                    "ReplayableSpout (position()/seek()), e.g. WALSpout over a log"
+                )
+        downstream = _edges(inputs)
+        for name in instances:
+            if any(name in _reach([after], downstream) for after in downstream.get(name, ())):
+                raise self.error(
+                    f"bolt {name!r} is in a cycle and {why}: a checkpoint barrier would wait "
+                    "for itself; stateful topologies must be acyclic"
+                )
+
     def assemble(
         self,
         declarations: list[_Declaration],
         streams: dict[str, dict[str, Stream]],
         finite: dict[str, bool],
+        stateful: set[str],
         inputs: dict[str, dict[tuple[str, str], Grouping]],
     ) -> TopologyPlan:
         components: dict[str, ComponentPlan] = {}
         executors: list[ExecutorPlan] = []
         next_task = 1
-        layout = [(d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
-                  for d in declarations]
+        layout = [
+            (d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
+            for d in declarations
+        ]
         ackers = self.config.ackers
         if ackers:
             layout.append((ACKER, "acker", None, ackers, ackers))
@@ -333,6 +376,7 @@ class _Planner:
                 schemas={s.name: Fields(s.fields) for s in declared.values()},
                 inputs=inputs.get(name, {}),
                 finite=finite.get(name, False),
+                stateful=name in stateful,
             )
         downstream = _edges(inputs)
         subscribers: dict[tuple[str, str], list[Subscription]] = {}

@@ -39,6 +39,13 @@ need no credit -- the cycle's own termination bounds it -- so cycles cannot dead
 
 Completion detection (``activity``) reads counters bumped only after work is done: items
 queued (``BoundedQueue.puts``) vs. handled, pairs sent vs. received; see ``run.py``.
+
+Checkpoints
+-----------
+A worker of a checkpointed topology runs the executors of ``stateful.py`` and a writer thread
+(:class:`~.stateful.TaskCheckpoints`); the run tells it when to ``checkpoint`` and
+``commit``, collects its tasks' acknowledgements, and reads ``failure``: set when an executor
+ended on a task failure or a crash, it means the run must roll back (``checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -55,8 +62,18 @@ from .executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
 from .inbound import BadMessage, Inbound
 from .messaging import Messaging
 from .metrics import ErrorReport
-from .protocol import CREDIT, HEADER_ROOM, MAX_BATCH, WORKER_TASK, encode, task_frame
+from .protocol import (
+    CHECKPOINT,
+    COMMIT,
+    CREDIT,
+    HEADER_ROOM,
+    MAX_BATCH,
+    WORKER_TASK,
+    encode,
+    task_frame,
+)
 from .queues import BoundedQueue, Shutdown
+from .stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor, TaskCheckpoints
 from .topology import TopologyPlan
 
 log = logging.getLogger("brokerless.stream")
@@ -67,6 +84,11 @@ _MAX_BAD_SENDERS = 64  # senders whose first bad message is reported (all are co
 _EXECUTORS: dict[str, type[Executor]] = {
     "spout": SpoutExecutor,
     "bolt": BoltExecutor,
+    "acker": AckerExecutor,
+}
+_CHECKPOINTED_EXECUTORS: dict[str, type[Executor]] = {
+    "spout": CheckpointedSpoutExecutor,
+    "bolt": CheckpointedBoltExecutor,
     "acker": AckerExecutor,
 }
 _WORKER_FRAME = task_frame(WORKER_TASK)
@@ -224,7 +246,10 @@ class Worker:
         messaging: Messaging | None = None,
         *,
         capture: bool = False,
+        restore: int | None = None,
     ) -> None:
+        """``restore``: the checkpoint a checkpointed topology's tasks start from (None: from
+        the start)."""
         n = assignment.num_workers
         if n > 1 and messaging is None:
             raise ValueError("a worker of a multi-worker topology needs a messaging")
@@ -237,6 +262,14 @@ class Worker:
         self.task_executor = {t: e.id for e in plan.executors for t in e.tasks}
         self.capture: list[tuple[str, str, tuple[Any, ...]]] | None = [] if capture else None
         self.errors: list[ErrorReport] = []
+        #: Why the worker failed (a task failed, an executor crashed), or None.
+        self.failure: str | None = None
+        self.checkpoints = (
+            TaskCheckpoints(plan, restore, f"{plan.name}:worker{index}", self.record_error)
+            if plan.checkpointed
+            else None
+        )
+        kinds = _CHECKPOINTED_EXECUTORS if plan.checkpointed else _EXECUTORS
         size = plan.config.executor_queue_size
         self.credit_window = max(1, size // n)
         local_share = max(1, size - (n - 1) * self.credit_window)
@@ -248,7 +281,7 @@ class Worker:
             kind = plan.components[spec.component].kind
             bolt = kind == "bolt"
             queue = BoundedQueue(local_share if bolt else None)
-            executor = _EXECUTORS[kind](self, spec, queue, bolt_bound if bolt else None)
+            executor = kinds[kind](self, spec, queue, bolt_bound if bolt else None)
             self.executors.append(executor)
             self.local_queues.update(dict.fromkeys(spec.tasks, queue))
         self.credits = Credits(
@@ -305,6 +338,8 @@ class Worker:
                 threading.Thread(target=self._send_loop, name=f"{name}:send", daemon=True),
                 threading.Thread(target=self._receive_loop, name=f"{name}:recv", daemon=True),
             ]
+        if self.checkpoints is not None:
+            self._threads.append(self.checkpoints.thread)
         # consumers first, spouts last
         ordered = sorted(self.executors, key=lambda e: e.kind == "spout")
         self._threads += [e.thread for e in ordered]
@@ -328,6 +363,8 @@ class Worker:
             queue.close()
         self.credits.close()
         self.transfer.close()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
         if self.messaging is not None:
             self.messaging.interrupt()
         deadline = time.monotonic() + timeout
@@ -339,6 +376,33 @@ class Worker:
         if self.messaging is not None and not any(t.is_alive() for t in self._threads[:2]):
             self.messaging.close()
         return hung
+
+    # -- checkpoints (see ``checkpoint.py``) ------------------------------------------------
+
+    def checkpoint(self, checkpoint: int) -> None:
+        """Start checkpoint ``checkpoint``: the spouts here inject its barriers."""
+        self._tell([CHECKPOINT, checkpoint], stateful_bolts=False)
+
+    def commit(self, checkpoint: int) -> None:
+        """Checkpoint ``checkpoint`` is complete: tell the spouts and stateful bolts here."""
+        self._tell([COMMIT, checkpoint], stateful_bolts=True)
+
+    def _tell(self, message: list[Any], stateful_bolts: bool) -> None:
+        components = self.plan.components
+        for executor in self.executors:
+            if executor.kind == "spout" or (
+                stateful_bolts and components[executor.component].stateful
+            ):
+                try:
+                    executor.queue.push((executor.task_ids[0], message, None))
+                except Shutdown:  # stopping
+                    return
+
+    def task_failed(self, component: str, error: BaseException) -> None:
+        """An executor of ``component`` ended on ``error`` (already reported)."""
+        if self.failure is None:
+            self.failure = f"{component}: {error}"
+        log.error("worker %d: %s failed: %s", self.index, component, error)
 
     # -- called from executor threads --------------------------------------------------------
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 import socket as pysocket
+import struct
+import sys
 import tempfile
 from dataclasses import dataclass
+from errno import ENAMETOOLONG
 
 from ..errno import EADDRINUSE, EADDRNOTAVAIL, EINVAL
 from ..error import ZMQError
+
+#: The longest ipc path, in bytes: ``sockaddr_un.sun_path`` less its closing NUL (as libzmq's).
+IPC_PATH_MAX_LEN = 107 if sys.platform.startswith("linux") else 103
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,12 @@ def parse_ipc(address: str) -> NetAddress:
     """A path, ``@name`` (Linux abstract namespace), or ``*`` (a fresh temporary path)."""
     if address == "*":
         address = os.path.join(tempfile.mkdtemp(prefix="brokerless-"), "socket")
+    if len(address.encode()) > IPC_PATH_MAX_LEN:
+        raise ZMQError(
+            ENAMETOOLONG,
+            f"File name too long: ipc path {address!r} is longer than IPC_PATH_MAX_LEN "
+            f"({IPC_PATH_MAX_LEN} bytes, the size of sockaddr_un.sun_path)",
+        )
     if address.startswith("@"):
         address = "\0" + address[1:]
     return NetAddress(pysocket.AF_UNIX, address, "ipc")
@@ -156,3 +168,26 @@ def tune(sock: pysocket.socket, *, keepalive: int, idle: int, cnt: int, intvl: i
         ):
             if value > 0:
                 sock.setsockopt(pysocket.IPPROTO_TCP, opt, value)
+
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_address(sock: pysocket.socket) -> bytes:
+    """The peer's address as libzmq reports it (ZAP's address frame, the Peer-Address
+    property): the IP address for tcp; for ipc ``localhost:uid:gid:pid`` where the OS tells the
+    peer's credentials (Linux), else ``localhost``; empty when unknown."""
+    try:
+        if sock.family in (pysocket.AF_INET, pysocket.AF_INET6):
+            return sock.getpeername()[0].encode()
+        if sock.family == pysocket.AF_UNIX:
+            cred = getattr(pysocket, "SO_PEERCRED", None)
+            if cred is None:
+                return b"localhost"
+            pid, uid, gid = _PEERCRED.unpack(
+                sock.getsockopt(pysocket.SOL_SOCKET, cred, _PEERCRED.size)
+            )
+            return f"localhost:{uid}:{gid}:{pid}".encode()
+    except OSError:
+        pass
+    return b""

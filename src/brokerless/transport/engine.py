@@ -19,6 +19,10 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
   the engine goes idle until the pipe signals new messages (``restart_output``).
 * **Faults** (the peer's: garbage, wrong socket type, oversize frame, stalled handshake, missed
   heartbeats, a reset) close this connection only, with a reason, through ``session.engine_failed``.
+  Each says what the monitor reports (see :mod:`brokerless.zmtp.errors`).
+* **ZAP:** a handshake that must ask the ZAP handler pauses (a ``ZapRequest`` event): reading
+  stops, the :class:`~.zap.ZapClient` asks, and its answer resumes the handshake on the I/O
+  thread -- the thread never waits for the handler.
 * **Lent input:** a message that has to wait for the I/O thread to get the GIL costs a thread
   hand-over per message -- the whole latency budget of a request and its reply -- so a REQ's or
   REP's thread about to block in ``recv`` with one network peer borrows the input side
@@ -48,17 +52,22 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..constants import SocketOption
+from ..constants import Event, SocketOption
+from ..errno import EFAULT
 from ..io.thread import READ_BUFFER_SIZE
 from ..mailbox import WAKE
-from ..monitor import (
-    PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
-    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED,
-    PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
-    PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
-    PROTOCOL_ERROR_ZMTP_UNSPECIFIED,
+from ..zmtp import (
+    AuthenticationFailed,
+    Connection,
+    HandshakeError,
+    Ping,
+    ProtocolError,
+    Ready,
+    ZapRequest,
+    ZapUnavailable,
 )
-from ..zmtp import Connection, HandshakeError, Ping, ProtocolError, Ready, UnexpectedFrame
+from .address import peer_address
+from .zap import ZapClient
 
 if TYPE_CHECKING:
     from ..io import IOThread, Timer
@@ -112,6 +121,8 @@ class Engine:
         self._interest_lock = threading.Lock()
         self._lent = False  # the socket's thread is reading (see lend_input)
         self._restart_wanted = False  # restart_input found the input lent: run it again after
+        self._zap: ZapClient | None = None
+        self._peer_address: bytes | None = None
 
     def __repr__(self) -> str:
         return f"<Engine {self.session.endpoint} {self.conn.state}>"
@@ -137,6 +148,8 @@ class Engine:
             self.conn.close()  # a large partial frame is freed now, whatever holds the engine
         for timer in self._timers.values():
             timer.cancel()
+        if self._zap is not None:
+            self._zap.close()
         with self._interest_lock:
             self.io.unregister(self.sock)
             self._events = 0
@@ -151,11 +164,21 @@ class Engine:
         except OSError:
             pass
 
-    def fail(self, reason: str, code: int = 0) -> None:
-        """Drop the connection (the peer's fault, or it went away)."""
+    def fail(
+        self, reason: str, code: int = 0, event: int = Event.HANDSHAKE_FAILED_PROTOCOL
+    ) -> None:
+        """Drop the connection (the peer's fault, or it went away); before the handshake
+        completed, ``event`` with the value ``code`` goes to the monitor (none if 0)."""
         if self.alive:
             self.close()
-            self.session.engine_failed(self, reason, code)
+            self.session.engine_failed(self, reason, code, event)
+
+    @property
+    def peer_address(self) -> bytes:
+        """The peer's address as libzmq reports it (ZAP's address, the Peer-Address property)."""
+        if self._peer_address is None:
+            self._peer_address = peer_address(self.sock)
+        return self._peer_address
 
     @property
     def output_pending(self) -> bool:
@@ -227,7 +250,7 @@ class Engine:
         with self.out_lock:
             self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
             self._flush()
-        self.fail(f"protocol error: {exc}", failure_code(exc))
+        self.fail(f"protocol error: {exc}", *failure_event(exc))
 
     def _send_reply(self) -> None:
         with self.out_lock:
@@ -257,6 +280,8 @@ class Engine:
                     return
             elif cls is Ping:
                 self._peer_ttl(item.ttl)
+            elif cls is ZapRequest:
+                self._ask_zap(item)
         self._push_run(items, start, len(items), True, force)
 
     def _push_run(self, items: list, lo: int, hi: int, events: bool, force: bool = False) -> bool:
@@ -491,12 +516,34 @@ class Engine:
 
     # -- handshake and heartbeats -------------------------------------------------------------
 
+    def _ask_zap(self, request: ZapRequest) -> None:
+        """The handshake waits for the ZAP handler: read nothing more until it answered."""
+        self._set_reading(False)
+        if self._zap is None:
+            self._zap = ZapClient(self.io, self.session.socket.context._inproc, self._zap_answered)
+        self._zap.ask(request, self.peer_address)
+
+    def _zap_answered(self, frames: list[bytes] | None) -> None:
+        if not self.alive:
+            return
+        with self.in_lock:
+            try:
+                items = self.conn.zap_reply(frames)
+            except ProtocolError as exc:
+                self._protocol_failed(exc)
+                return
+            self._send_reply()
+            if items:
+                self._deliver(items, True)
+            if self.alive and not self._pending_in and not self.conn.zap_waiting:
+                self._set_reading(True)
+
     def _handshake_done(self, peer: Ready) -> None:
         timer = self._timers.pop("handshake", None)
         if timer:
             timer.cancel()
         self.session.engine_ready(self, peer)
-        if self.alive and self._heartbeat_ivl > 0:
+        if self.alive and self._heartbeat_ivl > 0 and self.conn.heartbeats:  # none for ZMTP < 3
             self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
 
     def _handshake_expired(self) -> None:
@@ -547,19 +594,31 @@ def _borrower_buffer() -> memoryview:
         return _borrowers.buffer
 
 
+def failure_event(exc: ProtocolError) -> tuple[int, int]:
+    """(value, event) the monitor reports for a failed handshake, as libzmq does: the ZAP
+    status for an authentication failure, EFAULT when a required ZAP handler is missing, else
+    libzmq's ZMTP/ZAP failure code with HANDSHAKE_FAILED_PROTOCOL."""
+    if isinstance(exc, AuthenticationFailed):
+        return exc.status, Event.HANDSHAKE_FAILED_AUTH
+    if isinstance(exc, ZapUnavailable):
+        return EFAULT, Event.HANDSHAKE_FAILED_NO_DETAIL
+    return failure_code(exc), Event.HANDSHAKE_FAILED_PROTOCOL
+
+
 def failure_code(exc: ProtocolError) -> int:
-    """libzmq's ZMTP failure code for a protocol error (HANDSHAKE_FAILED_PROTOCOL's value)."""
+    """libzmq's ZMTP failure code for a protocol error (HANDSHAKE_FAILED_PROTOCOL's value):
+    the error's own code, or, for the errors raised without one, told from the message."""
+    if exc.code != Event.PROTOCOL_ERROR_ZMTP_UNSPECIFIED:
+        return exc.code
     text = str(exc)
-    if isinstance(exc, UnexpectedFrame):
-        return PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND
     if isinstance(exc, HandshakeError):
         if "mechanism" in text:
-            return PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+            return Event.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
         if "socket type" in text:
-            return PROTOCOL_ERROR_ZMTP_INVALID_METADATA
+            return Event.PROTOCOL_ERROR_ZMTP_INVALID_METADATA
     if "command" in text:
-        return PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED
-    return PROTOCOL_ERROR_ZMTP_UNSPECIFIED
+        return Event.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED
+    return Event.PROTOCOL_ERROR_ZMTP_UNSPECIFIED
 
 
 def _batch_limit(msg: Any) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..constants import SocketOption, SocketType
 from ..errno import EADDRINUSE, ECONNREFUSED
@@ -116,6 +116,21 @@ class InprocTransport:
 
     def stop_input(self, sock: Socket) -> None:
         """Nothing to stop: inproc peers write straight into the socket's pipes."""
+
+    def open_internal(self, name: str, owner: Any) -> Pipe | None:
+        """A pipe from ``owner`` -- an internal peer, not a socket (a connection's ZAP client)
+        -- to the socket bound at ``inproc://name``; None when nothing is bound there.  No
+        HWM on either side (as libzmq's ZAP pipes), and no greeting from the binder."""
+        with self._lock:
+            binder = self._bound.get(name)
+            if binder is None:
+                return None
+            mine, theirs = pipepair((0, 0), (0, 0))
+            mine.owner = owner
+            mine.endpoint = theirs.endpoint = f"inproc://{name}"
+            theirs.greeted = ()
+            binder.send_command("attach", theirs)
+        return mine
 
     def socket_closed(self, sock: Socket) -> None:
         """Free the names ``sock`` bound.  Its connections still waiting for a binder stay

@@ -23,6 +23,7 @@ from ..error import ZMQError
 from . import address as _address
 from .endpoint import Endpoint
 from .engine import Engine
+from .raw import RawEngine
 from .session import Session, new_connection
 
 if TYPE_CHECKING:
@@ -45,6 +46,15 @@ def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
         intvl=opts[_O.TCP_KEEPALIVE_INTVL],
     )
     return sock
+
+
+def _engine(io: IOThread, session: Session, sock: pysocket.socket) -> Engine:
+    """The engine for a new connection: ZMTP, or raw bytes for a STREAM socket."""
+    opts = session.socket._options
+    sock = _tuned(sock, opts)
+    if session.socket._type == SocketType.STREAM:
+        return RawEngine(io, session, sock, opts)
+    return Engine(io, session, sock, new_connection(session), opts)
 
 
 class Listener:
@@ -77,14 +87,7 @@ class Listener:
                 self.io, self.socket, self.uri, connecting=False, on_done=self.sessions.discard
             )
             self.sessions.add(session)
-            engine = Engine(
-                self.io,
-                session,
-                _tuned(conn, self.socket._options),
-                new_connection(session),
-                self.socket._options,
-            )
-            session.attach_engine(engine)
+            session.attach_engine(_engine(self.io, session, conn))
 
     def stop_input(self, _: Any = None) -> None:
         """Accept no more connections; the ones accepted read nothing more (I/O thread).  The
@@ -151,14 +154,7 @@ class Connector:
             return
         session = self.session
         session.socket._emit(Event.CONNECTED, sock.fileno(), session.endpoint)
-        engine = Engine(
-            self.io,
-            session,
-            _tuned(sock, session.socket._options),
-            new_connection(session),
-            session.socket._options,
-        )
-        session.attach_engine(engine)
+        session.attach_engine(_engine(self.io, session, sock))
 
     def close(self) -> None:
         if self.sock is not None:
@@ -207,6 +203,7 @@ class NetworkTransport:
         pipes = []
         if not session.immediate and socket._type != SocketType.ROUTER:
             pipe = session.make_pipe()
+            pipe.routing_id = socket._options[_O.CONNECT_ROUTING_ID]  # a STREAM's name for it
             socket.attach_pipe(pipe)
             pipes.append(pipe)
         io.call_soon(session.connector.start)

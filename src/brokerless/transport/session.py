@@ -8,7 +8,9 @@ It is what makes a connection *disconnected-tolerant*:
 * a **connecting** session is made by ``connect``; unless IMMEDIATE is set (or the socket is a
   ROUTER, which needs the peer's identity first) its pipe exists at once, so messages queue
   (within HWM) before the peer is there and while it is away; when its engine fails it keeps the
-  pipe and reconnects after RECONNECT_IVL, doubling up to RECONNECT_IVL_MAX;
+  pipe, hiccups it (the socket's pattern resends what the next connection needs from the start:
+  a subscriber's subscriptions) and reconnects after RECONNECT_IVL, doubling up to
+  RECONNECT_IVL_MAX;
 * an **accepted** session is made per incoming connection and gets its pipe when the handshake
   completes; when its engine fails the pipe is closed and the session ends.
 
@@ -29,6 +31,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from .. import pipe as _pipe
+from .. import security
 from ..constants import Event, SocketOption, SocketType
 from ..pipe import Pipe, pipepair
 from ..zmtp import Connection, Ready
@@ -192,13 +195,23 @@ class Session:
             return
         if self.pipe is None:
             theirs = self.make_pipe(peer)
+            theirs.metadata = _properties(engine, peer)
             self.socket.send_command("attach", theirs)
+        else:
+            self.pipe.peer.metadata = _properties(engine, peer)  # this connection's, from now
         # After ATTACH is queued: whoever waits for this event finds the pipe on its next call.
         self.socket._emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
         engine.restart_output()
 
-    def engine_failed(self, engine: Engine, reason: str, code: int = 0) -> None:
-        """The connection ended: ``reason`` says why; ``code`` is a ZMTP failure code (or 0)."""
+    def engine_failed(
+        self,
+        engine: Engine,
+        reason: str,
+        code: int = 0,
+        event: int = Event.HANDSHAKE_FAILED_PROTOCOL,
+    ) -> None:
+        """The connection ended: ``reason`` says why; before the handshake completed, the
+        monitor gets ``event`` with ``code`` (a ZMTP failure code, a ZAP status), if not 0."""
         if engine is not self.engine:
             return
         self.engine = None
@@ -206,7 +219,7 @@ class Session:
         if engine.conn.peer is not None:  # the handshake had completed (a fault may follow)
             self.socket._emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
         elif code:
-            self.socket._emit(Event.HANDSHAKE_FAILED_PROTOCOL, code, self.endpoint)
+            self.socket._emit(event, code, self.endpoint)
         else:
             self.socket._emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
         if not self.connecting or (self.closing and self.pipe is None):
@@ -222,6 +235,8 @@ class Session:
             and (self.immediate or self._needs_identity())
         ):
             self._drop_pipe()
+        elif not self.closing and self.pipe is not None:
+            self.pipe.hiccup()
         self._schedule_reconnect()
 
     def output_flushed(self, engine: Engine) -> None:
@@ -309,6 +324,23 @@ _CONFLATABLE = frozenset(
 
 
 def new_connection(session: Session) -> Connection:
-    """The protocol state for a new connection of ``session`` (NULL: as-server is always 0)."""
+    """The protocol state for a new connection of ``session``, with the mechanism its socket's
+    options choose (see :mod:`brokerless.security`)."""
     opts = session.socket._options
-    return Connection(session.socket._type, opts[_O.ROUTING_ID], max_msg_size=opts[_O.MAXMSGSIZE])
+    return Connection(
+        session.socket._type,
+        opts[_O.ROUTING_ID],
+        as_server=security.as_server(opts),
+        max_msg_size=opts[_O.MAXMSGSIZE],
+        mechanism=security.mechanism(opts),
+        metadata=opts[_O.METADATA] or None,
+    )
+
+
+def _properties(engine: Engine, peer: Ready) -> dict[str, bytes]:
+    """What messages from this connection carry (``Frame.get``), as libzmq builds it: the peer's
+    address first, then the ZAP handler's properties, then the peer's (none replaces another)."""
+    props = {"Peer-Address": engine.peer_address}
+    for name, value in peer.properties.items():
+        props.setdefault(name, value)
+    return props

@@ -1,4 +1,5 @@
-"""ZMTP 3.x (RFC 23, RFC 37) without I/O: greeting, handshake, framing, commands.
+"""ZMTP 3.x (RFC 23, RFC 37) without I/O: greeting, handshake, framing, commands; and ZMTP 2.0
+(RFC 15) and 1.0 (RFC 13) for older peers, as libzmq falls back to them.
 
 Nothing here touches a socket or a thread; ``transport/`` drives it.
 """
@@ -9,23 +10,37 @@ from .connection import (
     ERROR_STATE,
     GREETING,
     HANDSHAKE,
+    IDENTITY,
     TRAFFIC,
     VALID_PEERS,
     Connection,
     Ping,
     Pong,
     Ready,
+    State,
 )
-from .errors import HandshakeError, MessageTooLarge, PeerError, ProtocolError, UnexpectedFrame
+from .errors import (
+    AuthenticationFailed,
+    HandshakeError,
+    MessageTooLarge,
+    PeerError,
+    ProtocolError,
+    UnexpectedFrame,
+    ZapUnavailable,
+)
 from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
+from .greeting import Protocol
+from .mechanisms.zap import ZapRequest
 
 __all__ = [
     "ERROR_STATE",
     "GREETING",
     "HANDSHAKE",
+    "IDENTITY",
     "MAX_FRAME_SIZE",
     "TRAFFIC",
     "VALID_PEERS",
+    "AuthenticationFailed",
     "Connection",
     "FrameDecoder",
     "HandshakeError",
@@ -33,8 +48,12 @@ __all__ = [
     "PeerError",
     "Ping",
     "Pong",
+    "Protocol",
     "ProtocolError",
     "Ready",
+    "State",
     "UnexpectedFrame",
+    "ZapRequest",
+    "ZapUnavailable",
     "encode_message",
 ]

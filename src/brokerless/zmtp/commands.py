@@ -33,9 +33,18 @@ def command_body(name: bytes, data: bytes = b"") -> bytes:
     return bytes((len(name),)) + name + data
 
 
+#: How libzmq's PLAIN server spells ERROR: its C literal "\x05ERROR" reads as the octets
+#: 0x5E "RROR" (a hex escape takes every hex digit after it), so its reason starts after five
+#: octets.  libzmq's PLAIN client expects exactly this; accepting it lets a PLAIN client here
+#: see libzmq's refusals as refusals (HANDSHAKE_FAILED_AUTH) rather than as garbage.
+LIBZMQ_PLAIN_ERROR = b"\x5eRROR"
+
+
 def parse_command(body: bytes) -> Command:
     if not body:
         raise ProtocolError("empty command frame")
+    if body.startswith(LIBZMQ_PLAIN_ERROR):
+        return Command(ERROR, body[len(LIBZMQ_PLAIN_ERROR) :])
     n = body[0]
     if n == 0 or len(body) < 1 + n:
         raise ProtocolError("malformed command name")
@@ -56,7 +65,8 @@ def encode_metadata(properties: dict[str, bytes]) -> bytes:
 
 
 def parse_metadata(data: bytes) -> dict[str, bytes]:
-    """Properties by lower-cased name (names are case-insensitive)."""
+    """Properties by name, as the peer spelled them (ZMTP names are case-insensitive, but
+    libzmq's message properties are looked up as spelled: :func:`fold` gives the first)."""
     props: dict[str, bytes] = {}
     pos, end = 0, len(data)
     while pos < end:
@@ -70,12 +80,17 @@ def parse_metadata(data: bytes) -> dict[str, bytes]:
         if size > 0x7FFFFFFF or pos + size > end:
             raise ProtocolError("malformed metadata value size")
         try:
-            key = name.decode("ascii").lower()
+            key = name.decode("ascii")
         except UnicodeDecodeError:
             raise ProtocolError(f"malformed metadata name {name!r}") from None
         props[key] = data[pos : pos + size]
         pos += size
     return props
+
+
+def fold(properties: dict[str, bytes]) -> dict[str, bytes]:
+    """The properties by lower-cased name (for the case-insensitive ZMTP lookups)."""
+    return {name.lower(): value for name, value in properties.items()}
 
 
 def parse_ping(data: bytes) -> tuple[int, bytes]:

@@ -1,0 +1,33 @@
+"""pyzmq's ``zmq.backend``: there the libzmq binding under the Python layer; here the same
+classes as everywhere else (brokerless is one layer, with no libzmq underneath).
+
+pyzmq's binding of libzmq's C API, ``zmq.backend.cython``, does not exist: importing it says so.
+"""
+
+from __future__ import annotations
+
+from ..context import Context
+from ..error import strerror
+from ..frame import Frame, Message
+from ..poll import zmq_poll
+from ..socket import Socket
+from ..version import zmq_version_info
+
+
+def has(capability: str) -> bool:
+    """``zmq.has``: see :func:`brokerless.has`."""
+    from .. import has as _has
+
+    return _has(capability)
+
+
+__all__ = [
+    "Context",
+    "Frame",
+    "Message",
+    "Socket",
+    "has",
+    "strerror",
+    "zmq_poll",
+    "zmq_version_info",
+]

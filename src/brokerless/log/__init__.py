@@ -1,0 +1,1 @@
+"""pyzmq's ``zmq.log``: logging over PUB sockets (:mod:`brokerless.log.handlers`)."""

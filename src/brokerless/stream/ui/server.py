@@ -1,0 +1,157 @@
+"""The topology UI's web server: a page and two JSON endpoints, served from the driver.
+
+Theory of operation
+-------------------
+A :class:`TopologyUI` is a stdlib ``ThreadingHTTPServer`` on a daemon thread of the driver
+(one short-lived thread per connection).  It serves:
+
+* ``/`` -- the page (``static/index.html``, self-contained: its script draws the graph as SVG
+  and polls the two endpoints below; nothing is fetched from elsewhere);
+* ``/api/topology`` -- the plan (``model.describe_topology``), computed once;
+* ``/api/stats`` -- the live figures (``model.describe_stats``).
+
+Reading a run's figures may cost a round trip to every worker (multi-process and Spark runs ask
+them over the control channel), so ``/api/stats`` computes them at most once per
+``refresh`` seconds, whoever asks and however many pages are open: requests in between get the
+same answer.  If the run cannot answer (it is stopping, a worker is lost) the last figures are
+served, marked with the reason (``"stale"``).
+
+Only GET of those paths is answered (anything else: 404 or 405); a request gets
+``_REQUEST_TIMEOUT`` seconds to arrive, so a client that stalls ties up only its own thread.
+The page shows errors with their tracebacks, so by default the server listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from .model import describe_stats, describe_topology
+
+if TYPE_CHECKING:
+    from ..run import TopologyRun
+
+_REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request
+_PAGE = "index.html"
+
+#: Where the UI listens: True (127.0.0.1, a free port), a port (127.0.0.1), or "host:port".
+UIAddress = bool | int | str
+
+
+def parse_address(where: UIAddress) -> tuple[str, int]:
+    """``where`` as (host, port); raises ValueError saying what is accepted."""
+    if where is True:
+        return "127.0.0.1", 0
+    if isinstance(where, int) and not isinstance(where, bool) and 0 <= where < 65536:
+        return "127.0.0.1", where
+    if isinstance(where, str):
+        host, sep, port = where.rpartition(":")
+        if sep and port.isdigit() and int(port) < 65536:
+            return host or "127.0.0.1", int(port)
+    raise ValueError(
+        f"ui={where!r}: use ui=True (a free port on 127.0.0.1), a port number, or "
+        "'host:port' (an IPv4 address or a host name)"
+    )
+
+
+class TopologyUI:
+    """The live web page of a running topology (see the module doc); ``url`` is where."""
+
+    def __init__(self, run: TopologyRun, where: UIAddress = True, refresh: float = 0.5) -> None:
+        host, port = parse_address(where)
+        self.run = run
+        self.refresh = refresh
+        self._started = time.monotonic()
+        self._topology = json.dumps(describe_topology(run)).encode()
+        self._page = resources.files(__package__).joinpath("static", _PAGE).read_bytes()
+        self._lock = threading.Lock()
+        self._stats: bytes | None = None
+        self._stats_at = 0.0
+        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server.daemon_threads = True
+        bound_host, bound_port = self._server.server_address[:2]
+        self.url = f"http://{bound_host}:{bound_port}/"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"{run.plan.name}:ui",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"<TopologyUI {self.run.plan.name!r} at {self.url}>"
+
+    def close(self) -> None:
+        """Stop serving and free the port (idempotent)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join()
+        self._server.server_close()
+
+    def stats(self) -> bytes:
+        """The JSON of ``/api/stats``, at most ``refresh`` seconds old."""
+        with self._lock:
+            now = time.monotonic()
+            if self._stats is None or now - self._stats_at >= self.refresh:
+                self._stats = self._fresh_stats(self._stats)
+                self._stats_at = now
+            return self._stats
+
+    def _fresh_stats(self, last: bytes | None) -> bytes:
+        run = self.run
+        try:
+            figures = describe_stats(run, run.statistics(), run.errors(), self._started)
+        except Exception as exc:  # stopping, or a worker lost: say so, keep the last figures
+            stale: dict[str, Any] = json.loads(last) if last else {"components": {}}
+            stale["stale"] = f"{type(exc).__name__}: {exc}"
+            stale["stopped"] = run.stopped
+            return json.dumps(stale).encode()
+        return json.dumps(figures, default=repr).encode()
+
+    def topology(self) -> bytes:
+        return self._topology
+
+    def page(self) -> bytes:
+        return self._page
+
+
+def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
+    routes = {
+        "/": (ui.page, "text/html; charset=utf-8"),
+        "/index.html": (ui.page, "text/html; charset=utf-8"),
+        "/api/topology": (ui.topology, "application/json"),
+        "/api/stats": (ui.stats, "application/json"),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        timeout = _REQUEST_TIMEOUT
+        server_version = "brokerless-ui"
+
+        def do_GET(self) -> None:
+            route = routes.get(self.path.split("?", 1)[0])
+            if route is None:
+                self.send_error(HTTPStatus.NOT_FOUND)
+                return
+            body = route[0]()
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", route[1])
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
+
+        do_PUT = do_DELETE = do_PATCH = do_POST
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # the driver's terminal is the user's, not an access log
+
+    return Handler

@@ -1,0 +1,1 @@
+"""Utilities with pyzmq's names (``zmq.utils.z85``)."""

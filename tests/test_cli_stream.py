@@ -1,0 +1,183 @@
+"""``brokerless stream`` (and its alias ``brokerless-stream``): modules found in the current
+directory, the README's examples (the command line section and its topology, the topology UI
+paragraph) executed as written, ``list``, ``run --ui`` and ``ui``, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .test_cli import BROKERLESS, ENV, interrupt, started
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+SCRIPTS = Path(sys.executable).parent
+
+
+def block(after: str, language: str) -> str:
+    """The first ``language`` code block of the README after the text ``after``."""
+    start = README.index(after)
+    found = re.compile(rf"```{language}\n(.*?)```", re.S).search(README, start)
+    assert found, f"no {language} block after {after!r}"
+    return found[1]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def readme_topology(tmp_path: Path) -> Path:
+    """The README's word count, saved as readme_topology.py in a fresh directory."""
+    (tmp_path / "readme_topology.py").write_text(block("## Stream processing", "python"))
+    return tmp_path
+
+
+@pytest.mark.timeout(120)
+def test_the_readme_command_line_example_runs_as_written(readme_topology):
+    port = str(free_port())
+    script = block("## Command line", "sh").replace("5557", port)
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=readme_topology,
+        capture_output=True,
+        timeout=110,
+        env=dict(ENV, PATH=f"{SCRIPTS}{os.pathsep}{os.environ['PATH']}"),
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode()
+    assert out.startswith("1\n2\n3\n"), out
+    report = json.loads(out[out.index("{") :])
+    # the README's spout says when it is exhausted, so the run ends by itself
+    assert report["mode"] == "multiprocess/ipc" and not report["interrupted"]
+    assert report["statistics"]["components"]["sentences"]["acked"] == 2
+    assert sorted(map(tuple, report["emitted"]["count"])) == [
+        ("cat", 1),
+        ("dog", 1),
+        ("ran", 1),
+        ("sat", 1),
+        ("the", 1),
+        ("the", 2),
+    ]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [["brokerless-stream"], ["brokerless", "stream"]])
+def test_a_topology_module_in_the_current_directory_is_found(readme_topology, command):
+    done = subprocess.run(
+        [SCRIPTS / command[0], *command[1:], "run", "readme_topology:topo", "--local"],
+        cwd=readme_topology,
+        capture_output=True,
+        timeout=110,
+        env=ENV,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout[done.stdout.index(b"{") :])
+    assert report["topology"] == "word-count" and report["mode"] == "local"
+
+
+def test_the_readme_topology_ui_example_runs_as_written():
+    done = subprocess.run(
+        [sys.executable, "-c", block("**Topology UI**", "python")],
+        capture_output=True,
+        timeout=60,
+        env=ENV,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert re.fullmatch(rb"open http://127\.0\.0\.1:\d+/\n", done.stdout)
+
+
+def test_list_shows_the_topologies_of_a_module(readme_topology):
+    examples = subprocess.run(
+        [*BROKERLESS, "stream", "list"], capture_output=True, env=ENV, timeout=60
+    )
+    assert examples.returncode == 0, examples.stderr
+    assert examples.stdout.decode().startswith(
+        "brokerless.stream.examples:word_count\tword-count: sentences (spout x2), "
+        "split (bolt x2), count (bolt x2)"
+    )
+    mine = subprocess.run(
+        [SCRIPTS / "brokerless", "stream", "list", "readme_topology"],
+        capture_output=True,
+        env=ENV,
+        timeout=60,
+        cwd=readme_topology,
+    )
+    assert b"readme_topology:topo\tword-count: sentences (spout x1)" in mine.stdout
+    missing = subprocess.run(
+        [*BROKERLESS, "stream", "list", "no_such_module"], capture_output=True, env=ENV, timeout=60
+    )
+    assert missing.returncode == 1 and b"cannot import 'no_such_module'" in missing.stderr
+    wrong = subprocess.run(
+        [*BROKERLESS, "stream", "run", "no_such_module:topo"],
+        capture_output=True,
+        env=ENV,
+        timeout=60,
+    )
+    assert wrong.returncode == 1 and b"cannot load 'no_such_module:topo'" in wrong.stderr
+    assert b"Traceback" not in missing.stderr + wrong.stderr
+
+
+@pytest.mark.timeout(120)
+def test_run_with_ui_then_ctrl_c_prints_the_report_and_exits_130():
+    with started(
+        "stream", "run", "tests.test_cli_stream:endless", "--local", "--ui", "0", "--progress"
+    ) as process:
+        assert process.stderr.readline().startswith(b"the topology's spouts never say")
+        line = process.stderr.readline().decode()
+        url = re.fullmatch(r"topology UI: (http://127\.0\.0\.1:\d+/)\n", line)
+        assert url, line
+        with urllib.request.urlopen(url[1] + "api/topology", timeout=10) as response:
+            assert json.load(response)["name"] == "endless"
+        progress = process.stderr.read(8)  # the first progress line has begun
+        assert progress.startswith(b"\r")
+        out, _ = interrupt(process)
+    report = json.loads(out)
+    assert report["interrupted"] and report["statistics"]["components"]["counter"]["emitted"]
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url[1], timeout=5)
+
+
+@pytest.mark.timeout(120)
+def test_stream_ui_keeps_the_page_after_the_run_until_ctrl_c():
+    port = free_port()
+    with started(
+        "stream",
+        "ui",
+        "brokerless.stream.examples:word_count",
+        "--workers",
+        "2",
+        "--port",
+        str(port),
+    ) as process:
+        assert (
+            process.stderr.readline().decode().startswith(f"topology UI: http://127.0.0.1:{port}/")
+        )
+        assert process.stderr.readline().decode().startswith("done: the final figures stay")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/stats", timeout=10) as answer:
+            stats = json.load(answer)
+        assert stats["stopped"] and stats["components"]["sentences"]["acked"] == 8
+        interrupt(process)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+
+
+def endless():
+    from brokerless.stream import Topology, all_
+
+    from .stream_topologies import Counter, Sink
+
+    return (
+        Topology("endless").spout("counter", Counter).bolt("sink", Sink, inputs={"counter": all_()})
+    )

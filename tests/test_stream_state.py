@@ -1,0 +1,489 @@
+"""Stateful bolts and checkpoints (``checkpoint.py``, ``stateful.py``, ``state.py``,
+``storage.py``): the pieces, then whole local runs that roll back and end with exact state."""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import threading
+from functools import partial
+
+import msgpack
+import pytest
+
+from brokerless.spark.wal import LogReader, WALCorruptError, WriteAheadLog
+from brokerless.stream import (
+    Config,
+    KeyValueState,
+    ReplayableSpout,
+    SequenceSpout,
+    Topology,
+    TopologyError,
+    WorkerProcessError,
+    complete_topology,
+    fields,
+    read_state,
+    run_local,
+    run_multiprocess,
+    shuffle,
+)
+from brokerless.stream.assignment import assign
+from brokerless.stream.checkpoint import CheckpointCoordinator, TaskAck, snapshot_path
+from brokerless.stream.examples import final_counts
+from brokerless.stream.executor import BoltExecutor, SpoutExecutor
+from brokerless.stream.messaging import LocalMessaging, LocalNetwork
+from brokerless.stream.protocol import BARRIER, Barrier, task_frame
+from brokerless.stream.state import SnapshotError, decode_snapshot, encode_snapshot
+from brokerless.stream.stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor
+from brokerless.stream.storage import ArrowStorage, LocalStorage, open_storage
+from brokerless.stream.tuple import Tuple
+from brokerless.stream.worker import Worker
+
+from .stream_topologies import (
+    FailingCount,
+    HookedCount,
+    Recorder,
+    Source,
+    StatefulCount,
+    WordSplit,
+    wait_for,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+SENTENCES = [f"s{i} the cow jumped over the moon {i % 7}" for i in range(6000)]
+EXPECTED = collections.Counter(w for s in SENTENCES for w in s.split())
+
+
+def word_count(count=StatefulCount, sentences=SENTENCES, **config) -> Topology:
+    settings = {"num_workers": 2, "checkpoint_interval_secs": 0.05, **config}
+    return (
+        Topology("stateful-word-count", Config(**settings))
+        .spout(
+            "sentences",
+            partial(SequenceSpout, [[s] for s in sentences], ["sentence"]),
+            parallelism=2,
+        )
+        .bolt("split", WordSplit, parallelism=2, inputs={"sentences": shuffle()})
+        .bolt("count", count, parallelism=2, tasks=4, inputs={"split": fields("word")})
+    )
+
+
+def counted(location: str) -> collections.Counter:
+    """The counts in the last complete checkpoint, over every count task."""
+    total: collections.Counter = collections.Counter()
+    for state in read_state(location, "count").values():
+        total.update(state)
+    return total
+
+
+def pack(message) -> bytes:
+    return msgpack.packb(message, use_bin_type=True)
+
+
+# -- state and storage -------------------------------------------------------------------------
+
+
+def test_a_snapshot_round_trips_and_refuses_damage_or_another_task():
+    serializer = Config().serializer
+    state = KeyValueState({"word": 3, ("pair", 1): [1, 2], 7: None})
+    state.put("x", 1)
+    state.delete("word")
+    state.delete("absent")
+    data = encode_snapshot(serializer, "count", 5, 9, state)
+    assert decode_snapshot(serializer, data, "count", 5, 9, stateful=True) == {
+        ("pair", 1): [1, 2],
+        7: None,
+        "x": 1,
+    }
+    position = encode_snapshot(serializer, "spout", 1, 9, {"offset": 12})
+    assert decode_snapshot(serializer, position, "spout", 1, 9, stateful=False) == {"offset": 12}
+    damaged = data[:-1] + bytes([data[-1] ^ 1])
+    with pytest.raises(SnapshotError, match="checksum"):
+        decode_snapshot(serializer, damaged, "count", 5, 9, stateful=True)
+    with pytest.raises(SnapshotError, match="holds task 5"):
+        decode_snapshot(serializer, data, "count", 6, 9, stateful=True)
+    with pytest.raises(SnapshotError, match="not a snapshot"):
+        decode_snapshot(serializer, b"junk", "count", 5, 9, stateful=True)
+
+
+@pytest.mark.parametrize("kind", ["local", "arrow", "fsspec"])
+def test_storage_writes_reads_lists_and_deletes(tmp_path, kind, monkeypatch):
+    root = tmp_path / "checkpoints"
+    location = {"local": str(root), "arrow": f"file://{root}", "fsspec": f"memory:/{root}"}
+    storage = open_storage(location[kind])
+    assert isinstance(storage, LocalStorage if kind == "local" else ArrowStorage)
+    assert storage.list() == []
+    storage.write("chk-1/task-3", b"three")
+    storage.write("chk-1/task-3", b"THREE")  # replaced
+    storage.write("chk-2/_COMPLETED", b"{}")
+    assert storage.read("chk-1/task-3") == b"THREE"
+    assert storage.list() == ["chk-1", "chk-2"]
+    with pytest.raises(FileNotFoundError):
+        storage.read("chk-1/task-4")
+    storage.delete("chk-1")
+    storage.delete("chk-9")  # absent: nothing
+    assert storage.list() == ["chk-2"]
+    if kind != "fsspec":  # (in this process's memory)
+        assert sorted(p.name for p in root.rglob("*")) == ["_COMPLETED", "chk-2"]
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # not installed
+    with pytest.raises(ValueError, match="pyarrow does not know its scheme; install fsspec"):
+        open_storage("memory://x")
+
+
+def test_a_log_reader_follows_the_writer_across_segments_and_partial_records(tmp_path):
+    reader = LogReader(tmp_path)
+    assert reader.read(10) == []  # no log yet
+    with WriteAheadLog(tmp_path, fsync=False, segment_bytes=200) as wal:
+        for i in range(30):
+            wal.append([b"m%d" % i], i)
+            wal.flush()
+        assert len(list(tmp_path.glob("*.wal"))) > 3
+        assert [r.seq for r in reader.read(7)] == list(range(1, 8))
+        assert [r.frames for r in reader.read(100)] == [[b"m%d" % i] for i in range(7, 30)]
+        assert reader.read(10) == []
+        # a record half written is not there yet; whole, it is
+        wal.append([b"last"], 99)
+        wal.flush()
+        segment = sorted(tmp_path.glob("*.wal"))[-1]
+        whole = segment.read_bytes()
+        segment.write_bytes(whole[:-5])  # as a reader may find it while it is written
+        assert reader.read(10) == []
+        segment.write_bytes(whole)
+        assert [r.frames for r in reader.read(10)] == [[b"last"]]
+        assert [r.seq for r in LogReader(tmp_path, after=28).read(10)] == [29, 30, 31]
+        wal.trim(20)
+    with pytest.raises(WALCorruptError, match="no longer in the log"):
+        LogReader(tmp_path, after=3).read(1)
+    reader.close()
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+def test_a_topology_with_stateful_bolts_is_checkpointed_and_the_others_are_not(tmp_path):
+    plan = word_count().build()
+    with pytest.raises(ValueError, match=r"need a checkpoint location .*checkpoint_dir"):
+        Worker(plan, assign(plan, 1), 0)
+    plan = word_count(checkpoint_dir=str(tmp_path)).build()
+    assert plan.checkpointed and plan.components["count"].stateful
+    assert not plan.components["split"].stateful
+    worker = Worker(plan, assign(plan, 1), 0)
+    assert {type(e) for e in worker.executors if e.kind != "acker"} == {
+        CheckpointedSpoutExecutor,
+        CheckpointedBoltExecutor,
+    }
+    plain = word_count(count=WordSplit).build()
+    assert not plain.checkpointed
+    worker = Worker(plain, assign(plain, 1), 0)
+    assert worker.checkpoints is None
+    assert {type(e) for e in worker.executors if e.kind != "acker"} == {SpoutExecutor, BoltExecutor}
+
+
+def test_a_checkpointed_topology_needs_replayable_spouts_and_no_cycle():
+    topo = (
+        Topology("t")
+        .spout("source", Source)
+        .bolt("count", StatefulCount, inputs={"source": shuffle()})
+    )
+    with pytest.raises(TopologyError, match="'source' is not a ReplayableSpout"):
+        topo.build()
+    cyclic = (
+        Topology("t")
+        .spout("sentences", partial(SequenceSpout, [["a"]], ["word"]))
+        .bolt("a", StatefulCount, inputs=["sentences", "b"])
+        .bolt("b", Recorder, inputs=["a"])
+    )
+    with pytest.raises(TopologyError, match="in a cycle"):
+        cyclic.build()
+    with pytest.raises(TopologyError, match="checkpoint_interval_secs must be a number > 0"):
+        word_count(checkpoint_interval_secs=0).build()
+    assert issubclass(SequenceSpout, ReplayableSpout)
+
+
+def test_a_worker_takes_barriers_only_where_they_belong(tmp_path):
+    plan = word_count(checkpoint_dir=str(tmp_path)).build()
+    worker = Worker(plan, assign(plan, 2), 1, LocalMessaging(LocalNetwork()))
+    count_task = next(t for t in plan.components["count"].tasks if t in worker.tasks)
+    split_task = plan.components["split"].tasks[0]
+    accepted = worker.inbound.read([task_frame(count_task), pack([BARRIER, split_task, 4])])
+    assert accepted.bad == []
+    (item,) = next(iter(accepted.items.values()))
+    assert item[0] == count_task and isinstance(item[1], Barrier)
+    assert (item[1].task, item[1].checkpoint, item[2]) == (split_task, 4, 0)
+    for message, reason in [
+        ([BARRIER, count_task, 4], "not upstream"),
+        ([BARRIER, split_task, 0], "integers >= 1"),
+        ([BARRIER, split_task, "4"], "integers >= 1"),
+        ([BARRIER, split_task], "takes only TUPLE"),
+    ]:
+        accepted = worker.inbound.read([task_frame(count_task), pack(message)])
+        assert accepted.pairs == 0 and reason in accepted.bad[0], (message, accepted.bad)
+    plain = word_count(count=WordSplit).build()
+    worker = Worker(plain, assign(plain, 2), 1, LocalMessaging(LocalNetwork()))
+    count_task = next(t for t in plain.components["count"].tasks if t in worker.tasks)
+    accepted = worker.inbound.read([task_frame(count_task), pack([BARRIER, split_task, 4])])
+    assert "a bolt takes only TUPLE [source, stream, anchors, values]" in accepted.bad[0]
+
+
+# -- alignment, in one bolt executor -------------------------------------------------------------
+
+
+def aligning_count(tmp_path, queue_size=4096):
+    """The count executor of two spouts -> one stateful count task, opened, not running."""
+    topo = (
+        Topology("align", Config(checkpoint_dir=str(tmp_path), executor_queue_size=queue_size))
+        .spout("a", partial(SequenceSpout, [], ["word"]))
+        .spout("b", partial(SequenceSpout, [], ["word"]))
+        .bolt("count", StatefulCount, inputs={"a": shuffle(), "b": shuffle()})
+    )
+    plan = topo.build()
+    worker = Worker(plan, assign(plan, 1), 0)
+    executor = next(e for e in worker.executors if e.component == "count")
+    executor.open()
+    worker.checkpoints.thread.start()
+    (task,) = executor.task_ids
+    a, b = plan.components["a"].tasks[0], plan.components["b"].tasks[0]
+    field = plan.schema("a", "default")
+
+    def feed(*items):
+        for item in items:
+            if isinstance(item, tuple):
+                source, checkpoint = item
+                item = Barrier(source, checkpoint)
+            elif isinstance(item, str):
+                item = Tuple(
+                    (item,),
+                    "a" if item.startswith("a") else "b",
+                    "default",
+                    a if item.startswith("a") else b,
+                    field,
+                )
+            executor._execute(executor.states[task], item)
+
+    def acks(n):
+        found = []
+        wait_for(
+            lambda: found.extend(worker.checkpoints.take_acks()) or len(found) >= n,
+            what=f"{n} acknowledgement(s)",
+        )
+        return found
+
+    def snapshot(checkpoint):
+        data = worker.checkpoints.storage.read(snapshot_path(checkpoint, task))
+        return decode_snapshot(plan.config.serializer, data, "count", task, checkpoint, True)
+
+    yield feed, acks, snapshot, executor.states[task].component, (a, b)
+    worker.checkpoints.close()
+    worker.checkpoints.thread.join(10)
+
+
+@pytest.fixture
+def aligning(tmp_path):
+    yield from aligning_count(tmp_path)
+
+
+def test_a_task_holds_back_what_follows_a_barrier_until_every_channel_brought_it(aligning):
+    feed, acks, snapshot, bolt, (a, b) = aligning
+    feed("a1", (a, 1), "a2", "a2", "b1")
+    assert dict(bolt.counts) == {"a1": 1, "b1": 1}  # a2 waits behind a's barrier
+    feed((b, 1))
+    (ack,) = acks(1)
+    assert (ack.checkpoint, ack.error) == (1, None) and ack.bytes > 0
+    assert snapshot(1) == {"a1": 1, "b1": 1}  # exactly what came before the barriers
+    assert dict(bolt.counts) == {"a1": 1, "b1": 1, "a2": 2}  # then what was held back
+    feed((a, 1), "a3")  # a stale barrier: dropped, holds nothing back
+    assert bolt.counts["a3"] == 1
+
+
+def test_a_newer_barrier_gives_up_the_older_checkpoint(aligning):
+    feed, acks, snapshot, bolt, (a, b) = aligning
+    feed((a, 1), "a1", (a, 2), "b1")
+    assert dict(bolt.counts) == {"a1": 1, "b1": 1}
+    (declined,) = acks(1)
+    assert declined.checkpoint == 1 and "barrier 2 came first" in declined.error
+    feed((b, 1), "a2", (b, 2))  # 1 is over for this task; "a2" came after a's barrier 2
+    (ack,) = acks(1)
+    assert (ack.checkpoint, ack.error) == (2, None)
+    assert snapshot(2) == {"a1": 1, "b1": 1}
+    assert bolt.counts["a2"] == 1
+
+
+def test_a_task_declines_rather_than_hold_back_without_bound(tmp_path):
+    for feed, acks, _, bolt, (a, _) in aligning_count(tmp_path, queue_size=2):
+        feed((a, 1), *["a"] * 9)  # more than 4 queues of 2
+        (declined,) = acks(1)
+        assert declined.checkpoint == 1 and "held back over 8 tuples" in declined.error
+        assert bolt.counts["a"] == 9  # nothing lost
+
+
+# -- the coordinator -----------------------------------------------------------------------------
+
+
+def test_the_coordinator_commits_when_every_task_acknowledged(tmp_path):
+    plan = word_count(checkpoint_interval_secs=1000).build()
+    storage = LocalStorage(tmp_path)
+    storage.write("chk-0000000007/task-1", b"a leftover of a run that never committed")
+    coordinator = CheckpointCoordinator(plan, storage)
+    assert coordinator.latest is None and storage.list() == []
+    assert not coordinator.due(0)  # the interval has not passed
+    tasks = [t for c in ("sentences", "split", "count") for t in plan.components[c].tasks]
+    assert coordinator.request() == 8
+    assert coordinator.due(0)
+    checkpoint = coordinator.trigger(0)
+    assert checkpoint == 8 and not coordinator.due(1e9)  # one at a time
+    for task in tasks[:-1]:
+        assert coordinator.acknowledge(TaskAck(checkpoint, task, 10)) is None
+    assert coordinator.acknowledge(TaskAck(checkpoint - 1, tasks[-1])) is None  # stale
+    assert coordinator.acknowledge(TaskAck(checkpoint, tasks[-1], 10)) == 8
+    metadata = json.loads(storage.read("chk-0000000008/_COMPLETED"))
+    assert metadata["layout"]["count"] == list(plan.components["count"].tasks)
+    assert coordinator.stats.completed == 1 and coordinator.stats.history[0].bytes == 10 * len(
+        tasks
+    )
+    second = coordinator.trigger(1e9)
+    coordinator.acknowledge(TaskAck(second, tasks[0], error="storing failed"))
+    assert coordinator.stats.aborted == 1 and coordinator.due(2e9)
+    third = coordinator.trigger(2e9)
+    coordinator.expire(2e9 + plan.config.checkpoint_timeout_secs + 1)
+    assert coordinator.stats.aborted == 2 and third == 10
+    assert coordinator.restart() == 8
+    again = CheckpointCoordinator(plan, storage)  # a later run on the same location
+    assert again.latest == 8 and again.trigger(0) == 9
+    other = word_count(checkpoint_interval_secs=1000, num_workers=1).build()
+    changed = (
+        Topology("other", other.config)
+        .spout("sentences", partial(SequenceSpout, [], ["sentence"]))
+        .bolt("count", StatefulCount, inputs={"sentences": shuffle()})
+        .build()
+    )
+    with pytest.raises(TopologyError, match="other components or tasks"):
+        CheckpointCoordinator(changed, storage)
+
+
+# -- whole runs, local mode -----------------------------------------------------------------------
+
+
+def test_a_stateful_word_count_checkpoints_and_its_state_is_exact():
+    with run_local(word_count()) as run:
+        run.wait_until_done(30)
+        latest = run.checkpoint()
+        stats = run.checkpoint_statistics()
+        assert stats.latest == latest and stats.completed >= 1 and run.restarts == []
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert run.errors() == []
+    record = stats.history[-1]
+    assert record.bytes > 0 and record.duration_s > 0 and record.pause_ms_max > 0
+
+
+def test_a_killed_worker_rolls_the_run_back_to_its_last_checkpoint():
+    with run_local(word_count()) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+        run.kill_worker(1)
+        run.wait_until_done(30)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert run.restarts == ["attempt 1: worker 1: killed (kill_worker)"]
+        assert run.attempt == 2 and run.checkpoint_statistics().restored_from >= 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [("local", ValueError), ("local", KeyboardInterrupt), ("multiprocess", ValueError)],
+)
+def test_a_failed_task_or_a_crashed_executor_rolls_the_run_back(tmp_path, mode, error):
+    # ValueError from process() fails the task; a BaseException ends its executor's thread
+    word = f"s{len(SENTENCES) // 2}"
+    count = partial(FailingCount, word, error, once=str(tmp_path / "failed"))
+    topology = word_count(count=count)
+    run = run_local(topology) if mode == "local" else run_multiprocess(topology)
+    with run:
+        run.wait_until_done(30)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert len(run.restarts) == 1 and f"failing on {word!r}" in run.restarts[0]
+        assert any(f"failing on {word!r}" in e.error for e in run.errors())
+
+
+def test_a_task_that_always_fails_ends_the_run_after_its_attempts():
+    count = partial(FailingCount, "s1")
+    with run_local(word_count(count=count), max_attempts=2) as run:
+        with pytest.raises(WorkerProcessError, match=r"each of its 2 attempt\(s\)"):
+            run.wait_until_done(30)
+        assert len(run.restarts) == 2 and run.stopped
+        with pytest.raises(WorkerProcessError):
+            run.checkpoint()
+
+
+def test_stateful_bolts_hear_of_each_checkpoint_before_and_after():
+    HookedCount.events.clear()
+    with run_local(word_count(count=HookedCount, sentences=SENTENCES[:100])) as run:
+        run.wait_until_done(30)
+        latest = run.checkpoint()
+        tasks = len(run.plan.components["count"].tasks)
+        wait_for(  # each executor hears of the commit in its own time
+            lambda: HookedCount.events.count(("complete", latest)) == tasks,
+            what="the commit's news in every task",
+        )
+        assert HookedCount.events.count(("pre_prepare", latest)) == tasks
+    with pytest.raises(RuntimeError, match="is stopped"):
+        run.checkpoint(timeout=5)
+
+
+def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(monkeypatch):
+    failing = threading.Event()
+    write = LocalStorage.write
+
+    def flaky(self, path, data):
+        if failing.is_set() and "/task-" in path:
+            raise OSError(28, "No space left on device")
+        write(self, path, data)
+
+    monkeypatch.setattr(LocalStorage, "write", flaky)
+    with run_local(word_count()) as run:
+        failing.set()
+        wait_for(lambda: run.checkpoint_statistics().aborted >= 1, what="an abandoned checkpoint")
+        stats = run.checkpoint_statistics()
+        assert "declined it: storing its snapshot failed" in stats.last_failure
+        assert "No space left on device" in stats.last_failure
+        assert any("No space left" in e.error for e in run.errors())
+        failing.clear()
+        run.wait_until_done(30)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+
+
+def test_a_run_on_a_location_with_a_checkpoint_resumes_from_it(tmp_path):
+    location = str(tmp_path / "checkpoints")
+    topology = word_count(checkpoint_dir=location, executor_queue_size=64)
+    with run_local(topology) as run:
+        first = run.checkpoint()
+    # the second run starts from the first one's checkpoint: what came before it is not
+    # counted again, what came after it is counted once
+    with run_local(topology) as run:
+        assert run.checkpoint_statistics().restored_from >= first  # (or a later periodic one)
+        run.wait_until_done(30)
+        assert run.checkpoint() > first
+    assert counted(location) == EXPECTED
+
+
+def test_a_spout_that_has_not_opened_yet_is_not_done():
+    # a completion round taken while workers (re)start must not see a finished topology
+    plan = word_count(count=WordSplit, num_workers=1).build()
+    worker = Worker(plan, assign(plan, 1), 0)
+    assert not worker.activity().spouts_done
+    for executor in worker.executors:
+        if executor.kind == "spout":
+            executor.open()
+            executor._next_tuples()
+    assert not worker.activity().spouts_done  # opened, with its tuples still to emit
+
+
+def test_complete_topology_mocks_the_spouts_of_a_stateful_topology():
+    sentences = SENTENCES[:200]
+    result = complete_topology(word_count(), {"sentences": [[s] for s in sentences]})
+    assert result.errors == []
+    assert final_counts(result.emitted("count")) == collections.Counter(
+        w for s in sentences for w in s.split()
+    )

@@ -1,0 +1,160 @@
+"""The topology UI in a real headless Chromium: the page loads, draws a running word count's
+components and groupings, and its counters move.
+
+The browser is Debian's ``chromium`` driven through ``chromedriver`` (``chromium-driver``) over
+the W3C WebDriver protocol: plain HTTP and JSON, spoken here with urllib -- no client library,
+nothing fetched from the network.  CI installs both (``.ci/run``) and sets
+``BROKERLESS_REQUIRE_BROWSER=1``, which turns a missing browser into a failure; elsewhere the
+test is skipped when they are not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from brokerless.stream import run_local
+
+from .stream_topologies import wait_for
+from .test_stream_ui import endless_word_count
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+#: From the machine notes: no sandbox (root), no GPU, and nothing that reaches the network.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+class WebDriver:
+    """Just enough of a W3C WebDriver client: a session, navigation, scripts."""
+
+    def __init__(self, chromedriver: str, chromium: str, profile: str) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.base = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [chromedriver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for(self._ready, timeout=30, what="chromedriver to listen")
+        options = {"binary": chromium, "args": [*FLAGS, f"--user-data-dir={profile}"]}
+        created = self._call(
+            "POST",
+            "/session",
+            {"capabilities": {"alwaysMatch": {"goog:chromeOptions": options}}},
+        )
+        self.session = f"/session/{created['sessionId']}"
+
+    def _ready(self) -> bool:
+        try:
+            return bool(self._call("GET", "/status")["ready"])
+        except OSError:
+            return False
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.load(response)["value"]
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"WebDriver {method} {path}: {exc.read().decode()}") from None
+
+    def get(self, url: str) -> None:
+        self._call("POST", f"{self.session}/url", {"url": url})
+
+    def script(self, source: str) -> Any:
+        return self._call("POST", f"{self.session}/execute/sync", {"script": source, "args": []})
+
+    def quit(self) -> None:
+        try:
+            self._call("DELETE", self.session)
+        finally:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        message = "chromium and chromedriver are needed: apt-get install chromium chromium-driver"
+        if os.environ.get("BROKERLESS_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"BROKERLESS_REQUIRE_BROWSER=1 but no browser: {message}")
+        pytest.skip(message)
+    with tempfile.TemporaryDirectory(prefix="brokerless-chromium-") as profile:
+        driver = WebDriver(CHROMEDRIVER, CHROMIUM, profile)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+COMPONENT_ROWS = """
+return [...document.querySelectorAll('#components tbody tr')].map(tr => tr.dataset.key);
+"""
+GRAPH = """
+return {
+  nodes: [...document.querySelectorAll('#graph .node')].map(g => g.dataset.component),
+  edges: [...document.querySelectorAll('#graph .edge text')].map(t => t.textContent),
+  state: document.getElementById('state').textContent,
+  title: document.getElementById('name').textContent,
+};
+"""
+EXECUTED = """
+const cell = document.querySelector('#components tr[data-key="count"] td[data-field="processed"]');
+return cell ? Number(cell.dataset.value) : null;
+"""
+NODE_TEXT = """
+return document.querySelector('#graph .node[data-component="count"] .counts').textContent;
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_page_shows_a_running_word_count_and_its_counters_move(browser):
+    with run_local(endless_word_count(), workers=2, ui=True) as run:
+        browser.get(run.ui.url + "?interval=200")
+        rows = wait_for(
+            lambda: browser.script(COMPONENT_ROWS), timeout=30, what="the components table"
+        )
+        assert rows == ["sentences", "split", "count"]  # the acker only on request
+        graph = browser.script(GRAPH)
+        assert graph["title"] == "live-word-count" and graph["state"] == "running"
+        assert sorted(graph["nodes"]) == ["count", "sentences", "split"]
+        assert sorted(graph["edges"]) == ["fields('word')", "shuffle()"]
+        first = wait_for(lambda: browser.script(EXECUTED), timeout=30, what="a count")
+        wait_for(
+            lambda: browser.script(EXECUTED) > first,
+            timeout=30,
+            what="the page's count of executed tuples to grow",
+        )
+        assert browser.script(NODE_TEXT).startswith("emitted ")
+        run.stop()
+        wait_for(
+            lambda: browser.script(GRAPH)["state"] == "stopped",
+            timeout=30,
+            what="the page to say the run stopped",
+        )
