@@ -36,8 +36,9 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
   poll.
 * **Stopping input** (``stop_input``, for ``Socket.stop_receiving``): the engine reads nothing
   more from the descriptor, ever, and hands the session what it had decoded and was waiting for
-  room in the pipe, past the HWM -- so every message that came in whole reaches the socket.
-  Writing goes on (a receiver may still answer).
+  room in the pipe -- the session has lifted the pipe's HWM, which nothing can fill any more --
+  so every message that came in whole reaches the socket.  The normal path pays nothing for
+  this.  Writing goes on (a receiver may still answer).
 * **Closing** leaves nothing that points back at the engine: its timers are cancelled (which
   drops their callbacks) and the I/O thread forgets the descriptor, so a closed connection is
   freed by reference counting at once, not by a later cyclic garbage collection.
@@ -259,19 +260,18 @@ class Engine:
                 self._queue(reply)
                 self._flush()
 
-    def _deliver(self, items: list, events: bool, force: bool = False) -> None:
+    def _deliver(self, items: list, events: bool) -> None:
         """Hand decoded items to the session in order: runs of messages into the pipe in one
-        call each, events handled between them.  What the pipe cannot take waits (``force``:
-        it takes everything, past the HWM)."""
+        call each, events handled between them.  What the pipe cannot take waits."""
         if not events:
-            self._push_run(items, 0, len(items), False, force)
+            self._push_run(items, 0, len(items), False)
             return
         start = 0
         for i, item in enumerate(items):
             cls = item.__class__
             if cls is bytes or cls is list:
                 continue
-            if not self._push_run(items, start, i, True, force):
+            if not self._push_run(items, start, i, True):
                 return
             start = i + 1
             if cls is Ready:
@@ -282,15 +282,15 @@ class Engine:
                 self._peer_ttl(item.ttl)
             elif cls is ZapRequest:
                 self._ask_zap(item)
-        self._push_run(items, start, len(items), True, force)
+        self._push_run(items, start, len(items), True)
 
-    def _push_run(self, items: list, lo: int, hi: int, events: bool, force: bool = False) -> bool:
+    def _push_run(self, items: list, lo: int, hi: int, events: bool) -> bool:
         """Messages ``items[lo:hi]`` into the pipe; False when it is full (the rest of
         ``items`` then waits, and reading stops until the pipe drains)."""
         if lo == hi:
             return True
         run = items if lo == 0 and hi == len(items) else items[lo:hi]
-        taken = self.session.push_many(run, force)
+        taken = self.session.push_many(run)
         if taken == len(run):
             return True
         self._pending_in = items[lo + taken :]
@@ -317,14 +317,14 @@ class Engine:
             self.in_lock.release()
 
     def stop_input(self) -> None:
-        """Read nothing more, and hand the session what waited for room in the pipe, past the
-        HWM (I/O thread; see "Stopping input")."""
+        """Read nothing more, and hand the session what waited for room in the pipe (I/O
+        thread; see "Stopping input": the session has lifted the pipe's HWM first)."""
         with self.in_lock:  # a read in progress (a lent one) ends first
             self._input_stopped = True
             self._set_reading(False)
             pending, self._pending_in = self._pending_in, []
             if pending and self.alive:
-                self._deliver(pending, self._pending_events, force=True)
+                self._deliver(pending, self._pending_events)
 
     # -- lent input (the socket's thread reads; see the module docstring) -----------------------
 

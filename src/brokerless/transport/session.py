@@ -14,9 +14,10 @@ It is what makes a connection *disconnected-tolerant*:
 * an **accepted** session is made per incoming connection and gets its pipe when the handshake
   completes; when its engine fails the pipe is closed and the session ends.
 
-Stopping input (``Socket.stop_receiving``): a session stops reconnecting and its engine stops
-reading, after handing the pipe, past the HWM, whatever it had decoded; the pipe and the
-connection stay (what the socket sends still goes out) until the socket closes.
+Stopping input (``Socket.stop_receiving``): a session stops reconnecting, lifts its pipe's
+HWM towards the socket (nothing more can come in to fill it) and its engine stops reading,
+after handing the pipe whatever it had decoded; the pipe and the connection stay (what the
+socket sends still goes out) until the socket closes.
 
 Closing: the socket terminates the pipe; the session sends what is still queued (reading to the
 delimiter), then ends.  LINGER bounds that: 0 drops the rest at once, a positive value arms a
@@ -141,16 +142,11 @@ class Session:
         else:
             self._start_linger()
 
-    def push_many(self, msgs: list, force: bool = False) -> int:
-        """Messages from the wire for the socket; returns how many the pipe took (``force``:
-        all of them, past the HWM)."""
+    def push_many(self, msgs: list) -> int:
+        """Messages from the wire for the socket; returns how many the pipe took."""
         pipe = self.pipe
         if pipe is None:
             return len(msgs)  # the socket is gone: drop
-        if force:
-            for msg in msgs:
-                pipe.force_write(msg)
-            return len(msgs)
         return pipe.write_many(msgs)
 
     def stop_input(self, _: Any = None) -> None:
@@ -165,6 +161,8 @@ class Session:
             self.connector.close()
             self.connector = None  # a failed engine then ends the session: no reconnect
         if self.engine is not None:
+            if self.pipe is not None:
+                self.pipe.set_writer_hwm(0)  # no HWM: what the engine decoded all goes in
             self.engine.stop_input()
         else:
             self._finish()  # nothing would hold it or end it any more
