@@ -58,6 +58,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import brokerless as zmq
+from brokerless.stream.storage import LocalStorage
 
 from .wal import WriteAheadLog, read_range
 
@@ -366,14 +367,4 @@ def _sender_id(journal: Path) -> bytes:
 
 def _write_durably(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, on disk when this returns."""
-    temporary = path.with_suffix(".new")
-    with open(temporary, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    LocalStorage(path.parent).write(path.name, data)
