@@ -178,6 +178,22 @@ def test_pub_handler_takes_a_socket_and_a_formatter_per_level(ctx, logger):
     sub.close(linger=0)
 
 
+@pytest.mark.beyond_pyzmq
+def test_pub_handler_reports_a_failed_send_through_handle_error(ctx, logger):
+    """A record the socket cannot take (here: it was closed) goes to ``handleError``, as the
+    logging module asks of every handler, and the logging call returns; pyzmq's lets the
+    ZMQError out of ``logger.info``, so one closed socket breaks every later log call."""
+    handlers = submodule("log.handlers")
+    pub = ctx.socket(zmq.PUB)
+    handler = handlers.PUBHandler(pub)
+    failed: list[logging.LogRecord] = []
+    handler.handleError = failed.append
+    logger.addHandler(handler)
+    pub.close(linger=0)
+    logger.info("after close")
+    assert [record.getMessage() for record in failed] == ["after close"]
+
+
 def _topic_logger():
     records: list[logging.LogRecord] = []
     log = submodule("log.handlers").TopicLogger("brokerless-topic-logger")
