@@ -70,10 +70,17 @@ collect_ignore = ["test_jeromq_interop.py"] if _JEROMQ_MISSING and not _JEROMQ_R
 
 
 def pytest_report_header(config):
+    lines = []
     if _JEROMQ_MISSING:
         verdict = "its tests fail (required)" if _JEROMQ_REQUIRED else "not collected"
-        return f"test_jeromq_interop.py: {verdict}: {_JEROMQ_MISSING}"
-    return None
+        lines.append(f"test_jeromq_interop.py: {verdict}: {_JEROMQ_MISSING}")
+    from .test_pyzmq_examples import not_collected
+
+    lines += [
+        f"test_pyzmq_examples.py: {example} not collected: {why}"
+        for example, why in not_collected().items()
+    ]
+    return lines
 
 
 # Transports the conformance suite runs over.
