@@ -47,9 +47,10 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "assert pyzmq's exact refcounts)",
     ),
     (
-        "`Frame(b).bytes` for a `bytes` b",
-        "a new copy",
-        "`b` itself (bytes are immutable; 1 suite test checks identity)",
+        "`Frame(buf)` without `copy=`",
+        "copies a buffer under 64 kB (`COPY_THRESHOLD`); `.bytes` is a new object",
+        "keeps a reference: a bytearray changed later changes the frame (pass `copy=True`); "
+        "for `bytes` `.bytes` is the object itself (1 suite test checks identity)",
     ),
     (
         "subscription latency",
