@@ -4,13 +4,14 @@
 # `make pyzmq-suite` runs pyzmq 27.3.0's own test suite, unmodified, against pyzmq and against
 # brokerless through the `zmq` alias; `make pyzmq-examples` does the same for pyzmq's examples.
 # Both install the `pyzmq-suite` extra and write their reports to .cache/pyzmq/report/.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/, warnings as errors.
 # `make test-recovery` runs the live exactly-once recovery test for RECOVERY_SECONDS (default 60)
 # of input, where the default suite sends for 3 s.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo tour test test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
+.PHONY: demo tour test docs test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +28,9 @@ tour: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+docs: $(BIN)/.installed
+	$(BIN)/mkdocs build --strict
 
 RECOVERY_SECONDS ?= 60
 
