@@ -17,9 +17,9 @@ the page is rendered:
 
 Included text is adjusted to its new place: its headings move down so that the shallowest is
 ``##``, and its relative links are rewritten -- to the page that shows the linked file on the
-site (``BENCHMARKS.md``, ``examples/guide/``, ...), or, for any other file of the repository,
-to the link's text alone, since the site does not carry those files.  Lines inside fenced code
-blocks are left as they are.
+site (``BENCHMARKS.md``, ``examples/guide/``, a page under ``docs/``), or, for any other file
+of the repository, to the link's text alone, since the site does not carry those files.  Lines
+inside fenced code blocks are left as they are.
 
 Every failure (a missing file or section, an unknown directive, options that disagree) raises
 ``PluginError``, so ``mkdocs build --strict`` stops with the reason.
@@ -58,7 +58,7 @@ _BULLET = re.compile(r"^- ``(\w+)``(?: \((required)\))?: (.*)$")
 _ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc):`~?([\w.]+)`")
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (hook signature)
+def on_page_markdown(markdown: str, page, config, files) -> str:
     page_dir = posixpath.dirname(page.file.src_uri)
     return _DIRECTIVE.sub(lambda m: _expand(m.group(1), m.group(2), page_dir), markdown)
 
@@ -144,6 +144,8 @@ def _relink(match: re.Match[str], source_dir: str, page_dir: str) -> str:
     path, _, anchor = target.partition("#")
     repo_path = posixpath.normpath(posixpath.join(source_dir, path))
     page = SHOWN_AT.get(repo_path)
+    if page is None and repo_path.startswith("docs/") and (ROOT / repo_path).is_file():
+        page = repo_path.removeprefix("docs/")
     if page is None or bang:
         return label  # a file the site does not carry: its name, as the text says it
     link = posixpath.relpath(page, page_dir or ".")
@@ -187,11 +189,7 @@ def _docstring(module: ast.Module, qualname: str, path: str) -> str:
     node: ast.AST | None = None
     for part in qualname.split("."):
         node = next(
-            (
-                n
-                for n in scope
-                if isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == part
-            ),
+            (n for n in scope if isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == part),
             None,
         )
         if node is None:
