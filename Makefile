@@ -30,7 +30,7 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
 docs: $(BIN)/.installed
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 RECOVERY_SECONDS ?= 60
 
