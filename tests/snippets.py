@@ -14,6 +14,8 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +106,20 @@ def start(snippet: Snippet, cwd: Path) -> Running:
             start_new_session=True,  # a timeout kills the snippet's children too
         )
     return Running(snippet, process, log)
+
+
+@contextmanager
+def started(found: list[Snippet], cwd: Path) -> Iterator[dict[str, Running]]:
+    """Every snippet of ``found``, started at once in ``cwd``, by name; those still running at
+    the end (a test that failed early) are killed with their children."""
+    running = {s.name: start(s, cwd) for s in found}
+    try:
+        yield running
+    finally:
+        for each in running.values():
+            if each.process.poll() is None:
+                os.killpg(each.process.pid, signal.SIGKILL)
+                each.process.wait()
 
 
 def finish(running: Running, timeout: float) -> None:

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 from mkdocs.exceptions import PluginError
 
-from .snippets import ROOT, Running, environment, finish, snippets, start
+from .snippets import ROOT, Running, environment, finish, snippets, started
 
 DOCS = ROOT / "docs"
 BUILD_TIMEOUT = 240  # seconds; about 10 s on a quiet machine
@@ -121,12 +121,8 @@ def test_include_moves_headings_and_links(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Running]]:
     cwd = tmp_path_factory.mktemp("docs")
-    started = {s.name: start(s, cwd) for s in DOC_SNIPPETS}
-    yield started
-    for each in started.values():
-        if each.process.poll() is None:
-            each.process.kill()
-            each.process.wait()
+    with started(DOC_SNIPPETS, cwd) as running:
+        yield running
 
 
 @pytest.mark.timeout(TIMEOUT + 30)

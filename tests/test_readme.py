@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from .snippets import ROOT, Running, finish, snippets, start
+from .snippets import ROOT, Running, finish, snippets, started
 
 README = ROOT / "README.md"
 TIMEOUT = 300  # seconds; the Spark snippets take 20-70 s on a busy 2-CPU machine
@@ -54,12 +54,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Runn
     for snippet in ALL:
         if snippet.marker == "file":
             (cwd / snippet.argument).write_text(snippet.code, encoding="utf-8")
-    started = {s.name: start(s, cwd) for s in RUNNABLE}
-    yield started
-    for each in started.values():  # a test that failed early leaves nothing running
-        if each.process.poll() is None:
-            each.process.kill()
-            each.process.wait()
+    with started(RUNNABLE, cwd) as running:
+        yield running
 
 
 @pytest.mark.timeout(TIMEOUT + 30)
