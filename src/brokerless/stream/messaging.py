@@ -21,6 +21,8 @@ Two implementations:
   DEALER per other worker; a batch is one multipart message.  The virtual port is open to
   whoever reaches it, so it bounds what a peer can make it hold: MAXMSGSIZE (the largest
   tuple plus its header) and an RCVHWM of :data:`VIRTUAL_PORT_RCVHWM` batches per connection.
+  Given the run's keys, every connection is CURVE and the port admits only the run's key
+  (``security.py``); the port's ZAP handler lives and ends with it.
 
 Threading: ``send`` is called only by the worker's sender thread, ``recv`` only by its
 receiver thread, ``connect`` by the sender thread once running; ``interrupt`` (any thread)
@@ -35,8 +37,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import brokerless as zmq
+from brokerless.auth.thread import ThreadAuthenticator
 
 from .queues import BoundedQueue, Shutdown
+from .security import RunKeys, admit_only_run, connect_to_run, serve_to_run
 
 _POLL_MS = 50  # how often a blocked send rechecks for interrupt
 #: Batches (of up to MAX_BATCH pairs) the virtual port holds per connection before that
@@ -123,7 +127,8 @@ def tcp_endpoint(host: str, port: int) -> str:
 class SocketMessaging(Messaging):
     """Brokerless DEALER/ROUTER sockets over ``ipc`` (in ``directory``) or ``tcp``.  On tcp the
     virtual port binds on ``host`` (``"*"``: every interface) and is announced as
-    ``advertise`` when given: the address other machines reach this one at."""
+    ``advertise`` when given: the address other machines reach this one at.  ``keys``: the
+    run's CURVE keys (None: no encryption, anyone may connect)."""
 
     def __init__(
         self,
@@ -132,6 +137,7 @@ class SocketMessaging(Messaging):
         directory: str | None = None,
         host: str = "127.0.0.1",
         advertise: str | None = None,
+        keys: RunKeys | None = None,
     ) -> None:
         if transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', not {transport!r}")
@@ -142,6 +148,8 @@ class SocketMessaging(Messaging):
         self._directory = directory
         self._host = host
         self._advertise = advertise
+        self._keys = keys
+        self._authenticator: ThreadAuthenticator | None = None
         self._port: zmq.Socket | None = None
         self._endpoint = ""
         self._peers: dict[int, tuple[str, zmq.Socket]] = {}
@@ -152,12 +160,14 @@ class SocketMessaging(Messaging):
         port.linger = 0
         port.maxmsgsize = max_frame
         port.rcvhwm = VIRTUAL_PORT_RCVHWM
+        serve_to_run(port, self._keys)
+        self._port = port  # close() closes it, and the ZAP handler, whatever happens next
+        self._authenticator = admit_only_run(self._context, self._keys)
         if self._transport == "ipc":
             address = f"ipc://{self._directory}/worker-{os.getpid()}-{id(self):x}"
         else:
             address = f"tcp://{self._host}:0"
         port.bind(address)
-        self._port = port
         endpoint = port.getsockopt(zmq.LAST_ENDPOINT).decode()
         if self._transport == "tcp" and self._advertise is not None:
             endpoint = tcp_endpoint(self._advertise, int(endpoint.rsplit(":", 1)[1]))
@@ -176,6 +186,7 @@ class SocketMessaging(Messaging):
             peer.sndtimeo = _POLL_MS
             peer.maxmsgsize = PEER_MAXMSGSIZE
             peer.rcvhwm = PEER_RCVHWM
+            connect_to_run(peer, self._keys)
             peer.connect(endpoint)
             self._peers[worker] = (endpoint, peer)
         for worker in [w for w in self._peers if w >= len(endpoints)]:
@@ -211,3 +222,6 @@ class SocketMessaging(Messaging):
         if self._port is not None:
             self._port.close(linger=0)
             self._port = None
+        if self._authenticator is not None:
+            self._authenticator.stop()
+            self._authenticator = None
