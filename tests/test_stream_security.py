@@ -16,7 +16,7 @@ import zmq as pyzmq  # strangers speak real libzmq too
 import brokerless as zmq
 from brokerless.stream import Config, Topology, shuffle
 from brokerless.stream.control import Signer, WorkerChannel, new_key, worker_identity
-from brokerless.stream.messaging import SocketMessaging
+from brokerless.stream.messaging import SocketMessaging, pack, unpack
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.security import admit_only_run, run_keys, serve_to_run
 from brokerless.utils import z85
@@ -259,3 +259,13 @@ def test_a_listener_on_the_wire_reads_control_messages_only_without_security(sec
         if authenticator is not None:
             authenticator.stop()
         context.term()
+
+
+def test_a_batch_over_curve_travels_packed_in_parts_the_port_takes():
+    frames = [b"\0\0\0\1", b"x" * 10, b"\0\0\0\2", b"", b"y" * 100]
+    parts = pack(frames, 30)
+    assert [len(p) for p in parts] == [30, 4, 104]  # a frame too big to share goes alone
+    assert unpack(parts) == frames
+    assert unpack(pack(frames, 1 << 20)) == frames and len(pack(frames, 1 << 20)) == 1
+    for bad in ([b"\0\0\0\5ab"], [b"\0\0"]):  # not a packing: handed on as it is, to be dropped
+        assert unpack(bad) == bad
