@@ -101,12 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=16, help="payload bytes per tuple")
     parser.add_argument("--parallelism", type=int, default=1, help="executors per component")
     parser.add_argument("--no-acking", dest="acking", action="store_false")
+    parser.add_argument("--security", choices=["curve", "none"], default="curve")
     args = parser.parse_args(argv)
     topo = topology(args.count, args.size, args.acking, args.parallelism)
     if args.mode == "local":
         run = run_local(topo)
     else:
-        run = run_multiprocess(topo, workers=args.workers, transport=args.transport)
+        config = topo.config.replace(security=args.security)
+        run = run_multiprocess(topo, workers=args.workers, transport=args.transport, config=config)
     with run:
         started = time.perf_counter()
         run.wait_until_done(timeout=600)
@@ -127,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "workers": 1 if args.mode == "local" else args.workers,
         "parallelism": args.parallelism,
         "acking": args.acking,
+        "security": args.security,
         "count": args.count,
         "size": args.size,
         "seconds": round(elapsed, 4),
