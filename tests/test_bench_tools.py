@@ -124,6 +124,32 @@ def test_compare_rejects_a_negative_busy_count():
     assert done.returncode == 2 and "--busy must be 0 or more" in done.stderr
 
 
+# -- stream_thr.py: the two target cases --------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("args", "mode", "workers"),
+    [
+        ((), "local", 1),
+        (("--mode", "multiprocess", "--workers", "2", "--transport", "ipc"), "multiprocess/ipc", 2),
+    ],
+)
+def test_stream_thr_reports_the_spout_rate_as_json(args, mode, workers):
+    done = run_tool("stream_thr.py", "--count", "3000", *args, "--json", timeout=110)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["mode"], result["workers"], result["acking"]) == (mode, workers, True)
+    assert result["tuples_per_s"] > 0 and result["count"] == 3000
+    assert len(result["load_at_start"]) == 3 and len(result["load_at_end"]) == 3
+
+
+@pytest.mark.timeout(120)
+def test_stream_thr_prints_a_line_for_people_without_json():
+    done = run_tool("stream_thr.py", "--count", "2000", timeout=110)
+    assert "local, acking: 2000 spout tuples in " in done.stdout
+    assert " spout tuples/s (" in done.stdout and "load average" in done.stdout
+
+
 @pytest.mark.timeout(120)
 def test_busy_processes_are_stopped_when_compare_is_interrupted():
     bench = subprocess.Popen(
