@@ -150,6 +150,58 @@ def test_stream_thr_prints_a_line_for_people_without_json():
     assert " spout tuples/s (" in done.stdout and "load average" in done.stdout
 
 
+# -- spark_io.py ---------------------------------------------------------------------------------
+
+
+def test_records_written_agrees_with_the_log_through_rolls_and_trims(bench_modules, tmp_path):
+    from brokerless.spark.wal import WriteAheadLog
+    from spark_io import records_written
+
+    assert records_written(tmp_path) == 0
+    with WriteAheadLog(tmp_path, fsync=False, segment_bytes=2000) as log:
+        for batch in range(1, 8):
+            for _ in range(30):  # a 100 B payload, 136 B a record: a new segment every flush
+                log.append([b"x" * 100], 0)
+            log.flush()
+            assert records_written(tmp_path) == log.durable_seq == 30 * batch
+            assert len(list(tmp_path.glob("*.wal"))) == (batch if batch <= 4 else batch - 4)
+            if batch == 4:
+                log.trim(log.durable_seq)  # every segment committed: an empty one names the next
+                assert records_written(tmp_path) == log.durable_seq
+
+
+@pytest.mark.timeout(120)
+def test_spark_io_source_alone_measures_the_receiver_and_the_floor(tmp_path):
+    done = run_tool(
+        "spark_io.py",
+        *("--cases", "source-alone", "--rounds", "2", "--seconds", "0.5", "--warmup", "0.2"),
+        "--json",
+        timeout=110,
+    )
+    (case,) = json.loads(done.stdout)["cases"]
+    assert case["case"] == "source-alone" and case["error"] is None
+    assert len(case["brokerless"]) == len(case["pyzmq"]) == len(case["ratios"]) == 2
+    assert all(rate > 0 for rate in case["brokerless"] + case["pyzmq"])
+
+
+@pytest.mark.timeout(400)
+def test_spark_io_runs_the_source_and_the_sink_in_spark():
+    done = run_tool(
+        "spark_io.py",
+        *("--cases", "source-spark,sink-spark", "--rounds", "1"),
+        *("--seconds", "1", "--warmup", "0.5", "--rows-per-batch", "20000"),
+        timeout=390,
+    )
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| s")]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| source → write-ahead log, in a Spark query (noop sink)",
+        "| sink (Spark, rate-micro-batch) → pyzmq PULL",
+    ]
+    assert "records/s" in rows[0] and "rows/s" in rows[1]
+    assert all(row.count("**") == 2 for row in rows)  # the median ratio
+    assert "- Condition: no load added" in done.stdout and "Spark 4." in done.stdout
+
+
 @pytest.mark.timeout(120)
 def test_busy_processes_are_stopped_when_compare_is_interrupted():
     bench = subprocess.Popen(
