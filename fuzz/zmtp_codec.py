@@ -16,9 +16,10 @@ codec's own :class:`ProtocolError`; anything else raised here is a bug:
   is in ERROR, holds no input and refuses more;
 * messages are ``bytes`` or lists of two or more ``bytes``; events are ``Ready``, ``Ping``,
   ``Pong``; nothing but ``Ready`` comes first, and it comes once;
-* nothing delivered was sent before READY: the delivered parts, at two octets of framing each
-  at least, fit in what the stream holds after the command that completes the handshake (the
-  first, READY, in NULL; the second, INITIATE or READY, in CURVE);
+* nothing delivered was sent before the handshake completed: the delivered parts, at two octets
+  of framing each at least, fit in what the stream holds after the command that completes it
+  (the first, READY, in NULL; the second, INITIATE or READY, in CURVE) or, from a ZMTP 2.0 or
+  1.0 peer, after its identity frame;
 * every message re-encoded decodes to itself;
 * how the stream is split changes nothing: same items, same error class, same replies.
 """
@@ -49,6 +50,8 @@ from brokerless.zmtp import (
 )
 from brokerless.zmtp.commands import command_body, encode_metadata
 from brokerless.zmtp.frames import encode_command
+from brokerless.zmtp.frames_v1 import encode_message_v1
+from brokerless.zmtp.greeting import rest_of_greeting, signature
 from brokerless.zmtp.mechanisms import curve
 
 T = SocketType
@@ -125,31 +128,63 @@ def test_one_input(data: bytes) -> None:
             f" split {split.items!r} {split.error}"
         )
     if whole.items:
-        after_ready = _octets_after_command(stream, 2 if secure else 1)
+        after_ready = _octets_after_handshake(stream, 2 if secure else 1)
         delivered = sum(2 + len(part) for msg in whole.messages() for part in msg)
+        if _unversioned(stream) and socket_type in (SocketType.PUB, SocketType.XPUB):
+            delivered -= 2 + 1  # the subscription received in such a peer's name, not sent
         if after_ready is None or delivered > after_ready:
             raise AssertionError(
                 f"{delivered} octets of messages from {after_ready} octets after READY"
             )
 
 
-def _octets_after_command(stream: bytes, nth: int) -> int | None:
-    """How many octets follow the ``nth`` command frame after the greeting (None: there are
-    not that many whole).  Header arithmetic from RFC 23, independent of the decoder."""
-    pos, end = 64, len(stream)
-    while end - pos >= 2:
-        flags = stream[pos]
-        if flags & 0x02:
-            if end - pos < 9:
-                return None
-            pos += 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
-        else:
-            pos += 2 + stream[pos + 1]
-        if flags & 0x04:
-            nth -= 1
-            if not nth:
-                return end - pos if pos <= end else None
-    return None
+def _octets_after_handshake(stream: bytes, commands: int) -> int | None:
+    """How many octets follow the handshake (None: it is not whole): the ``commands``-th
+    command frame after a ZMTP 3 greeting, or the identity frame of a ZMTP 2.0 or 1.0 peer.
+    Header arithmetic from RFC 23, 15 and 13, independent of the decoder under test."""
+    if _unversioned(stream):
+        pos = _after_v1_frame(stream, 0)
+    elif len(stream) < 12:
+        return None
+    elif stream[10] == 0:  # ZMTP 1.0 framing after a 12-octet greeting
+        pos = _after_v1_frame(stream, 12)
+    elif stream[10] < 3:  # ZMTP 2.0
+        pos = _after_frame(stream, 12)
+    else:
+        pos = 64
+        while commands and (after := _after_frame(stream, pos)) is not None:
+            commands -= stream[pos] >> 2 & 1  # the COMMAND flag
+            pos = after
+        if commands:
+            return None
+    return None if pos is None or pos > len(stream) else len(stream) - pos
+
+
+def _unversioned(stream: bytes) -> bool:
+    """Whether the stream opens with a ZMTP 1.0 identity frame header (no greeting)."""
+    return stream[:1] != b"\xff" or (len(stream) >= 10 and not stream[9] & 0x01)
+
+
+def _after_frame(stream: bytes, pos: int) -> int | None:
+    """Where the ZMTP 3 / 2.0 frame at ``pos`` ends (None: its header is not whole)."""
+    if len(stream) - pos < 2:
+        return None
+    if not stream[pos] & 0x02:
+        return pos + 2 + stream[pos + 1]
+    if len(stream) - pos < 9:
+        return None
+    return pos + 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
+
+
+def _after_v1_frame(stream: bytes, pos: int) -> int | None:
+    """Where the ZMTP 1.0 frame at ``pos`` ends (its length counts its flags octet)."""
+    if len(stream) - pos < 1:
+        return None
+    if stream[pos] != 0xFF:
+        return pos + 1 + stream[pos]
+    if len(stream) - pos < 9:
+        return None
+    return pos + 9 + int.from_bytes(stream[pos + 1 : pos + 9], "big")
 
 
 def _pieces(n: int, seed: int) -> list[tuple[int, int]]:
@@ -262,7 +297,8 @@ def seeds() -> Iterator[bytes]:
                     yield bytes((config, split_seed)) + stream
             wrong = next(t for t in SOCKET_TYPES if t not in VALID_PEERS[socket_type])
             yield bytes((config, 3)) + _handshake(socket_type, wrong, as_server)
-    greeting = Connection(SocketType.PUSH).data_to_send()[:64]
+    yield from _legacy_seeds(messages)
+    greeting = _greeting(as_server=False)
     ready = encode_command(command_body(b"READY", encode_metadata({"Socket-Type": b"PUSH"})))
     pull = SOCKET_TYPES.index(SocketType.PULL)
     for tail in (
@@ -314,8 +350,38 @@ def _curve_peer_stream(
     return b"".join(sent)
 
 
+def _legacy_seeds(messages: list) -> Iterator[bytes]:
+    """ZMTP 2.0 and 1.0 peers (RFC 15, RFC 13) of every socket type, and their faults."""
+    for index, socket_type in enumerate(SOCKET_TYPES):
+        for peer_type in sorted(VALID_PEERS[socket_type]):
+            zmtp2 = [_greeting(False)[:10] + bytes((1, peer_type))]
+            for msg in [b"peer", *messages]:  # the identity first
+                encode_message(zmtp2, msg)
+            yield bytes((index, 7)) + b"".join(zmtp2)
+        for opening in (b"\x05\x00peer", b"\xff" + (5).to_bytes(8, "big") + b"\x00peer"):
+            zmtp1 = [opening]
+            for msg in messages:
+                encode_message_v1(zmtp1, msg)
+            yield bytes((index, 7)) + b"".join(zmtp1)
+    pull = SOCKET_TYPES.index(SocketType.PULL)
+    zmtp2_push = _greeting(False)[:10] + bytes((1, SocketType.PUSH))
+    for stream in (
+        zmtp2_push + b"\x01\x04peer\x00\x00",  # a multipart identity
+        zmtp2_push + b"\x00\x00\x04\x05\x04PING",  # a command
+        zmtp2_push[:11] + bytes((SocketType.PUB,)) + b"\x00\x00",  # a wrong socket type
+        b"\x01\x00\x00",  # a ZMTP 1.0 frame of length 0
+        b"\x01\x00\xff" + (1 << 62).to_bytes(8, "big"),  # a ZMTP 1.0 frame nobody can hold
+    ):
+        yield bytes((pull, 3)) + stream
+
+
+def _greeting(as_server: bool) -> bytes:
+    """A whole ZMTP 3.1 greeting with the NULL mechanism."""
+    return signature(0) + b"\x03" + rest_of_greeting(b"NULL", as_server)
+
+
 def _handshake(socket_type: SocketType, peer_type: SocketType, as_server: bool) -> bytes:
     """What a ``peer_type`` peer sends a ``socket_type`` connection: greeting and READY."""
     peer = Connection(peer_type, b"peer", as_server=not as_server)
-    peer.receive_data(Connection(socket_type, as_server=as_server).data_to_send())
+    peer.receive_data(_greeting(as_server))
     return peer.data_to_send()

@@ -38,7 +38,7 @@ from brokerless.stream.protocol import (
 from brokerless.stream.tuple import Fields, Tuple
 from brokerless.stream.worker import Credits, Worker
 from brokerless.zmtp.commands import fold, parse_command, parse_metadata
-from brokerless.zmtp.greeting import GREETING_SIZE, build_greeting
+from brokerless.zmtp.greeting import GREETING_SIZE, rest_of_greeting, signature
 
 from .helpers import recv_within
 from .processes import child_pids
@@ -145,7 +145,7 @@ def sender_type(endpoint: str) -> int:
     type the port announces in its ZMTP handshake."""
     host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as raw:
-        raw.sendall(build_greeting(b"NULL", as_server=False))
+        raw.sendall(signature(0) + b"\x03" + rest_of_greeting(b"NULL", as_server=False))
         data = b""
         while (
             len(data) < GREETING_SIZE + 2 or len(data) < GREETING_SIZE + 2 + data[GREETING_SIZE + 1]

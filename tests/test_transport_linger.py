@@ -17,7 +17,7 @@ import threading
 import pytest
 
 import brokerless as zmq
-from brokerless.zmtp import GREETING, Connection
+from brokerless.zmtp import Connection
 
 pytestmark = pytest.mark.timeout(60)
 MESSAGES = 10
@@ -42,8 +42,8 @@ class Peer:
         self.sock.settimeout(10)
 
     def handshake(self) -> None:
-        self.sock.sendall(self.conn.data_to_send())
-        while self.conn.peer is None:
+        while self.conn.peer is None:  # the greeting goes out in steps
+            self.sock.sendall(self.conn.data_to_send())
             self._read()
         self.sock.sendall(self.conn.data_to_send())
 
@@ -74,6 +74,17 @@ def _closed_while_the_engine_completes_its_handshake(ctx, peer: Peer, linger: in
     for i in range(MESSAGES):
         push.send(bytes([i]) * SIZE)
     (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+    gate = _hold_at_the_peers_ready(session, peer)
+    push.close()
+    gate.set()
+    session.io.call_and_wait(lambda _: None)  # the turn is over, the close's notices handled
+    assert session.pipe is None  # the engine read everything, the end of the stream included
+    return session
+
+
+def _hold_at_the_peers_ready(session, peer: Peer) -> threading.Event:
+    """Start ``peer``'s handshake and hold ``session``'s I/O thread, once, just before it
+    handles the peer's READY; returns the gate that lets it go on."""
     io = session.io
     engine = None
     while engine is None:  # each look is one turn of the I/O thread
@@ -84,7 +95,7 @@ def _closed_while_the_engine_completes_its_handshake(ctx, peer: Peer, linger: in
     entered, gate = threading.Event(), threading.Event()
 
     def pause_at_ready(data):
-        if conn.state != GREETING:  # the peer's READY: hold the I/O thread here once
+        if b"\x05READY" in bytes(data):  # the peer's READY (the greeting may come with it)
             conn.receive_data = receive_data
             entered.set()
             assert gate.wait(10)
@@ -93,11 +104,7 @@ def _closed_while_the_engine_completes_its_handshake(ctx, peer: Peer, linger: in
     conn.receive_data = pause_at_ready
     threading.Thread(target=peer.handshake, daemon=True).start()
     assert entered.wait(10), "the peer's READY never arrived"
-    push.close()
-    gate.set()
-    io.call_and_wait(lambda _: None)  # the turn is over, the notices of the close handled
-    assert session.pipe is None  # the engine read everything, the end of the stream included
-    return session
+    return gate
 
 
 def test_a_close_noticed_after_the_engine_read_everything_loses_nothing():
@@ -128,3 +135,32 @@ def test_linger_bounds_a_connection_whose_engine_read_everything():
     finally:
         peer.close()
         ctx.destroy(linger=0)
+
+
+def test_a_pipe_handed_to_a_socket_after_it_closed_is_ended():
+    """A connecting session with no pipe yet (IMMEDIATE; a ROUTER too) makes one when its
+    handshake completes and hands it to the socket (ATTACH).  The socket closed meanwhile, after
+    it had ended the pipes still queued for it: the pipe landed in a mailbox nobody reads, the
+    session kept it and its engine, and term() waited for ever."""
+    ctx = zmq.Context()
+    peer = Peer()
+    done = threading.Event()
+    terming = threading.Thread(target=lambda: (ctx.term(), done.set()), daemon=True)
+    try:
+        push = ctx.socket(zmq.PUSH)
+        push.immediate = True
+        push.linger = 0
+        push.connect(peer.endpoint)
+        peer.accept()
+        (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+        assert session.pipe is None  # IMMEDIATE: made when the handshake completes
+        gate = _hold_at_the_peers_ready(session, peer)
+        push.close()  # ends the pipes queued for it: none yet
+        gate.set()  # the handshake completes: a pipe for the closed socket
+        terming.start()
+        assert done.wait(10), "term() waits for ever: the late pipe was never ended"
+        assert session.done
+    finally:
+        peer.close()
+        if not terming.is_alive():  # (a term() that hangs would hang destroy() too)
+            ctx.destroy(linger=0)

@@ -18,6 +18,7 @@ from brokerless.zmtp import (
     ERROR_STATE,
     GREETING,
     HANDSHAKE,
+    IDENTITY,
     MAX_FRAME_SIZE,
     TRAFFIC,
     Connection,
@@ -110,6 +111,14 @@ def exchange(a: Connection, b: Connection) -> tuple[list, list]:
         if to_b:
             got_b += b.receive_data(to_b)
     raise AssertionError("the connections never went quiet")
+
+
+def greet(a: Connection, b: Connection) -> None:
+    """Exchange greetings, in their three steps (signature, major version, the rest)."""
+    for _ in range(3):
+        to_b, to_a = a.data_to_send(), b.data_to_send()
+        assert a.receive_data(to_a) == [] and b.receive_data(to_b) == []
+    assert a.state is HANDSHAKE and b.state is HANDSHAKE
 
 
 def connected(type_a: T, type_b: T, **kw_b) -> tuple[Connection, Connection]:
@@ -394,18 +403,26 @@ def test_connection_byte_by_byte():
 
 
 def test_greeting_and_ready_wire_form():
+    """The greeting goes out in libzmq's steps (RFC 23, "Backwards Interoperability"): the
+    signature, the major version once the peer's signature is in, the rest once its version
+    is; libzmq pads the signature with the routing id's length + 1 (see greeting.py)."""
     conn = Connection(T.DEALER, b"id")
-    first = conn.data_to_send()
-    assert first == greeting(padding=(1).to_bytes(8, "big"))  # as libzmq pads (see greeting.py)
-    assert conn.data_to_send() == b""
-    conn.receive_data(greeting())
+    whole = greeting(padding=(3).to_bytes(8, "big"))
+    assert conn.data_to_send() == whole[:10]
+    assert conn.receive_data(greeting()[:10]) == []
+    assert conn.data_to_send() == whole[10:11]
+    assert conn.receive_data(greeting()[10:11]) == []
+    assert conn.data_to_send() == whole[11:]
+    conn.receive_data(greeting()[11:])
     assert conn.state is HANDSHAKE
     assert conn.data_to_send() == ready(b"DEALER", Identity=b"id")
 
 
 def test_as_server_flag_in_greeting():
-    assert Connection(T.PULL, as_server=True).data_to_send()[32] == 1
-    assert Connection(T.PULL).data_to_send()[32] == 0
+    for as_server in (True, False):
+        conn = Connection(T.PULL, as_server=as_server)
+        conn.receive_data(greeting()[:11])
+        assert conn.data_to_send()[32] == as_server
 
 
 def test_send_before_traffic_is_refused():
@@ -588,8 +605,7 @@ def test_valid_socket_type_pair_completes_the_handshake(ours, theirs):
 @pytest.mark.parametrize(("ours", "theirs"), INVALID)
 def test_invalid_socket_type_pair_is_refused(ours, theirs):
     a, b = Connection(T[ours]), Connection(T[theirs])
-    greeting_a, greeting_b = a.data_to_send(), b.data_to_send()
-    assert a.receive_data(greeting_b) == [] and b.receive_data(greeting_a) == []
+    greet(a, b)
     to_a, to_b = b.data_to_send(), a.data_to_send()  # READYs
     with pytest.raises(HandshakeError, match="cannot talk"):
         a.receive_data(to_a)
@@ -655,39 +671,19 @@ def test_empty_identity_is_sent_empty():
 @pytest.mark.parametrize(
     "data",
     [
-        pytest.param(b"\x01\x00", id="zmtp1.0-anonymous-short"),
-        pytest.param(b"\x06\x00hello", id="zmtp1.0-identity-short"),
-        pytest.param(b"\xff" + (6).to_bytes(8, "big") + b"\x00hello", id="zmtp1.0-long-final"),
-        pytest.param(b"\xff" + (6).to_bytes(8, "big") + b"\x01hello", id="zmtp1.0-long-more"),
-        pytest.param(b"\xff" + (1).to_bytes(8, "big") + b"\x7f\x01\x08\x00\x00", id="zmtp2.0"),
-        pytest.param(b"\xff" + bytes(8) + b"\x7f\x02", id="zmtp2.x"),
-        pytest.param(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", id="http"),
-        pytest.param(bytes(64), id="zeros"),
-        pytest.param(b"\xff" + bytes(8) + b"\x00" + bytes(54), id="no-0x7f"),
+        pytest.param(bytes(64), id="zeros"),  # a ZMTP 1.0 frame of length 0
+        pytest.param(b"\xff" + bytes(8) + b"\x00" + bytes(54), id="no-0x7f"),  # the same, long
+        pytest.param(b"\xff" + bytes(8) + b"\x03" + bytes(54), id="not-0x7f"),
     ],
 )
-def test_old_or_foreign_greeting_is_refused(data):
+def test_foreign_greeting_is_refused(data):
+    """(ZMTP 1.0 and 2.0 peers are understood: see test_zmtp_legacy.py.)"""
     conn = Connection(T.PULL)
-    with pytest.raises(HandshakeError):
+    with pytest.raises(ProtocolError):
         conn.receive_data(data)
     assert conn.state is ERROR_STATE
     with pytest.raises(ProtocolError):
         conn.receive_data(greeting())  # a failed connection stays failed
-
-
-def test_zmtp_2_is_refused_from_the_first_11_octets():
-    """No need to wait for 64 octets a ZMTP 2.0 peer will never send."""
-    zmtp2 = b"\xff" + (1).to_bytes(8, "big") + b"\x7f\x01\x08\x00\x00"
-    conn = Connection(T.PULL)
-    assert conn.receive_data(zmtp2[:10]) == []
-    with pytest.raises(HandshakeError, match=r"3\.0 or later"):
-        conn.receive_data(zmtp2[10:11])
-
-
-def test_zmtp_1_is_refused_from_the_first_octet():
-    conn = Connection(T.PULL)
-    with pytest.raises(HandshakeError, match=r"1\.0"):
-        conn.receive_data(b"\x05")
 
 
 def test_greeting_byte_by_byte():
@@ -989,7 +985,7 @@ def feed_hostile(conn: Connection, chunks: list[bytes]) -> None:
                 conn.receive_data(b"\x00\x00")
             return
         assert all(isinstance(x, _ITEM_TYPES) for x in out)
-        assert conn.state in (GREETING, HANDSHAKE, TRAFFIC)
+        assert conn.state in (GREETING, HANDSHAKE, IDENTITY, TRAFFIC)
         conn.data_to_send()
 
 

@@ -499,17 +499,43 @@ def read_until_closed(sock: socket.socket, timeout: float = TIMEOUT) -> tuple[by
     return data, False
 
 
-def send_ready_first(peer: Peer) -> None:
-    """Exchange greetings and send our READY, without reading libzmq's READY yet (so that we
-    cannot refuse libzmq before libzmq has judged us)."""
-    peer.flush()  # our greeting
-    greeting = b""
-    while len(greeting) < 64:
-        chunk = peer.sock.recv(64 - len(greeting))  # bounded by the socket timeout
+def exchange_greetings(peer: Peer) -> bytes:
+    """Exchange greetings (ours goes out in steps, as libzmq's does), reading no further than
+    libzmq's; returns what our codec queued after its greeting (our READY), not sent."""
+    sent = received = 0
+    while received < 64:
+        data = peer.conn.data_to_send()
+        peer.sock.sendall(data)
+        sent += len(data)
+        chunk = peer.sock.recv(64 - received)  # bounded by the socket timeout
         assert chunk, "libzmq closed during the greeting"
-        greeting += chunk
-    assert peer.conn.receive_data(greeting) == []
-    peer.flush()  # our READY
+        received += len(chunk)
+        assert peer.conn.receive_data(chunk) == []
+    data = peer.conn.data_to_send()  # the rest of our greeting, then our READY
+    peer.sock.sendall(data[: 64 - sent])
+    return data[64 - sent :]
+
+
+def send_ready_first(peer: Peer) -> bytes:
+    """Exchange greetings, take libzmq's READY off the wire, then send ours: we cannot refuse
+    libzmq before it has judged us, and its READY is sent before ours reaches it.  Returns
+    libzmq's READY, not yet fed to our codec."""
+    ours = exchange_greetings(peer)
+    header = recv_exact(peer.sock, 2)
+    if header[0] & 0x02:
+        header += recv_exact(peer.sock, 7)
+    theirs = header + recv_exact(peer.sock, int.from_bytes(header[1:], "big"))
+    peer.sock.sendall(ours)
+    return theirs
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))  # bounded by the socket timeout
+        assert chunk, f"connection closed after {len(data)} of {n} octets"
+        data += chunk
+    return data
 
 
 # The RFC 37 table, written out (as in test_zmtp_codec.py) rather than taken from the code.
@@ -534,34 +560,38 @@ def test_socket_type_table_agrees_with_libzmq(zsock, dial, monitor, ours, theirs
     zsocket = zsock(getattr(zmq, theirs))
     mon = monitor(zsocket)
     peer = dial(zsocket, T[ours], b"id")
-    send_ready_first(peer)
+    their_ready = send_ready_first(peer)
     if theirs in RFC37_PEERS[ours]:
         assert next_event(mon) == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        peer.inbox += peer.conn.receive_data(their_ready)
         assert peer.handshake().socket_type is T[theirs]
     else:
         rest, closed = read_until_closed(peer.sock)
         assert closed, "libzmq did not close the connection"
         assert next_event(mon) == zmq.EVENT_DISCONNECTED
         with pytest.raises(HandshakeError):
-            peer.conn.receive_data(rest)
+            peer.conn.receive_data(their_ready + rest)
 
 
 def test_libzmq_refuses_a_wrong_socket_type(zsock, dial):
     """Our READY says PUB to a libzmq PUSH: libzmq closes the connection (without ERROR)."""
     push = zsock(zmq.PUSH)
     peer = dial(push, T.PUB)
-    send_ready_first(peer)
+    their_ready = send_ready_first(peer)
     rest, closed = read_until_closed(peer.sock)
     assert closed, "libzmq did not close the connection"
-    assert rest == b"\x04\x1a\x05READY\x0bSocket-Type\x00\x00\x00\x04PUSH"  # no ERROR
+    assert their_ready == b"\x04\x1a\x05READY\x0bSocket-Type\x00\x00\x00\x04PUSH"
+    assert rest == b""  # no ERROR
     with pytest.raises(HandshakeError, match="PUSH"):
-        peer.conn.receive_data(rest)  # and we refuse its READY in turn
+        peer.conn.receive_data(their_ready)  # and we refuse its READY in turn
     assert peer.conn.state is ERROR_STATE
 
 
 def test_we_refuse_a_wrong_socket_type_from_libzmq(zsock, accept):
     pub = zsock(zmq.PUB)
     peer = accept(pub, T.PULL)
+    exchange_greetings(peer)  # our READY held back: libzmq must not refuse us first
+    peer.auto_flush = False
     with pytest.raises(HandshakeError, match="PULL socket cannot talk to a PUB"):
         peer.until(lambda: False, what="a refusal")
     assert peer.conn.state is ERROR_STATE

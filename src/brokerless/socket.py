@@ -266,6 +266,8 @@ class Socket(SocketOptionAttrs, Generic[_R]):
     def send_command(self, command: str, arg: Any) -> None:
         """Deliver a command to this socket (any thread); see :mod:`brokerless.mailbox`."""
         self._mailbox.send(command, arg)
+        if self._closed:  # nobody will read it: see _drop_commands
+            self._drop_commands()
 
     def _process_commands(self) -> None:
         self._mailbox.process(self._dispatch)
@@ -454,12 +456,24 @@ class Socket(SocketOptionAttrs, Generic[_R]):
             pipe.drop_inbound()
         self._pipes.clear()
         self._lent_poll = None
-        for command, arg in self._mailbox.commands:  # pipes handed to us we never attached
-            if command == ATTACH:
-                arg.terminate()
-        self._mailbox.commands.clear()
+        self._drop_commands()
         self._mailbox.close()
         self.context._socket_closed(self)
+
+    def _drop_commands(self) -> None:
+        """Drop the commands a closed socket will never process, ending each pipe handed to it
+        (ATTACH) so that its session finishes.  ``close`` drops those queued; one sent after it
+        -- the pipe of a connection whose handshake completed as the socket closed -- is
+        dropped by its sender, which sees ``_closed`` after queueing it.  Each command is taken
+        once, by whichever of them pops it."""
+        commands = self._mailbox.commands
+        while True:
+            try:
+                command, arg = commands.popleft()
+            except IndexError:
+                return
+            if command == ATTACH:
+                arg.terminate()
 
     def _check_alive(self) -> None:
         if self._fault is not None:

@@ -527,7 +527,7 @@ class Engine:
         if timer:
             timer.cancel()
         self.session.engine_ready(self, peer)
-        if self.alive and self._heartbeat_ivl > 0:
+        if self.alive and self._heartbeat_ivl > 0 and self.conn.heartbeats:  # none for ZMTP < 3
             self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
 
     def _handshake_expired(self) -> None:

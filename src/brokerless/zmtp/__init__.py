@@ -1,4 +1,5 @@
-"""ZMTP 3.x (RFC 23, RFC 37) without I/O: greeting, handshake, framing, commands.
+"""ZMTP 3.x (RFC 23, RFC 37) without I/O: greeting, handshake, framing, commands; and ZMTP 2.0
+(RFC 15) and 1.0 (RFC 13) for older peers, as libzmq falls back to them.
 
 Nothing here touches a socket or a thread; ``transport/`` drives it.
 """
@@ -9,12 +10,14 @@ from .connection import (
     ERROR_STATE,
     GREETING,
     HANDSHAKE,
+    IDENTITY,
     TRAFFIC,
     VALID_PEERS,
     Connection,
     Ping,
     Pong,
     Ready,
+    State,
 )
 from .errors import (
     AuthenticationFailed,
@@ -26,12 +29,14 @@ from .errors import (
     ZapUnavailable,
 )
 from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
+from .greeting import Protocol
 from .mechanisms.zap import ZapRequest
 
 __all__ = [
     "ERROR_STATE",
     "GREETING",
     "HANDSHAKE",
+    "IDENTITY",
     "MAX_FRAME_SIZE",
     "TRAFFIC",
     "VALID_PEERS",
@@ -43,8 +48,10 @@ __all__ = [
     "PeerError",
     "Ping",
     "Pong",
+    "Protocol",
     "ProtocolError",
     "Ready",
+    "State",
     "UnexpectedFrame",
     "ZapRequest",
     "ZapUnavailable",

@@ -1,12 +1,21 @@
-"""One ZMTP 3.x connection as a sans-I/O state machine.
+"""One ZMTP connection as a sans-I/O state machine: ZMTP 3.x with its security mechanisms, and
+ZMTP 2.0 / 1.0 for older peers.
 
 Theory of operation
 -------------------
 ``Connection`` does no I/O: the transport hands it received bytes (``receive_data``) and sends
-what ``data_to_send`` returns.  States, in order::
+what ``data_to_send`` returns.  The states (:class:`State`) and what moves between them::
 
-    GREETING --(peer's 64-octet greeting)--> HANDSHAKE --(mechanism done)--> TRAFFIC
-         \\__________________ any protocol error ____________________/--> ERROR
+    state      takes                                     on                        next
+    GREETING   the greeting, in steps (see greeting.py)  a ZMTP 3.x greeting       HANDSHAKE
+                                                         a ZMTP 2.0 / 1.0 one      IDENTITY
+    HANDSHAKE  the mechanism's commands, one at a time   a question for ZAP        ZAP
+                                                         the handshake's last one  TRAFFIC
+    ZAP        nothing: input is held                    zap_reply()               HANDSHAKE or
+                                                                                   TRAFFIC
+    IDENTITY   the peer's identity message (2.0 / 1.0)   its one frame             TRAFFIC
+    TRAFFIC    messages, and commands (3.x)
+    any        --                                        a broken rule, close()    ERROR
 
 In TRAFFIC ``receive_data`` returns whole messages as themselves (``bytes`` or a ``list`` of
 parts, the form pipes carry) and everything else as an event object (:class:`Ready`,
@@ -16,29 +25,46 @@ talking to a ZMTP 3.1 peer sends its subscription messages as those commands (to
 messages).  A broken rule raises :class:`ProtocolError` and parks the machine in ERROR: the
 transport closes that connection and reports the reason; nothing else is affected.
 
-In HANDSHAKE only commands are taken, one at a time (the decoder is ``handshaking``): a data
-frame there is a protocol error, even one with MORE whose message would only complete after
-READY.  Once READY is in, the rest of the same input is decoded as traffic.  ``close`` (and any
+The greeting goes out in steps, each once the peer's octets that decide it are in
+(:class:`.greeting.GreetingExchange`): what the peer speaks is known once its version is.
+
+The handshake is the mechanism's (``mechanisms/``: NULL, PLAIN, CURVE).  In HANDSHAKE only
+commands are taken, one at a time (the decoder is ``handshaking``): a data frame there is a
+protocol error, even one with MORE whose message would only complete after READY.  Once the
+handshake is complete the rest of the same input is decoded as traffic.  ``close`` (and any
 protocol error) drops what the decoder holds at once, so a large partial frame never outlives
 its connection.
 
-The handshake is the mechanism's (``mechanisms/``: NULL, PLAIN, CURVE).  A server mechanism that
-must ask the ZAP handler pauses it: ``receive_data`` returns the :class:`ZapRequest` as an event,
-input received meanwhile is only held (the transport should stop reading), and
-``zap_reply(frames)`` -- the handler's reply, or None when no handler is bound -- resumes it and
-returns what ``receive_data`` would have.  A refusal raises :class:`AuthenticationFailed` after
-queueing the ERROR command the peer should get (none for status 300, as libzmq does).
+A server mechanism that must ask the ZAP handler pauses the handshake in ZAP: ``receive_data``
+returns the :class:`ZapRequest` as an event, input received meanwhile is only held (the
+transport should stop reading), and ``zap_reply(frames)`` -- the handler's reply, or None when
+no handler is bound -- resumes it and returns what ``receive_data`` would have.  A refusal
+raises :class:`AuthenticationFailed` after queueing the ERROR command the peer should get (none
+for status 300, as libzmq does).
 
 On a connection whose mechanism ``encrypts`` (CURVE), every frame of the traffic -- message
 parts and commands alike -- travels as one MESSAGE command in a data frame, its flags inside the
 box; ``encode`` and the traffic decoder are swapped for boxed versions when the handshake
 completes, so NULL and PLAIN traffic runs the same code as before.
+
+Older peers, as libzmq talks to them: a ZMTP 2.0 peer (RFC 15) frames as 3.x does without
+commands, a ZMTP 1.0 peer (RFC 13) with :mod:`.frames_v1`.  After the greeting each side sends
+its identity as a one-frame message (libzmq sends its routing id whatever the socket type);
+:class:`Ready` comes once the peer's is in, with the socket type the 2.0 greeting announced
+(checked as RFC 15 asks; a ZMTP 1.0 peer announces none).  Subscriptions travel as messages,
+nothing is sent as a command, and there are no heartbeats (``heartbeats`` is False): libzmq
+sends none to such peers.  A PUB or XPUB facing a ZMTP 1.0 peer that sent no greeting receives
+a subscription to everything in its name, as libzmq injects one: such peers filter on their
+side and send no subscriptions.  These protocols have no security: a connection whose
+mechanism is ``secure`` (any but NULL, or NULL asking ZAP) refuses such a peer as soon as its
+greeting shows what it speaks, as libzmq does (CVE-2014-9721).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ..constants import SocketType
@@ -58,17 +84,29 @@ from .commands import (
     ping_data,
 )
 from .errors import AuthenticationFailed, HandshakeError, PeerError, ProtocolError, UnexpectedFrame
-from .frames import (
-    FrameDecoder,
-    encode_batch,
-    encode_command,
-    encode_message,
-)
-from .greeting import GREETING_SIZE, build_greeting, check_signature, parse_greeting
+from .frames import FrameDecoder, encode_batch, encode_command, encode_message
+from .frames_v1 import V1FrameDecoder, encode_message_v1
+from .greeting import Greeting, GreetingExchange, Protocol
 from .mechanisms import Mechanism, NullMechanism
 from .mechanisms.zap import parse_reply
 
-GREETING, HANDSHAKE, TRAFFIC, ERROR_STATE = "GREETING", "HANDSHAKE", "TRAFFIC", "ERROR"
+
+class State(StrEnum):
+    """Where a connection is (see the module docstring); each compares equal to its name."""
+
+    GREETING = "GREETING"
+    HANDSHAKE = "HANDSHAKE"
+    ZAP = "ZAP"  # the handshake waits for the ZAP handler
+    IDENTITY = "IDENTITY"
+    TRAFFIC = "TRAFFIC"
+    ERROR = "ERROR"
+
+
+GREETING = State.GREETING
+HANDSHAKE = State.HANDSHAKE
+IDENTITY = State.IDENTITY
+TRAFFIC = State.TRAFFIC
+ERROR_STATE = State.ERROR
 
 _T = SocketType
 #: Which socket types may talk to which (RFC 37).
@@ -99,12 +137,15 @@ class Ready:
     """The handshake is complete.  ``metadata`` holds the peer's properties by lower-cased
     name; ``properties`` what the connection's messages carry, as libzmq spells them: what the
     ZAP handler said (``User-Id``, its metadata), then the peer's own properties (which cannot
-    replace those)."""
+    replace those).  ``protocol`` is what the peer speaks: a ZMTP 2.0 / 1.0 peer sends no READY
+    and is not asked about, so it has no metadata nor properties, ``minor_version`` is 0, and a
+    ZMTP 1.0 one has no ``socket_type`` (it announces none)."""
 
-    socket_type: SocketType
+    socket_type: SocketType | None
     routing_id: bytes
     metadata: dict[str, bytes]
     minor_version: int
+    protocol: Protocol = Protocol.ZMTP_3
     properties: dict[str, bytes] = field(default_factory=dict, compare=False)
 
 
@@ -141,17 +182,33 @@ class Connection:
         props.update(metadata or {})
         self.mechanism = mechanism(props, as_server)
         self.state = GREETING
+        #: What the peer speaks, once its greeting is in.
+        self.protocol: Protocol | None = None
         self.peer: Ready | None = None
         self.decoder = FrameDecoder(max_msg_size, handshaking=True)
-        self._greeting_in = bytearray()
-        self._out: list[bytes] = [build_greeting(self.mechanism.name, as_server)]
+        self._greeting = GreetingExchange(
+            self.socket_type,
+            routing_id,
+            self.mechanism.name,
+            as_server,
+            secure=self.mechanism.secure,
+        )
+        self._routing_id = routing_id
+        self._out: list[bytes] = [self._greeting.signature]
+        self._framing = encode_message  # how messages become frames (encode_message_v1: ZMTP 1.0)
+        self._peer_type: SocketType | None = None  # a 2.0 peer's, from its greeting
         self._subscriptions_as_commands = False
         self._accepts_subscriptions = False
-        self._own_encoder = False  # encode_batch must call encode (commands, or boxes)
-        self._zap_waiting = False
+        #: How encode_batch encodes each message (None: its own fast path, ZMTP 3.x framing).
+        self._batch_encoder: Callable[[list, Any], None] | None = None
         self._boxed_parts: list | None = None  # an unfinished multipart message (CURVE)
         #: Whether the last ``receive_data`` may have returned events (False: only messages).
         self.had_events = True
+
+    @property
+    def heartbeats(self) -> bool:
+        """Whether PING and PONG can be exchanged: with ZMTP 3.x peers only."""
+        return self.protocol is Protocol.ZMTP_3
 
     # -- output --------------------------------------------------------------------------------
 
@@ -180,17 +237,18 @@ class Connection:
             name = SUBSCRIBE if msg[0] == 1 else CANCEL
             out.append(encode_command(command_body(name, bytes(msg[1:]))))
         else:
-            encode_message(out, msg)
+            self._framing(out, msg)
 
     def encode_batch(self, msgs: list, zero_copy_min: int, as_buffer: Any = None) -> list:
         """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
-        encode = self.encode if self._own_encoder else None
-        return encode_batch(msgs, zero_copy_min, as_buffer, encode)
+        return encode_batch(msgs, zero_copy_min, as_buffer, self._batch_encoder)
 
     def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
         """Queue a PING (TTL capped at 6553.5 s, context at 16 octets, as the RFC allows)."""
+        if not self.heartbeats:
+            raise RuntimeError(f"no heartbeats with a {self.protocol} peer")
         self._command(command_body(PING, ping_data(ttl_deciseconds, context)))
 
     def _command(self, body: bytes) -> None:
@@ -234,9 +292,14 @@ class Connection:
                 raise ProtocolError("connection already failed or closed")
             if self.state is GREETING:
                 data = self._receive_greeting(data)
-                if self.state is GREETING:
-                    return []
-            return self._receive_handshake(data)
+            if self.state is HANDSHAKE:
+                return self._receive_handshake(data)
+            if self.state is State.ZAP:
+                self.decoder.hold(data)  # until zap_reply
+                return []
+            if self.state is IDENTITY:
+                return self._receive_identity(data)
+            return []  # the greeting is not complete
         except ProtocolError:
             self.close()
             raise
@@ -248,14 +311,19 @@ class Connection:
         self.decoder.release()
         self._boxed_parts = None
 
-    def _receive_greeting(self, data: Any) -> bytes:
-        buf = self._greeting_in
-        need = GREETING_SIZE - len(buf)
-        buf += data[:need]
-        check_signature(buf)
-        if len(buf) < GREETING_SIZE:
-            return b""
-        greeting = parse_greeting(buf)
+    def _receive_greeting(self, data: Any) -> Any:
+        """Go on with the greeting; returns the input that follows it."""
+        greeting = self._greeting
+        data = greeting.receive(data, self._out)
+        self.protocol = greeting.protocol
+        if greeting.peer is not None:
+            self._start_handshake(greeting.peer)
+        elif self.protocol is not None:
+            self._start_legacy(greeting)
+        return data
+
+    def _start_handshake(self, greeting: Greeting) -> None:
+        """A ZMTP 3.x peer: the security mechanism takes over."""
         if greeting.mechanism != self.mechanism.name:
             raise HandshakeError(
                 f"security mechanism mismatch: we use {self.mechanism.name.decode()}, "
@@ -265,7 +333,47 @@ class Connection:
         self._minor = greeting.minor if greeting.major == 3 else 1
         for body in self.mechanism.start():
             self._out.append(encode_command(body))
-        return bytes(data[need:])
+
+    def _start_legacy(self, greeting: GreetingExchange) -> None:
+        """A ZMTP 2.0 or 1.0 peer: send our identity, then wait for the peer's."""
+        max_msg_size = self.decoder.max_msg_size
+        if greeting.peer_socket_type is not None:  # its greeting announced a socket type
+            self._peer_type = _legacy_socket_type(greeting.peer_socket_type)
+            self._check_peer_type(self._peer_type)
+        if self.protocol is Protocol.ZMTP_2_0:
+            self.decoder = FrameDecoder(max_msg_size, command_frames=False)
+            encode_message(self._out, self._routing_id)
+        else:
+            self.decoder = V1FrameDecoder(max_msg_size)
+            self._framing = self._batch_encoder = encode_message_v1
+            if greeting.unversioned:  # our signature was read as the identity's frame header
+                self._out.append(self._routing_id)
+            else:
+                encode_message_v1(self._out, self._routing_id)
+        self.state = IDENTITY
+
+    def _receive_identity(self, data: Any) -> list:
+        """A 2.0 / 1.0 peer's first message is its identity: then traffic, from the same
+        input on."""
+        try:
+            items = self.decoder.feed(data)
+        except ProtocolError as exc:
+            if exc.messages:
+                exc.messages = self._identified(exc.messages)
+            raise
+        return self._identified(items) if items else []
+
+    def _identified(self, items: list) -> list:
+        """The peer's identity is ``items[0]``: READY, then the messages that followed."""
+        identity = items[0]
+        if identity.__class__ is list:
+            raise HandshakeError("the peer's identity is not a message of one frame")
+        self.state = TRAFFIC
+        self.had_events = True  # READY is an event
+        self.peer = Ready(self._peer_type, identity, {}, 0, protocol=self.protocol)
+        if self._greeting.unversioned and self.socket_type in _PUBLISHERS:
+            return [self.peer, b"\x01", *items[1:]]  # the subscription it will not send
+        return [self.peer, *items[1:]]
 
     def _receive_handshake(self, data: Any) -> list:
         # The decoder hands over one command per feed while handshaking, and refuses data
@@ -273,13 +381,10 @@ class Connection:
         # libzmq, which handles frame by frame.
         decoder = self.decoder
         mechanism = self.mechanism
-        if self._zap_waiting:
-            decoder.hold(data)
-            return []
         while True:
             if mechanism.zap_request is not None:  # asked at start, or by the last command
                 request, mechanism.zap_request = mechanism.zap_request, None
-                self._zap_waiting = True
+                self.state = State.ZAP
                 decoder.hold(data)
                 return [request]
             commands = decoder.feed(data)
@@ -295,14 +400,14 @@ class Connection:
     @property
     def zap_waiting(self) -> bool:
         """The handshake is paused until ``zap_reply``."""
-        return self._zap_waiting
+        return self.state is State.ZAP
 
     def zap_reply(self, frames: list[bytes] | None) -> list:
         """Resume a handshake paused for ZAP with the handler's reply (None: no handler is
         bound); returns what ``receive_data`` would, and raises as it does."""
-        if not self._zap_waiting:
+        if self.state is not State.ZAP:
             raise RuntimeError("no ZAP request is waiting for a reply")
-        self._zap_waiting = False
+        self.state = HANDSHAKE
         try:
             reply = None if frames is None else parse_reply(frames)
             try:
@@ -339,24 +444,30 @@ class Connection:
             peer_type = SocketType[raw_type.decode("ascii")]
         except (KeyError, UnicodeDecodeError):
             raise HandshakeError(f"peer announced an unknown socket type {raw_type!r}") from None
-        if peer_type not in VALID_PEERS.get(self.socket_type, ()):
-            self.send_error("Invalid socket type")
-            raise HandshakeError(
-                f"a {self.socket_type.name} socket cannot talk to a {peer_type.name} peer"
-            )
+        self._check_peer_type(peer_type)
         self.state = TRAFFIC
         self.decoder.handshaking = False
         self._subscriptions_as_commands = self._minor >= 1 and self.socket_type in _SUBSCRIBERS
         carried = dict(self.mechanism.zap_properties)
         for name, value in properties.items():
             carried.setdefault(name, value)
-        self.peer = Ready(peer_type, metadata.get("identity", b""), metadata, self._minor, carried)
+        identity = metadata.get("identity", b"")
+        self.peer = Ready(peer_type, identity, metadata, self._minor, properties=carried)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
-        self._own_encoder = self._subscriptions_as_commands or self.mechanism.encrypts
         if self.mechanism.encrypts:
             self.encode = self._encode_boxed  # type: ignore[method-assign]
             self._receive_traffic = self._receive_boxed  # type: ignore[method-assign]
+        if self._subscriptions_as_commands or self.mechanism.encrypts:
+            self._batch_encoder = self.encode
         return self.peer
+
+    def _check_peer_type(self, peer_type: SocketType) -> None:
+        if peer_type not in VALID_PEERS.get(self.socket_type, ()):
+            if self.protocol is Protocol.ZMTP_3:  # tell it why (RFC 15: just drop older ones)
+                self.send_error("Invalid socket type")
+            raise HandshakeError(
+                f"a {self.socket_type.name} socket cannot talk to a {peer_type.name} peer"
+            )
 
     def _receive_traffic(self, data: Any) -> list:
         try:
@@ -447,3 +558,11 @@ class Connection:
             exc.messages = out
             raise
         return out
+
+
+def _legacy_socket_type(number: int) -> SocketType:
+    """The socket type a ZMTP 2.0 greeting announces: RFC 15's numbers, which are libzmq's (an
+    XPUB or XSUB sends its own, 9 or 10)."""
+    if number not in VALID_PEERS:
+        raise HandshakeError(f"peer announced an unknown socket type {number}")
+    return SocketType(number)

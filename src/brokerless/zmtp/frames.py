@@ -1,4 +1,4 @@
-"""ZMTP 3 framing: a flags octet, a 1- or 8-octet size, the body.
+"""ZMTP 3 and 2.0 framing: a flags octet, a 1- or 8-octet size, the body.
 
 Theory of operation
 -------------------
@@ -11,6 +11,9 @@ It never trusts the peer: reserved flag bits, a MORE flag on a command, or a fra
 :class:`ProtocolError` before anything is buffered for it.  A frame within the limits is
 buffered as its octets arrive, never allocated from the size its header claims, so a peer costs
 the memory of what it has actually sent.
+
+ZMTP 2.0 (RFC 15) frames the same way but has no commands: for a 2.0 peer the decoder is made
+with ``command_frames=False`` and the COMMAND bit is one more reserved bit.
 
 While ``handshaking`` the decoder takes only commands, one per ``feed``: a data frame raises
 :class:`UnexpectedFrame` from its header (nothing a peer sends before the handshake completes can
@@ -121,12 +124,16 @@ def encode_message(out: list, msg: Any) -> None:
 class FrameDecoder:
     """Byte stream in, whole messages and commands out."""
 
-    __slots__ = ("_buf", "_parts", "commands", "handshaking", "max_msg_size")
+    __slots__ = ("_buf", "_parts", "_reserved", "commands", "handshaking", "max_msg_size")
 
-    def __init__(self, max_msg_size: int = -1, *, handshaking: bool = False) -> None:
+    def __init__(
+        self, max_msg_size: int = -1, *, handshaking: bool = False, command_frames: bool = True
+    ) -> None:
         self._buf = bytearray()
         self._parts: list | None = None
         self.max_msg_size = max_msg_size
+        #: Flag bits that must be clear (COMMAND too without ``command_frames``: ZMTP 2.0).
+        self._reserved = _RESERVED if command_frames else _RESERVED | COMMAND
         self.commands = False  # whether the last ``feed`` returned a command
         #: Commands only, one per ``feed`` (see the module docstring).
         self.handshaking = handshaking
@@ -183,10 +190,9 @@ class FrameDecoder:
     def _decode(self, view: Any, out: list) -> int:
         """Decode every whole frame of ``view`` into ``out``; returns the octets consumed."""
         parts = self._parts
-        limit = self.max_msg_size
-        if not 0 <= limit < MAX_FRAME_SIZE:
-            limit = MAX_FRAME_SIZE
+        limit = frame_limit(self.max_msg_size)
         handshaking = self.handshaking
+        reserved = self._reserved
         copy = view.__class__ is not bytes  # a slice of bytes is already bytes
         # The fast path takes frames whose flags octet is 0 (short, final, data); with a
         # MAXMSGSIZE below 255 short frames need the size check, and while handshaking data
@@ -212,7 +218,7 @@ class FrameDecoder:
                     append(parts)
                     parts = None
                 continue
-            if flags & _RESERVED:
+            if flags & reserved:
                 raise ProtocolError(f"frame with reserved flag bits set (flags {flags:#04x})")
             if handshaking and not flags & COMMAND:
                 raise UnexpectedFrame("data frame received before the handshake completed")
@@ -253,6 +259,11 @@ class FrameDecoder:
         return pos
 
 
+def frame_limit(max_msg_size: int) -> int:
+    """The largest frame body accepted: MAXMSGSIZE when set, else :data:`MAX_FRAME_SIZE`."""
+    return max_msg_size if 0 <= max_msg_size < MAX_FRAME_SIZE else MAX_FRAME_SIZE
+
+
 def _too_large(size: int, max_msg_size: int) -> MessageTooLarge:
     if 0 <= max_msg_size < size:
         return MessageTooLarge(f"frame of {size} octets exceeds MAXMSGSIZE {max_msg_size}")
@@ -272,4 +283,5 @@ __all__ = [
     "encode_command",
     "encode_message",
     "frame_header",
+    "frame_limit",
 ]

@@ -48,6 +48,13 @@ class Mechanism:
         self.zap_request: ZapRequest | None = None
         self.zap_properties: dict[str, bytes] = {}
 
+    @property
+    def secure(self) -> bool:
+        """Whether the peer must prove something (libzmq's "ZAP enabled": any mechanism but
+        NULL, or NULL asking ZAP); such a connection refuses peers of ZMTP 1.0 and 2.0, which
+        have no security."""
+        return True
+
     def start(self) -> list[bytes]:
         """Command bodies to send once the greetings are exchanged."""
         raise NotImplementedError
