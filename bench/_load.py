@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 #: The busy process: spin; every million iterations (a few ms) check the parent is alive.
 _BUSY_LOOP = """\
@@ -92,6 +93,14 @@ class Condition:
         if end is not None:
             load += f", {end:.2f} at end"
         return f"{added}; {load}; {os.cpu_count()} CPUs"
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> Condition:
+        """The condition :meth:`as_dict` saved (JSON has lists where the loads were tuples)."""
+        start, end = (
+            tuple(saved[key]) if saved[key] else None for key in ("load_at_start", "load_at_end")
+        )
+        return cls(saved["busy"], start, end)
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -18,6 +18,7 @@ the report to stdout.
     python bench/compare.py --cases 'inproc-lat-*' --rounds 9
     python bench/compare.py --quick --plot ratios.png   # also draw the ratios (matplotlib)
     python bench/compare.py --busy 1              # "one CPU busy": a CPU-bound process beside it
+    python bench/compare.py --replot run.json --plot ratios.png  # draw a run saved with --save
 
 The header records the condition: the load average at the start and at the end of the run, the
 CPU count, and the CPU-bound processes ``--busy N`` added (``_load.py``: started before the
@@ -483,10 +484,12 @@ def report(results: list[CaseResult], subject: str, reference: str, rounds: int)
 def plot(results: list[CaseResult], path: str, subject: str, reference: str, title: str) -> None:
     """Draw the median ratio subject / reference of each case's first metric, with its
     min-max over the rounds and the design target: throughput cases on the left (higher is
-    better), latency on the right (lower is better), one bar per case and size."""
+    better), latency on the right (lower is better), one bar per case and size, on a log
+    scale from 1.0."""
     import matplotlib
 
     matplotlib.use("Agg")  # a file, no display
+    import matplotlib.ticker
     from matplotlib import pyplot
 
     sub, ref = impl_labels(subject, reference)
@@ -523,9 +526,10 @@ def plot(results: list[CaseResult], path: str, subject: str, reference: str, tit
             r.case.target is None or r.case.target.met(m)
             for r, m in zip(rows, medians, strict=True)
         ]
-        ax.barh(
+        ax.barh(  # from 1.0 (parity) to the median, on a log scale: 0.5 is as far as 2
             range(len(rows)),
-            medians,
+            [m - 1.0 for m in medians],
+            left=1.0,
             xerr=spans,
             capsize=2,
             color=["#4c72b0" if ok else "#dd8452" for ok in met],
@@ -534,6 +538,8 @@ def plot(results: list[CaseResult], path: str, subject: str, reference: str, tit
             if r.case.target is not None:
                 ax.plot([r.case.target.value] * 2, [i - 0.4, i + 0.4], color="black", lw=1)
         ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
         ax.set_yticks(range(len(rows)), names, fontsize=7)
         ax.invert_yaxis()
         ax.set_title(label, fontsize=9)
@@ -546,6 +552,28 @@ def plot(results: list[CaseResult], path: str, subject: str, reference: str, tit
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     pyplot.close(figure)
+
+
+def heading(subject: str, reference: str, rounds: int, quick: bool) -> str:
+    sub, ref = impl_labels(subject, reference)
+    note = " — **quick run: smoke test only, not figures**" if quick else ""
+    return f"### {sub} vs {ref}: {rounds} interleaved round{'s' * (rounds > 1)}{note}"
+
+
+def replot(saved: str, path: str) -> None:
+    """Draw a run saved with ``--save`` again, without measuring anything."""
+    data = json.loads(Path(saved).read_text())
+    by_name = {case.name: case for case in CASES}
+    results = [
+        CaseResult(by_name[c["case"]], c["trials"], c["ratios"], c["error"]) for c in data["cases"]
+    ]
+    names = list(data["impls"])  # one name for an A/A run
+    subject, reference = data.get("impls_order", [names[0], names[-1]])
+    rounds = max(len(r.trials["subject"]) for r in results)
+    quick = "--quick" in data["command"]
+    condition = Condition.from_dict(data["condition"])
+    title = heading(subject, reference, rounds, quick).removeprefix("### ").replace("**", "")
+    plot(results, path, subject, reference, f"{title}\n{condition.summary()}")
 
 
 def select(patterns: str | None) -> list[Case]:
@@ -600,6 +628,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plot", metavar="FILE.png", help="also draw the ratios per case (needs matplotlib)"
     )
+    parser.add_argument(
+        "--replot",
+        metavar="SAVED.json",
+        help="measure nothing: draw a run saved with --save into --plot's file",
+    )
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
 
@@ -621,6 +654,11 @@ def main(argv: list[str] | None = None) -> int:
             import matplotlib  # noqa: F401  (checked now, not after minutes of trials)
         except ImportError:
             parser.error("--plot needs matplotlib: pip install matplotlib (or '.[bench]')")
+    if args.replot:
+        if not args.plot:
+            parser.error("--replot needs --plot FILE.png")
+        replot(args.replot, args.plot)
+        return 0
 
     described: dict[str, dict[str, str]] = {}
     for name in dict.fromkeys(impls):
@@ -650,10 +688,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     header += condition.lines()
 
-    sub, ref = impl_labels(subject, reference)
-    note = " — **quick run: smoke test only, not figures**" if args.quick else ""
     lines = [
-        f"### {sub} vs {ref}: {args.rounds} interleaved round{'s' * (args.rounds > 1)}{note}",
+        heading(subject, reference, args.rounds, args.quick),
         "",
         *header,
         "",
@@ -667,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
             "environment": header,
             "condition": condition.as_dict(),
             "impls": described,
+            "impls_order": [subject, reference],
             "cases": [
                 {"case": r.case.name, "error": r.error, "trials": r.trials, "ratios": r.ratios}
                 for r in results

@@ -112,6 +112,38 @@ def test_compare_records_the_condition_and_the_load_at_start_and_end(tmp_path):
     assert len(condition["load_at_start"]) == 3 and len(condition["load_at_end"]) == 3
 
 
+def test_compare_replots_a_saved_run_without_measuring(tmp_path):
+    saved = tmp_path / "run.json"
+    trial = {"msg_per_s": 1.0}
+    saved.write_text(
+        json.dumps(
+            {
+                "command": ["compare.py", "--busy", "1"],
+                "condition": {
+                    "busy": 1,
+                    "load_at_start": [8.5, 7.0, 4.7],
+                    "load_at_end": [14.2, 15.2, 11.0],
+                    "cpus": 2,
+                },
+                "impls": {"brokerless": {}, "zmq": {}},
+                "impls_order": ["brokerless", "zmq"],
+                "cases": [
+                    {
+                        "case": name,
+                        "error": None,
+                        "trials": {"subject": [trial] * 2, "reference": [trial] * 2},
+                        "ratios": {key: [0.5, 2.0]},
+                    }
+                    for name, key in (("inproc-thr-100", "msg_per_s"), ("tcp-lat-1", "latency_us"))
+                ],
+            }
+        )
+    )
+    picture = tmp_path / "ratios.png"
+    done = run_tool("compare.py", "--replot", str(saved), "--plot", str(picture), timeout=60)
+    assert picture.read_bytes().startswith(b"\x89PNG") and "case 1/" not in done.stderr
+
+
 def test_compare_rejects_a_negative_busy_count():
     done = subprocess.run(
         [sys.executable, "compare.py", "--busy", "-1"],
