@@ -5,7 +5,9 @@ Theory of operation
 The driver (:class:`MultiprocessRun`, in the caller's process) binds a ROUTER on an ipc path
 in a private temporary directory -- the *control* channel -- and starts N processes of
 ``python -m brokerless.stream worker``.  Each reads its job from its stdin (the topology,
-pickled, or a ``module:attr`` reference; the config; its index), builds the same plan and the
+pickled, or a ``module:attr`` reference; the config; its index) -- after importing the
+driver's main script as ``__mp_main__``, as multiprocessing's spawn does (``main_module.py``),
+so that components defined in that script resolve -- builds the same plan and the
 same assignment as every other worker, connects a DEALER to the control channel, binds its
 virtual port and reports ``ready`` with the endpoint.  When all are ready the driver sends
 everyone the list of endpoints (``start``); that is the two-phase start-up a Spark barrier
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
+from . import main_module
 from .assignment import assign
 from .config import Config
 from .control import (
@@ -116,13 +119,15 @@ class MultiprocessRun(ControlledRun):
     ) -> None:
         if transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', not {transport!r}")
+        main_module.check_not_preparing()
+        main = main_module.describe()
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
         if isinstance(topology, str):
             shipped: Any = topology
         else:
             try:
-                shipped = pickle.dumps(topology)
+                shipped = main_module.dumps(topology, main)
             except Exception as exc:
                 raise TopologyError(
                     f"topology {plan.name!r} cannot be sent to worker processes ({exc}): "
@@ -148,7 +153,8 @@ class MultiprocessRun(ControlledRun):
             "key": self._signer.key,
             "keys": self._keys,
             "topology": shipped,
-            "config": plan.config,
+            "main": main,
+            "config": main_module.dumps(plan.config, main),
             "transport": transport,
             "directory": self._directory,
             "control": control,
@@ -315,7 +321,8 @@ def run_multiprocess(
     max_attempts: int = 3,
     ui: UIAddress | None = None,
 ) -> MultiprocessRun:
-    """Start ``topology`` (a Topology whose components are importable, or a ``"module:name"``
+    """Start ``topology`` (a Topology whose components are importable or defined in the main
+    script -- start the run under ``if __name__ == "__main__":`` -- or a ``"module:name"``
     reference) in ``workers`` processes talking over ``transport`` ("ipc" or "tcp");
     returns the running topology (a context manager).  ``config`` replaces the topology's
     own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
@@ -369,9 +376,10 @@ def worker_main(stdin_fd: int = 0) -> int:
         context, job["control"], job["key"], job["attempt"], job["index"], keys=keys
     )
     try:
+        main_module.prepare(job["main"])
         shipped = job["topology"]
         topology = load_topology(shipped) if isinstance(shipped, str) else pickle.loads(shipped)
-        config: Config = job["config"]
+        config: Config = pickle.loads(job["config"])
         plan = topology.build(config)
         n = config.num_workers
         messaging = (
