@@ -19,6 +19,7 @@ STRICT_CLEAN = [
     # "pkg.*" covers pkg and everything under it; a plain name, that module alone.
     "brokerless",
     "brokerless.__main__",
+    "brokerless.auth.*",
     "brokerless.backend.*",
     "brokerless.cli",
     "brokerless.cli.programs",
