@@ -28,6 +28,7 @@ STRICT_CLEAN = [
     "brokerless.constants",
     "brokerless.curve",
     "brokerless.curve_keygen",
+    "brokerless.devices.*",
     "brokerless.errno",
     "brokerless.eventloop",
     "brokerless.eventloop.ioloop",
