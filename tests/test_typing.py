@@ -19,6 +19,7 @@ STRICT_CLEAN = [
     # "pkg.*" covers pkg and everything under it; a plain name, that module alone.
     "brokerless",
     "brokerless.__main__",
+    "brokerless.asyncio",
     "brokerless.auth.*",
     "brokerless.backend.*",
     "brokerless.cli",
@@ -31,6 +32,7 @@ STRICT_CLEAN = [
     "brokerless.devices.*",
     "brokerless.errno",
     "brokerless.eventloop",
+    "brokerless.eventloop.future",
     "brokerless.eventloop.ioloop",
     "brokerless.green",
     "brokerless.green.eventloop.*",
