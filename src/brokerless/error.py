@@ -64,7 +64,9 @@ class ContextTerminated(ZMQError):
         super().__init__(errno, msg)
 
 
-class InterruptedSystemCall(ZMQError, InterruptedError):
+# OSError declares ``strerror: str | None``; ZMQError's is always a str (pyzmq's hierarchy has
+# both bases too).
+class InterruptedSystemCall(ZMQError, InterruptedError):  # type: ignore[misc]
     """EINTR."""
 
     def __init__(self, errno: int | None = Errno.EINTR, msg: str | None = None) -> None:
