@@ -52,7 +52,7 @@ STRICT_CLEAN = [
     "brokerless.spark.datasource",
     "brokerless.spark.options",
     "brokerless.spark.wal",
-    "brokerless.ssh",
+    "brokerless.ssh.*",
     "brokerless.stream",
     "brokerless.stream.__main__",
     "brokerless.stream.acker",
