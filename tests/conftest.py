@@ -45,7 +45,8 @@ if AGAINST_PYZMQ:
 
 import brokerless as zmq  # noqa: E402
 
-from .jeromq import requirements_missing  # noqa: E402
+from .browser import requirements_missing as browser_missing  # noqa: E402
+from .jeromq import requirements_missing as jeromq_missing  # noqa: E402
 
 # What has no counterpart in pyzmq is not collected in that mode: brokerless's own ZMTP codec
 # and pipes, and the layers built on brokerless (they import it by name), its command included.
@@ -61,19 +62,31 @@ _BROKERLESS_ONLY = [
 ]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 
-# The JeroMQ interop tests need a JDK and Debian's libjeromq-java.  CI installs them and sets
-# BROKERLESS_REQUIRE_JEROMQ=1, where their absence fails every one of those tests; elsewhere
-# the module is not collected without them, and the run's header says so.
-_JEROMQ_MISSING = requirements_missing()
-_JEROMQ_REQUIRED = os.environ.get("BROKERLESS_REQUIRE_JEROMQ") == "1"
-collect_ignore = ["test_jeromq_interop.py"] if _JEROMQ_MISSING and not _JEROMQ_REQUIRED else []
+# Tests that need software outside Python: the JeroMQ interop tests (a JDK and Debian's
+# libjeromq-java) and the UI's browser test (Debian's chromium and chromium-driver).  CI installs
+# them and sets BROKERLESS_REQUIRE_JEROMQ=1 / BROKERLESS_REQUIRE_BROWSER=1, where their absence
+# fails every one of those tests; elsewhere such a module is not collected, and the run's header
+# says so.
+_OPTIONAL = {
+    "test_jeromq_interop.py": (jeromq_missing(), "BROKERLESS_REQUIRE_JEROMQ"),
+    "test_stream_ui_browser.py": (browser_missing(), "BROKERLESS_REQUIRE_BROWSER"),
+}
+collect_ignore = [
+    module
+    for module, (missing, required) in _OPTIONAL.items()
+    if missing and os.environ.get(required) != "1"
+]
 
 
 def pytest_report_header(config):
-    if _JEROMQ_MISSING:
-        verdict = "its tests fail (required)" if _JEROMQ_REQUIRED else "not collected"
-        return f"test_jeromq_interop.py: {verdict}: {_JEROMQ_MISSING}"
-    return None
+    lines = []
+    for module, (missing, _required) in _OPTIONAL.items():
+        if missing:
+            verdict = (
+                "its tests fail (required)" if module not in collect_ignore else "not collected"
+            )
+            lines.append(f"{module}: {verdict}: {missing}")
+    return lines or None
 
 
 # Transports the conformance suite runs over.

@@ -4,15 +4,13 @@ components and groupings, and its counters move.
 The browser is Debian's ``chromium`` driven through ``chromedriver`` (``chromium-driver``) over
 the W3C WebDriver protocol: plain HTTP and JSON, spoken here with urllib -- no client library,
 nothing fetched from the network.  CI installs both (``.ci/run``) and sets
-``BROKERLESS_REQUIRE_BROWSER=1``, which turns a missing browser into a failure; elsewhere the
-test is skipped when they are not installed.
+``BROKERLESS_REQUIRE_BROWSER=1``, which turns a missing browser into a failure; elsewhere this
+module is not collected when they are not installed (see ``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -25,11 +23,10 @@ import pytest
 
 from brokerless.stream import run_local
 
+from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
 from .stream_topologies import wait_for
 from .test_stream_ui import endless_word_count
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 #: From the machine notes: no sandbox (root), no GPU, and nothing that reaches the network.
 FLAGS = [
     "--headless",
@@ -100,11 +97,9 @@ class WebDriver:
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        message = "chromium and chromedriver are needed: apt-get install chromium chromium-driver"
-        if os.environ.get("BROKERLESS_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"BROKERLESS_REQUIRE_BROWSER=1 but no browser: {message}")
-        pytest.skip(message)
+    missing = requirements_missing()
+    if missing:  # collected only when BROKERLESS_REQUIRE_BROWSER=1 (tests/conftest.py)
+        pytest.fail(f"BROKERLESS_REQUIRE_BROWSER=1 but {missing}")
     with tempfile.TemporaryDirectory(prefix="brokerless-chromium-") as profile:
         driver = WebDriver(CHROMEDRIVER, CHROMIUM, profile)
         try:
