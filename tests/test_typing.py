@@ -48,6 +48,8 @@ STRICT_CLEAN = [
     "brokerless.shadow",
     "brokerless.spark",
     "brokerless.spark.datasource",
+    "brokerless.spark.demo",
+    "brokerless.spark.endpoints",
     "brokerless.spark.options",
     "brokerless.spark.wal",
     "brokerless.ssh.*",

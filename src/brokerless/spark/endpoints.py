@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import brokerless as zmq
 
 
 def attach(
-    sock: zmq.Socket,
+    sock: zmq.Socket[Any],
     endpoints: Iterable[str],
     bind: bool,
     error: Callable[[str, str, zmq.ZMQError], Exception],
