@@ -77,6 +77,7 @@ STRICT_CLEAN = [
     "brokerless.stream.topology",
     "brokerless.stream.tuple",
     "brokerless.stream.ui.*",
+    "brokerless.stream.worker",
     "brokerless.sugar.*",
     "brokerless.transport",
     "brokerless.transport.endpoint",
