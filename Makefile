@@ -1,5 +1,7 @@
 # `make demo` runs the main job (the demo pipeline on Spark local mode), `make test` the test suite;
 # both create .venv when missing. `make tour` runs examples/tour.py, a tour of the messaging patterns.
+# `make test-cluster` runs the tests marked `cluster` (not in `make test`): topologies on a Spark
+# standalone cluster (a Master and two Workers) it starts from pyspark's own spark-class.
 # `make fuzz` runs every fuzz target (fuzz/) for FUZZ_SECONDS each (default 60).
 # `make pyzmq-suite` runs pyzmq 27.3.0's own test suite, unmodified, against pyzmq and against
 # brokerless through the `zmq` alias; `make pyzmq-examples` does the same for pyzmq's examples.
@@ -10,7 +12,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo tour test test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
+.PHONY: demo tour test test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +29,9 @@ tour: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+test-cluster: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m cluster tests/test_spark_cluster.py
 
 RECOVERY_SECONDS ?= 60
 

@@ -9,7 +9,11 @@ from pathlib import Path
 def child_pids(pid: int | None = None) -> set[int]:
     """The children of process ``pid`` (default: this one)."""
     pids: set[int] = set()
-    for children in Path(f"/proc/{pid or os.getpid()}/task").glob("*/children"):
+    try:
+        tasks = list(Path(f"/proc/{pid or os.getpid()}/task").glob("*/children"))
+    except OSError:  # the process ended meanwhile
+        return pids
+    for children in tasks:
         try:
             pids.update(int(p) for p in children.read_text().split())
         except OSError:  # the thread or the process ended meanwhile

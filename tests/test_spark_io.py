@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime
 import os
+import random
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -23,8 +26,13 @@ import brokerless.spark
 from brokerless.spark import HEADER, MessageHeader, parse_header
 from brokerless.spark.wal import WALCorruptError, read_range
 
+from . import tcp_accounting
+from .processes import descendants, gone
+from .stream_topologies import wait_for
+
 # -- Spark: one local session for the module -----------------------------------------------------
 
+ROOT = Path(__file__).resolve().parent.parent
 SPARK_TIMEOUT = 180  # a test that starts streaming queries (the first one also starts the JVM)
 WAIT = 60.0  # seconds to wait for something that should happen in a few
 
@@ -293,6 +301,301 @@ def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zc
     assert [row.payload for row in rows] == [b"%d" % i for i in range(70)]
     assert [row.seq for row in rows] == list(range(1, 71))
     assert sorted(batches.rows) == list(range(len(batches.rows)))  # no batch id skipped
+
+
+class NumberedSender(threading.Thread):
+    """Sends ``b"%08d" % n`` for n = 0, 1, 2, ... on a pyzmq PUSH while let go: first a burst
+    of ``burst`` messages back to back, then one every ``interval`` seconds, until ``pause``
+    (which returns the next number).  A number is used once the PUSH has taken its message;
+    one it refused (no peer, or SNDHWM: EAGAIN after 50 ms) is tried again."""
+
+    def __init__(self, push, interval: float = 0.002) -> None:
+        super().__init__(name="numbered-sender", daemon=True)
+        self.push = push
+        push.sndtimeo = 50
+        self.interval = interval
+        self.next = 0
+        self._burst_end = 0
+        self._running = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._ended = False
+
+    def run(self) -> None:
+        pace = threading.Event()  # never set: waits out the interval between slow sends
+        while not self._ended:
+            if not self._running.is_set():
+                self._idle.set()
+                self._running.wait(0.1)
+                continue
+            self._idle.clear()
+            if self.next >= self._burst_end:
+                pace.wait(self.interval)
+            try:
+                self.push.send(b"%08d" % self.next)
+                self.next += 1
+            except pyzmq.Again:
+                pass
+
+    def go(self, burst: int) -> int:
+        """Start sending; returns the first number."""
+        self._burst_end = self.next + burst
+        self._idle.clear()
+        self._running.set()
+        return self.next
+
+    def pause(self) -> int:
+        self._running.clear()
+        assert self._idle.wait(WAIT)
+        return self.next
+
+    def end(self) -> None:
+        self._ended = True
+        self._running.set()
+        self.join(WAIT)
+
+
+class Payloads:
+    """A ``foreachBatch`` target keeping each batch's payloads as numbers (through Arrow: a
+    batch of 100,000 rows costs no Python object per column value)."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[int]] = {}
+        self.changed = threading.Condition()
+
+    def __call__(self, frame, batch_id: int) -> None:
+        numbers = [int(p) for p in frame.select("payload").toArrow().column(0).to_pylist()]
+        with self.changed:
+            self.batches[batch_id] = numbers  # a replayed batch replaces its own
+            self.changed.notify_all()
+
+    def numbers(self) -> list[int]:
+        with self.changed:
+            return [n for batch_id in sorted(self.batches) for n in self.batches[batch_id]]
+
+
+def _source_processes() -> set[int]:
+    """This test process's streaming source runners (children of its Spark JVM)."""
+    found = set()
+    for pid in descendants(os.getpid()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"python_streaming_source_runner" in command and not gone(pid):
+            found.add(pid)
+    return found
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_a_stopped_query_logged_every_message_its_source_took_off_the_network(
+    spark, zctx, tmp_path
+):
+    """The issue's case: the source (PULL) connects to a pyzmq PUSH that keeps sending while
+    the query stops and starts again on the same checkpoint and log.
+
+    Exactly which messages the source's process took off the network is asked of the kernel
+    (``tcp_accounting``): the bytes the source's end of the connection has read, past the
+    handshake, over the 10 bytes of one frame.  Each of those must reach the sink once.  What
+    else was sent is ZeroMQ's to lose at a stop (in the kernels' buffers, or queued by the
+    bound PUSH for the connection that closed), so it may be missing -- but never twice, never
+    out of order.
+
+    Spark stops a query's source process with SIGTERM.  The first run is stopped that way by
+    the test itself, at the moment the source has read a burst of 100,000 messages, most of
+    them not logged yet (it reads faster than it logs, and rcvhwm lets it hold them all); the
+    second by ``query.stop()`` while the PUSH goes on sending."""
+    push = zctx.socket(pyzmq.PUSH)
+    port = push.bind_to_random_port("tcp://127.0.0.1")
+    monitor = push.get_monitor_socket(pyzmq.EVENT_HANDSHAKE_SUCCEEDED | pyzmq.EVENT_DISCONNECTED)
+    checkpoint = tmp_path / "checkpoint"
+    frame = _read(
+        spark,
+        endpoints=f"tcp://127.0.0.1:{port}",
+        socketType="PULL",
+        walPath=str(checkpoint / "brokerless-wal"),
+        rcvhwm="200000",
+        maxRowsPerBatch="100000",
+    )
+    sink = Payloads()
+
+    def start() -> StreamingQuery:
+        return (
+            frame.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    def source_end() -> tcp_accounting.Connection | None:
+        push_end = tcp_accounting.connection(port)
+        return push_end and tcp_accounting.connection(push_end.peer_port, port)
+
+    def run_and_stop(stop, burst: int) -> range:
+        """Run the query while the PUSH sends; ``stop`` it once its source has read the
+        burst; return the numbers its source took."""
+        query = start()
+        try:
+            return stopped_after_burst(query, stop, burst)
+        finally:
+            query.stop()  # stopped already, unless the test failed
+
+    def stopped_after_burst(query: StreamingQuery, stop, burst: int) -> range:
+        _wait_event(monitor, pyzmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+        def read_all_it_was_sent() -> int | None:  # nothing is sent yet: the handshake
+            end, push_end = source_end(), tcp_accounting.connection(port)
+            if end and push_end and end.recv_q == 0 and push_end.send_q == 0:
+                return end.consumed
+            return None
+
+        handshake = wait_for(read_all_it_was_sent, WAIT, "the source to read the handshake")
+
+        def messages_read() -> int:
+            end = source_end()
+            return 0 if end is None else (end.consumed - handshake) // 10
+
+        first = sender.go(burst)
+        read = wait_for(
+            lambda: (n := messages_read()) >= burst and n, WAIT, "the source to read the burst"
+        )
+        stop(query)
+        while source_end() is not None:  # until the source has closed the connection
+            read = max(read, messages_read())
+        _wait_event(monitor, pyzmq.EVENT_DISCONNECTED)
+        sender.pause()
+        return range(first, first + read)
+
+    def sigterm(query: StreamingQuery) -> None:  # what query.stop() has Spark do, now
+        (source,) = wait_for(
+            lambda: len(found := _source_processes()) == 1 and found, WAIT, "the source"
+        )
+        os.kill(source, signal.SIGTERM)
+        with pytest.raises(StreamingQueryException):  # its source is gone: the query fails
+            query.awaitTermination(WAIT)
+
+    sender = NumberedSender(push)
+    sender.start()
+    try:
+        took = set(run_and_stop(sigterm, 100_000)) | set(run_and_stop(StreamingQuery.stop, 1000))
+        query = start()  # the messages logged and not processed yet (nothing more comes)
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    finally:
+        sender.end()
+    wait_for(lambda: not _source_processes(), WAIT, "the source processes to end")
+    got = sink.numbers()
+    assert got == sorted(set(got)), "a message twice, or out of order"
+    assert set(got) <= set(range(sender.next))
+    missing = sorted(took - set(got))
+    assert not missing, f"{len(missing)} of the {len(took)} messages the source took: {missing[:5]}"
+
+
+@pytest.mark.timeout(2 * SPARK_TIMEOUT)
+def test_acknowledged_ingestion_lands_every_message_once_whoever_is_killed(spark, tmp_path):
+    """``ack=true``: a sender process (``tests/ingest_sender.py``: a ReliableSender with a
+    journal, 500 messages a second) and the query's source process are SIGKILLed -- one, the
+    other or both, after a random number of messages more -- and started again, four times;
+    in the end the sink has every message the sender was asked to send, each once."""
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    total = 4000
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    checkpoint = tmp_path / "checkpoint"
+    frame = _read(
+        spark,
+        endpoints=endpoint,
+        bind="true",
+        ack="true",
+        walPath=str(checkpoint / "brokerless-wal"),
+    )
+    sink = Payloads()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+    def start_query() -> StreamingQuery:
+        return (
+            frame.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    def start_sender() -> subprocess.Popen:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.ingest_sender",
+                endpoint,
+                str(tmp_path / "journal"),
+                str(total),
+                "500",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        sent.follow(process)
+        return process
+
+    class Sent:
+        """Follows the senders' ``sent N`` lines: the highest N any of them reported."""
+
+        def __init__(self) -> None:
+            self.upto, self.changed = 0, threading.Condition()
+
+        def follow(self, process: subprocess.Popen) -> None:
+            threading.Thread(target=self._read, args=(process,), daemon=True).start()
+
+        def _read(self, process: subprocess.Popen) -> None:
+            for line in process.stdout:
+                if line.startswith("sent "):
+                    with self.changed:
+                        self.upto = max(self.upto, int(line.split()[1]))
+                        self.changed.notify_all()
+
+        def wait_past(self, number: int) -> None:
+            """Wait until a sender has sent ``number`` (or sent everything)."""
+            with self.changed:
+                assert self.changed.wait_for(lambda: self.upto >= min(number, total), WAIT), (
+                    f"seed {seed}: the sender is stuck at {self.upto}"
+                )
+
+    sent = Sent()
+    query, sender = start_query(), start_sender()
+    killed = []
+    try:
+        for _ in range(4):
+            sent.wait_past(sent.upto + rng.randrange(50, 600))  # a random moment
+            victims = rng.choice([("sender",), ("source",), ("sender", "source")])
+            killed.append(victims)
+            if "sender" in victims:
+                sender.kill()
+                sender.wait()
+            if "source" in victims:
+                (source,) = wait_for(
+                    lambda: len(found := _source_processes()) == 1 and found, WAIT, "the source"
+                )
+                os.kill(source, signal.SIGKILL)
+                with pytest.raises(StreamingQueryException):
+                    query.awaitTermination(WAIT)
+                query = start_query()
+            if "sender" in victims:
+                sender = start_sender()
+        assert sender.wait(2 * WAIT) == 0, f"seed {seed}"  # it sends the rest, acknowledged
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        if sender.poll() is None:
+            sender.kill()
+            sender.wait()
+    wait_for(lambda: not _source_processes(), WAIT, "the source processes to end")
+    numbers = sink.numbers()
+    assert len(numbers) == total and set(numbers) == set(range(1, total + 1)), (
+        f"seed {seed}, killed {killed}: {len(numbers)} numbers, "
+        f"{total - len(set(numbers))} missing, {len(numbers) - len(set(numbers))} twice"
+    )
 
 
 # -- the sink -----------------------------------------------------------------------------------

@@ -1,9 +1,16 @@
 """The Spark source's receiver without a Spark session: its socket's limits (maxMessageSize,
-rcvhwm), push-back that loses nothing, and offsets checked against the log as it reopened."""
+rcvhwm), push-back that loses nothing, offsets checked against the log as it reopened, and the
+SIGTERM that ends a stopped query's source process."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 import zmq as pyzmq  # the peer is real libzmq
@@ -200,3 +207,46 @@ def test_an_offset_past_what_the_log_held_when_it_reopened_is_refused(tmp_path, 
     assert reader.latestOffset({"seq": 11}, ReadAllAvailable()) == {"seq": 11}
     assert len(reader.partitions({"seq": 5}, {"seq": 11})) == 1
     push.close(linger=0)
+
+
+_SIGTERMED = textwrap.dedent("""
+    import os, signal, sys
+    import zmq
+    from brokerless.spark.source import BrokerlessStreamReader, SourceConfig
+    options = {"endpoints": f"ipc://{sys.argv[1]}/source", "socketType": "PULL", "bind": "true",
+               "walPath": f"{sys.argv[1]}/wal"}
+    reader = BrokerlessStreamReader(SourceConfig.from_options(options))
+    wal = reader._log()  # the receiver starts in this, the main thread, as in Spark's runner
+    context = zmq.Context()
+    push = context.socket(zmq.PUSH)
+    push.connect(options["endpoints"])
+    for i in range(1000):
+        push.send(b"%d" % i)
+    push.close(linger=-1)  # all of them written
+    with wal._lock:  # as a commit holds it while it trims the log
+        os.kill(os.getpid(), signal.SIGTERM)  # what Spark sends: handled here, lock held
+        print("handled", flush=True)
+    reader.stop()  # as the runner's finally does; SIGTERM ends the process
+    print("still alive", flush=True)
+""")
+
+
+def test_sigterm_stops_the_receiver_even_when_it_interrupts_a_commit(tmp_path):
+    """Spark ends a stopped query's source process with SIGTERM, which interrupts whatever the
+    runner's main thread is doing -- here, holding the log's lock as a commit does.  The process
+    still logs every message its socket received, and then ends by SIGTERM."""
+    ended = subprocess.run(
+        [sys.executable, "-c", _SIGTERMED, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert ended.returncode == -signal.SIGTERM, ended.stderr
+    assert ended.stdout.split() == ["handled"]
+    with WriteAheadLog(tmp_path / "wal", fsync=False) as wal:
+        assert wal.durable_seq == 1000
+    assert [r.frames for r in read_range(tmp_path / "wal", 0, 1000)] == [
+        [b"%d" % i] for i in range(1000)
+    ]

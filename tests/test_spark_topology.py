@@ -1,9 +1,13 @@
 """Topologies on Spark (``brokerless.spark.run_on_spark``): the same results as local mode, a
-lost worker restarts the topology with exact counts, too few slots and attempts that run out
-say so at once, stop and Ctrl-C end everything, and the demo runs end to end.
+lost worker restarts the topology with exact counts once Spark has the slots for it (and the
+run says what it waits for), a stage Spark refuses for slots costs no attempt, too few slots
+and attempts that run out say so, a failed job is sorted by what Spark says and told whole,
+stop and Ctrl-C end everything, and the demo runs end to end.
 
 One local Spark session (``local[3]``) serves the whole module; the demo's Ctrl-C test starts
-its own, in the driver process it interrupts.
+its own, in the driver process it interrupts.  A local master cannot lose or gain an executor,
+so the tests that need one "gone" make the run count fewer (or more) slots than Spark has;
+``test_spark_cluster.py`` does it for real, on a standalone cluster.
 """
 
 from __future__ import annotations
@@ -16,20 +20,40 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
-from brokerless.spark import complete_on_spark, run_on_spark, session_builder, task_slots
+from brokerless.spark import (
+    Phase,
+    complete_on_spark,
+    run_on_spark,
+    session_builder,
+    task_slots,
+)
+from brokerless.spark import topology as spark_topology
 from brokerless.spark.demo import book_lines, run_demo, sherlock_topology, top_words, word_counts
+from brokerless.spark.failures import JobEnd, job_failure
+from brokerless.spark.session import slot_shortage
 from brokerless.stream import Topology, TopologyError, WorkerProcessError, all_, shuffle
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
 
 from .processes import descendants, gone
-from .spark_topologies import CountThenReport, KillOwnProcess
+from .spark_topologies import (
+    LONG_ERROR,
+    CountThenReport,
+    KillOwnProcess,
+    kill_second_task,
+    no_op,
+    raise_deep_in_task,
+    wait_for_cancel,
+)
 from .stream_topologies import Counter, Sink, Source, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +64,11 @@ SLOTS = 3
 def spark():
     with pytest.MonkeyPatch.context() as env:  # PySpark reads the workers' Python from here
         env.setenv("PYSPARK_PYTHON", sys.executable)
-        session = (session_builder(f"local[{SLOTS}]", "brokerless-spark-topology")
-                   .config("spark.ui.enabled", "false").getOrCreate())
+        session = (
+            session_builder(f"local[{SLOTS}]", "brokerless-spark-topology")
+            .config("spark.ui.enabled", "false")
+            .getOrCreate()
+        )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -49,8 +76,12 @@ def spark():
 
 def left_behind(run) -> list[str]:
     """Threads of ours that a worker's (reused) Python process had before its task began."""
-    return [name for info in run.worker_info for name in info["threads_before"]
-            if name.startswith("brokerless") or ":" in name]
+    return [
+        name
+        for info in run.worker_info
+        for name in info["threads_before"]
+        if name.startswith("brokerless") or ":" in name
+    ]
 
 
 def occurrences(counts: collections.Counter) -> list[tuple[str, int]]:
@@ -62,10 +93,108 @@ def occurrences(counts: collections.Counter) -> list[tuple[str, int]]:
 def test_too_few_slots_is_reported_at_once(spark):
     assert task_slots(spark.sparkContext) == SLOTS
     began = time.monotonic()
-    with pytest.raises(TopologyError, match=rf"needs {SLOTS + 1} Spark task slots .* has "
-                                            rf"{SLOTS}: ask for fewer workers"):
+    with pytest.raises(
+        TopologyError,
+        match=rf"needs {SLOTS + 1} Spark task slots .* has "
+        rf"{SLOTS}: ask for fewer workers \(workers={SLOTS}\) "
+        rf"or give Spark more cores: master='local\[4\]'$",
+    ):
         run_on_spark(sherlock_topology(lines=10), spark=spark, workers=SLOTS + 1)
-    assert time.monotonic() - began < 10  # Spark's own check would retry for minutes
+    assert time.monotonic() - began < 10  # a local master never gains slots: no wait
+
+
+class SlotCount:
+    """Stands in for ``task_slots``: reports ``slots`` (the test changes it), counts calls."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.calls = slots, 0
+
+    def __call__(self, sc) -> int:
+        self.calls += 1
+        return self.slots
+
+
+@pytest.mark.timeout(60)
+def test_a_stage_spark_refuses_for_slots_costs_no_attempt(spark, monkeypatch, caplog):
+    # As if an executor went away between each count and the submission: the run counts 4
+    # slots, Spark (local[3]) has 3 and refuses the stage before any task runs, every time.
+    monkeypatch.setattr(spark_topology, "task_slots", SlotCount(SLOTS + 1))
+    began = time.monotonic()
+    with pytest.raises(
+        TopologyError,
+        match=rf"needs {SLOTS + 1} Spark task slots at once .* has "
+        rf"{SLOTS}: .* \(waited 4 s\)$",
+    ):
+        run_on_spark(
+            sherlock_topology(lines=10),
+            spark=spark,
+            workers=SLOTS + 1,
+            start_timeout=4,
+            max_attempts=2,
+        )
+    refusals = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("topology 'sherlock-top-words': Spark refused")
+    ]
+    assert len(refusals) >= 2, caplog.text  # submitted again after a refusal, in the same wait
+    assert refusals[0].endswith(f"(needed, there: ({SLOTS + 1}, {SLOTS})); waiting for slots")
+    assert time.monotonic() - began < 30
+
+
+def barrier_job_failure(sc, partitions: int, body):
+    """How ``failures.job_failure`` sorts the error of a barrier job running ``body``."""
+    try:
+        sc.parallelize(range(partitions), partitions).barrier().mapPartitions(body).collect()
+    except Py4JJavaError as error:
+        return job_failure(error)
+    raise AssertionError("the job did not fail")
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_job_is_sorted_by_what_spark_says_and_told_whole(spark):
+    sc = spark.sparkContext
+    raised = barrier_job_failure(sc, 2, raise_deep_in_task)
+    assert raised.end is JobEnd.TASK_RAISED and not raised.retried
+    assert f"ValueError: {LONG_ERROR}" in raised.cause  # the whole of it, in its own line
+    assert "in raise_deep_in_task\n" in raised.cause  # and the whole traceback, from the top
+    assert "[Previous line repeated 7 more times]" in raised.cause
+    assert "\tat " not in raised.cause  # not the JVM's stack frames
+    lost = barrier_job_failure(sc, 2, kill_second_task)
+    assert lost.end is JobEnd.WORKER_LOST and lost.retried
+    assert "Python worker exited unexpectedly (crashed)" in lost.cause
+    refused = barrier_job_failure(sc, SLOTS + 1, no_op)
+    assert refused.end is JobEnd.SLOTS_REFUSED and refused.slots == (SLOTS + 1, SLOTS)
+    failure = {}
+
+    def run_cancellable() -> None:
+        sc.setJobGroup("cancel-me", "a job the test cancels", interruptOnCancel=True)
+        failure["it"] = barrier_job_failure(sc, 2, wait_for_cancel)
+
+    job = threading.Thread(target=run_cancellable)
+    job.start()
+    wait_for(lambda: sc.statusTracker().getActiveJobsIds(), timeout=60, what="the job to run")
+    sc.cancelJobGroup("cancel-me")
+    job.join(60)
+    assert failure["it"].end is JobEnd.CANCELLED and not failure["it"].retried
+
+
+def test_the_slot_error_names_what_to_change_on_each_kind_of_master():
+    def shortage(master: str, cpus: str = "1") -> str:
+        sc = SimpleNamespace(master=master, getConf=lambda: {"spark.task.cpus": cpus})
+        return slot_shortage(sc, "t", 4, 2)
+
+    assert shortage("local[2]").endswith(
+        "has 2: ask for fewer workers (workers=2) or give Spark more cores: master='local[4]'"
+    )
+    assert shortage("local[4]", cpus="2").endswith(
+        "has 2 (2 cores per task: spark.task.cpus=2): ask for fewer workers (workers=2) or give "
+        "Spark more cores: master='local[8]'"
+    )
+    for master in ("spark://h:7077", "yarn", "k8s://https://h:6443", "local-cluster[2,1,512]"):
+        assert "local[" not in shortage(master), master
+    assert "more Workers (or Workers with more --cores)" in shortage("spark://host:7077")
+    assert "spark.executor.instances" in shortage("yarn")
 
 
 @pytest.mark.timeout(180)
@@ -82,8 +211,7 @@ def test_word_count_on_spark_equals_a_plain_count_and_local_mode(spark):
     assert sorted(map(tuple, result.emitted("count"))) == occurrences(expected)
     local = complete_topology(topology, timeout=60)
     assert final_counts(local.emitted("count")) == expected
-    assert sorted(map(tuple, result.emitted("split"))) == sorted(
-        map(tuple, local.emitted("split")))
+    assert sorted(map(tuple, result.emitted("split"))) == sorted(map(tuple, local.emitted("split")))
     stats = result.statistics
     assert stats["lines"].acked == lines and stats["count"].processed == sum(expected.values())
     assert [w.worker for w in stats.workers] == [0, 1, 2]
@@ -94,32 +222,60 @@ def test_word_count_on_spark_equals_a_plain_count_and_local_mode(spark):
 
 @pytest.mark.timeout(180)
 def test_complete_on_spark_with_mocked_sources(spark):
-    topology = (Topology("mocked").spout("values", Source)
-                .bolt("sink", Sink, parallelism=2, inputs={"values": shuffle()}))
-    result = complete_on_spark(topology, {"values": [[i] for i in range(50)]}, spark=spark,
-                               workers=2, timeout=120)
+    topology = (
+        Topology("mocked")
+        .spout("values", Source)
+        .bolt("sink", Sink, parallelism=2, inputs={"values": shuffle()})
+    )
+    result = complete_on_spark(
+        topology, {"values": [[i] for i in range(50)]}, spark=spark, workers=2, timeout=120
+    )
     assert sorted(v for (v,) in result.emitted("values")) == list(range(50))
     assert result.statistics["values"].acked == 50
 
 
 @pytest.mark.timeout(240)
-def test_a_killed_worker_restarts_the_topology_and_the_counts_stay_exact(spark):
+def test_a_killed_worker_restarts_the_topology_once_slots_allow_and_the_counts_stay_exact(
+    spark, monkeypatch, caplog
+):
     # Recovery is replay from the start: the second attempt reads the text again from line 0
-    # with fresh bolts, and nothing the first attempt counted survives it.
+    # with fresh bolts, and nothing the first attempt counted survives it.  The killed worker's
+    # "executor" is gone too (the run counts a slot fewer) until the test gives it back: the
+    # restart waits for it, says so, and submits nothing meanwhile.  Nobody asks the run
+    # anything while it recovers: its own supervisor does it.
+    slots = SlotCount(SLOTS)
+    monkeypatch.setattr(spark_topology, "task_slots", slots)
     lines = 1500
     topology = sherlock_topology(lines=lines, rate=400)  # ~4 s per attempt: killed mid-run
     expected = word_counts(lines)
     run = run_on_spark(topology, spark=spark, workers=SLOTS, capture=True, max_attempts=3)
     with run:
+
         def acked() -> int:
             return run.statistics()["lines"].acked
 
         wait_for(lambda: acked() >= 200, timeout=60, what="200 lines acked")
         victim = run.worker_pids[1]
         assert acked() < lines  # killed mid-run
+        slots.slots = SLOTS - 1
         os.kill(victim, signal.SIGKILL)
+        wait_for(
+            lambda: run.attempt == 2 and run.phase is Phase.WAITING_FOR_SLOTS,
+            timeout=60,
+            what="the restart to wait for slots",
+        )
+        counted = slots.calls
+        wait_for(lambda: slots.calls >= counted + 3, timeout=30, what="three more counts")
+        assert run.phase is Phase.WAITING_FOR_SLOTS and len(run._groups) == 1  # nothing submitted
+        assert (
+            f"topology 'sherlock-top-words' needs {SLOTS} Spark task slots at once (one "
+            f"barrier task per worker) but Spark master 'local[{SLOTS}]' has {SLOTS - 1}: "
+            in caplog.text
+        )
+        assert "; waiting for them, up to 120 s (start_timeout)" in caplog.text
+        slots.slots = SLOTS
         result = run_to_completion(run, timeout=150)
-    assert run.attempt == 2 and len(run.restarts) == 1
+    assert run.attempt == 2 and len(run.restarts) == 1 and len(run._groups) == 2
     assert run.restarts[0].startswith("attempt 1: ") and "crashed" in run.restarts[0]
     assert victim not in run.worker_pids
     assert result.errors == []
@@ -130,29 +286,40 @@ def test_a_killed_worker_restarts_the_topology_and_the_counts_stay_exact(spark):
 
 @pytest.mark.timeout(240)
 def test_a_worker_that_dies_every_time_ends_in_one_clear_error(spark):
-    topology = (Topology("doomed").spout("counter", Counter)
-                .bolt("kill", KillOwnProcess, inputs={"counter": shuffle()}))
+    topology = (
+        Topology("doomed")
+        .spout("counter", Counter)
+        .bolt("kill", KillOwnProcess, inputs={"counter": shuffle()})
+    )
     began = time.monotonic()
-    with (pytest.raises(WorkerProcessError) as failure,
-          run_on_spark(topology, spark=spark, workers=2, max_attempts=2) as run):
+    with (
+        pytest.raises(WorkerProcessError) as failure,
+        run_on_spark(topology, spark=spark, workers=2, max_attempts=2) as run,
+    ):
         run.wait_until_done(timeout=150)
     message = str(failure.value)
-    assert "'doomed' on Spark lost a worker in each of its 2 attempt(s) (max_attempts=2)" \
-        in message
-    assert re.search(r"^attempt 1: .*crashed", message, re.M)
-    assert re.search(r"^attempt 2: .*crashed", message, re.M)
+    assert "'doomed' on Spark lost a worker in each of its 2 attempt(s) (max_attempts=2)" in message
+    # each attempt's whole cause, its lines indented under it
+    for attempt in (1, 2):
+        assert re.search(rf"^attempt {attempt}: .*(\n    .*)*crashed", message, re.M), message
     assert time.monotonic() - began < 150
     # the session is still usable: the next test runs on it
 
 
 @pytest.mark.timeout(180)
 def test_stop_from_the_driver_lets_workers_flush_and_ends_the_job(spark, tmp_path):
-    topology = (Topology("endless").spout("counter", Counter, parallelism=2)
-                .bolt("report", partial(CountThenReport, str(tmp_path)), parallelism=3,
-                      inputs={"counter": all_()}))
+    topology = (
+        Topology("endless")
+        .spout("counter", Counter, parallelism=2)
+        .bolt(
+            "report",
+            partial(CountThenReport, str(tmp_path)),
+            parallelism=3,
+            inputs={"counter": all_()},
+        )
+    )
     run = run_on_spark(topology, spark=spark, workers=SLOTS)
-    wait_for(lambda: run.statistics()["report"].processed > 3000, timeout=60,
-             what="tuples to flow")
+    wait_for(lambda: run.statistics()["report"].processed > 3000, timeout=60, what="tuples to flow")
     assert not run.job_finished
     run.stop()
     assert run.job_finished and run.job_error is None  # the tasks returned: not cancelled
@@ -166,8 +333,9 @@ def test_stop_from_the_driver_lets_workers_flush_and_ends_the_job(spark, tmp_pat
 
 @pytest.mark.timeout(120)
 def test_a_run_dropped_without_stop_cancels_its_job(spark):
-    topology = (Topology("dropped").spout("counter", Counter)
-                .bolt("sink", Sink, inputs={"counter": all_()}))
+    topology = (
+        Topology("dropped").spout("counter", Counter).bolt("sink", Sink, inputs={"counter": all_()})
+    )
     # The workers would give up on a silent driver after driver_timeout; here they may not
     # before the test ends, so only cancelling the job can end it in time.
     run = run_on_spark(topology, spark=spark, workers=2, driver_timeout=300)
@@ -185,7 +353,8 @@ def test_the_demo_prints_the_top_words_of_the_text(spark):
     ranking = run_demo(spark=spark, workers=SLOTS, lines=lines, top=top, out=out)
     assert ranking == top_words(word_counts(lines), top)
     plain = collections.Counter(  # the same, counted independently of the demo's module
-        w for line in book_lines(lines) for w in re.findall(r"[a-z]+(?:'[a-z]+)*", line.lower()))
+        w for line in book_lines(lines) for w in re.findall(r"[a-z]+(?:'[a-z]+)*", line.lower())
+    )
     assert ranking == sorted(plain.items(), key=lambda wc: (-wc[1], wc[0]))[:top]
     text = out.getvalue()
     assert re.search(r"\d+/1,200 lines", text)  # a progress line
@@ -199,7 +368,10 @@ def test_the_demo_prints_the_top_words_of_the_text(spark):
 def test_ctrl_c_stops_the_demo_and_leaves_nothing_running(tmp_path):
     driver = subprocess.Popen(
         [sys.executable, "-m", "brokerless.spark.demo", "--workers", "2", "--rate", "50"],
-        stdout=subprocess.PIPE, stderr=(tmp_path / "stderr").open("w"), text=True, cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "stderr").open("w"),
+        text=True,
+        cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     try:
@@ -215,8 +387,7 @@ def test_ctrl_c_stops_the_demo_and_leaves_nothing_running(tmp_path):
         rest, _ = driver.communicate(timeout=60)
         assert driver.returncode == 130, rest
         assert "interrupted: the topology was stopped" in rest
-        wait_for(lambda: all(gone(p) for p in spawned), timeout=60,
-                 what="Spark's processes to end")
+        wait_for(lambda: all(gone(p) for p in spawned), timeout=60, what="Spark's processes to end")
     finally:
         if driver.poll() is None:
             driver.kill()

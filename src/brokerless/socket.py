@@ -400,6 +400,19 @@ class Socket(SocketOptionAttrs, Generic[_R]):
             self._pattern.terminated(pipe)
             pipe.terminate()
 
+    def stop_receiving(self) -> None:
+        """Take nothing more from the network (brokerless only: libzmq has no such call).
+
+        Every tcp/ipc connection of the socket stops reading, listeners stop accepting and
+        connections are not remade; what had already come in whole -- in the pipes, and
+        decoded but waiting for room below RCVHWM -- is queued for ``recv``, so reading until
+        EAGAIN afterwards takes every message the socket received, and nothing arrives after.
+        Sending goes on over the connections there are.  inproc peers are not affected."""
+        self._check_alive()
+        names = {_endpoint.parse(uri).transport for uri in [*self._bound, *self._connected]}
+        for name in sorted(names):
+            self.context._transport(name).stop_input(self)
+
     # -- monitoring -----------------------------------------------------------------------------
 
     def monitor(self, addr: str | None, events: int = int(Event.ALL)) -> None:

@@ -1,5 +1,6 @@
 """PySpark integration: topologies on Spark (``run_on_spark``, a barrier stage of workers;
-see ``topology.py``) and ``format("brokerless")``, a Structured Streaming source and sink.
+see ``topology.py``) and ``format("brokerless")``, a Structured Streaming source and sink, with
+``ReliableSender`` for the source's acknowledged ingestion (``ingest.py``).
 
 Importing this package registers the data source on the active Spark session, if there is one.
 Otherwise (or for another session) call :func:`register`::
@@ -8,21 +9,38 @@ Otherwise (or for another session) call :func:`register`::
     import brokerless.spark          # registers on `spark`, the active session
     brokerless.spark.register(spark)  # the same, explicitly; harmless to repeat
 
-Spark's Python workers must be able to import ``brokerless`` (install it where they run).
+Spark's Python workers must be able to import ``brokerless`` (install it where they run).  The
+names below are imported when first used, so the parts that need no Spark -- a
+``ReliableSender`` feeding a source on another machine, the write-ahead log -- import without
+pyspark installed.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .datasource import BrokerlessDataSource
-from .sink import HEADER, MessageHeader, parse_header
-from .topology import SparkRun, complete_on_spark, run_on_spark, session_builder, task_slots
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .datasource import BrokerlessDataSource
+    from .ingest import ReliableSender
+    from .sink import HEADER, MessageHeader, parse_header
+    from .topology import (
+        Phase,
+        SparkRun,
+        complete_on_spark,
+        run_on_spark,
+        session_builder,
+        task_slots,
+    )
 
 __all__ = [
     "HEADER",
     "BrokerlessDataSource",
     "MessageHeader",
+    "Phase",
+    "ReliableSender",
     "SparkRun",
     "complete_on_spark",
     "parse_header",
@@ -32,9 +50,36 @@ __all__ = [
     "task_slots",
 ]
 
+_HOMES = {
+    "BrokerlessDataSource": ".datasource",
+    "ReliableSender": ".ingest",
+    "HEADER": ".sink",
+    "MessageHeader": ".sink",
+    "parse_header": ".sink",
+    "Phase": ".topology",
+    "SparkRun": ".topology",
+    "complete_on_spark": ".topology",
+    "run_on_spark": ".topology",
+    "session_builder": ".topology",
+    "task_slots": ".topology",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
 
 def register(spark: SparkSession | None = None) -> None:
     """Register ``format("brokerless")`` on ``spark`` (default: the active session)."""
+    from pyspark.sql import SparkSession
+
+    from .datasource import BrokerlessDataSource
+
     session = spark or SparkSession.getActiveSession()
     if session is None:
         raise RuntimeError(
@@ -44,5 +89,13 @@ def register(spark: SparkSession | None = None) -> None:
     session.dataSource.register(BrokerlessDataSource)
 
 
-if SparkSession.getActiveSession() is not None:
-    register()
+def _register_on_the_active_session() -> None:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:  # no Spark here: the Spark-free parts still import
+        return
+    if SparkSession.getActiveSession() is not None:
+        register()
+
+
+_register_on_the_active_session()

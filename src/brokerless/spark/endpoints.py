@@ -1,7 +1,10 @@
-"""Binding or connecting the source's and the sink's socket to the endpoints they were given."""
+"""Endpoints: binding or connecting the source's and the sink's socket to the endpoints they
+were given, and where a topology's sockets bind for the address peers know them by."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,3 +28,15 @@ def attach(
                 sock.connect(endpoint)
         except zmq.ZMQError as exc:
             raise error(verb, endpoint, exc) from exc
+
+
+def bind_address(host: str) -> str:
+    """Where to bind for peers that reach this machine at ``host``: that address itself when
+    it is a loopback one (nothing else can reach it anyway), else every interface."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return "*"
+    if addresses and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
+        return min(addresses)
+    return "*"

@@ -5,11 +5,11 @@ Theory of operation
 Spark keeps the stream reader of a query in a long-lived Python process on the driver (the
 streaming source runner) and calls it there: ``initialOffset``, ``latestOffset``,
 ``partitions``, ``commit`` and ``stop``.  The first of these calls starts a *receiver*: a
-brokerless SUB or PULL socket and a thread that drains whatever the socket holds, appends each
-message to the write-ahead log (:mod:`brokerless.spark.wal`) and then flushes the log (one
-``write`` + ``fsync`` per drained batch).  Only a flushed record's sequence number is visible to
-``latestOffset``, so every offset Spark writes to its offset log names records that are on
-disk.
+brokerless SUB, PULL (or, with ``ack=true``, ROUTER) socket and a thread that drains whatever
+the socket holds, appends each message to the write-ahead log (:mod:`brokerless.spark.wal`)
+and then flushes the log (one ``write`` + ``fsync`` per drained batch).  Only a flushed
+record's sequence number is visible to ``latestOffset``, so every offset Spark writes to its
+offset log names records that are on disk.
 
 An offset is ``{"seq": N}``: every record up to and including ``N`` belongs to the stream so
 far.  A new query starts at the record before the oldest one the log holds (``{"seq": 0}``
@@ -30,14 +30,29 @@ good record, and Spark asks again for the range it had planned but not committed
 log still holds, so nothing is lost or repeated.  An offset Spark passes in must be one this
 reader offered or be within what the log held when it reopened: a log that lost records
 (``fsync=false`` and a machine crash) would otherwise give their numbers to new messages that
-Spark then skips as processed.  Messages still travelling towards the socket when the query
-stops are ZeroMQ's to lose (SUB drops what arrives while no subscriber is there; a PUSH peer
-keeps queueing for the receiver of the next run when it connected to a source that binds, or
-when the source connects to it); what the socket holds at the stop (``rcvhwm`` at most) goes to
-the log.  Spark ends the source's process soon after asking it to stop, without waiting: the
-receiver's last drain into the log is best effort, and messages taken off the socket but not
-yet flushed are lost with the process (at most one drained batch, taken a few milliseconds
-earlier).
+Spark then skips as processed.
+
+*Stopping.*  The receiver first stops taking messages from the network
+(``Socket.stop_receiving``: its connections read nothing more, its listeners accept nothing
+more), then logs everything the socket had taken -- what its pipes hold and what its engines
+had decoded -- and fsyncs the log, and only then closes the socket: nothing the source took off
+the network is lost.  Spark ends a stopped query's source process with SIGTERM, without
+waiting; the receiver catches it (from the process's main thread, where Spark starts it), stops
+as above, and then lets SIGTERM end the process.  What ZeroMQ itself cannot promise stays
+lost: bytes in the kernels' buffers or on the wire when a connection closes (the source's own
+unread ones included: once it stops reading, they are never read), messages a PUB sends while
+no subscriber is connected, and what a PUSH had queued for a connection that closed (a bound
+PUSH drops it; a PUSH that connected keeps it for the next run).
+
+*Acknowledged ingestion* (``ack=true``, :mod:`brokerless.spark.ingest`) closes that gap: the
+socket is a ROUTER; each message carries its sender's id and number, the receiver logs only a
+sender's next message (duplicates and out-of-order ones are dropped: see ``AckTable``), and
+after each drained batch is fsynced it acknowledges, per sender, the highest number it has
+logged.  A :class:`~brokerless.spark.ingest.ReliableSender` keeps every message until it is
+acknowledged and sends it again after a reconnection or a timeout, so a sender and a query can
+both be killed and restarted at any moment and every message lands in the log once.  The
+records of this mode hold ``[sender id, number, payload frames...]``; the columns show the
+payload frames only.
 
 Why the reader does not start in ``__init__``: Spark also builds a reader in a short-lived
 planner process only to ship its ``read`` method to executors; that one must open nothing.
@@ -46,11 +61,13 @@ planner process only to ship its ``read`` method to executors; that one must ope
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice, pairwise
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -66,16 +83,18 @@ from pyspark.sql.types import (
 
 import brokerless as zmq
 
+from . import ingest
 from . import options as opt
 from .endpoints import attach
 from .wal import Record, WriteAheadLog, read_range
 
 __all__ = ["SCHEMA", "BrokerlessStreamReader", "SourceConfig", "SourceError", "WalRange"]
 
-#: Columns of the source.  ``topic`` is the first frame for SUB and null for PULL; ``payload``
-#: is the last frame; ``frames`` all of them; ``received_at`` when the receiver took the message
-#: off the socket; ``seq`` its write-ahead log number (gap-free, increasing in receive order, the
-#: same when a batch is replayed: a key to deduplicate on downstream).
+#: Columns of the source.  ``topic`` is the first frame for SUB and null otherwise; ``payload``
+#: is the last frame; ``frames`` all of them (for ``ack=true``: all the sender's);
+#: ``received_at`` when the receiver took the message off the socket; ``seq`` its write-ahead
+#: log number (gap-free, increasing in receive order, the same when a batch is replayed: a key
+#: to deduplicate on downstream).
 SCHEMA = StructType(
     [
         StructField("topic", BinaryType(), True),
@@ -97,9 +116,12 @@ _OPTIONS = (
     "fsync",
     "maxMessageSize",
     "rcvhwm",
+    "ack",
 )
 _WHAT = "source"
 _POLL_MS = 100  # how often the receiver looks at its stop flag while no message comes
+_ACK_LINGER_MS = 200  # how long the last acknowledgements may take to leave at stop
+_NOT_WATCHING = object()  # the receiver has no SIGTERM handler of its own (any more)
 _MAX_DRAIN = 8192  # messages per log flush at most (bounds the memory of one group commit)
 _MAX_MESSAGE_SIZE = 1 << 20  # default maxMessageSize: the largest frame a peer may send (bytes)
 _RCVHWM = 1000  # default rcvhwm: messages the socket holds for the receiver (libzmq's default)
@@ -124,6 +146,7 @@ class SourceConfig:
     fsync: bool
     max_message_size: int
     rcvhwm: int
+    ack: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -131,6 +154,11 @@ class SourceConfig:
 
         - ``endpoints`` (required): comma-separated ``tcp://`` or ``ipc://`` endpoints.
         - ``socketType``: ``SUB`` (default) or ``PULL``.
+        - ``ack``: ``true`` for acknowledged ingestion (:mod:`brokerless.spark.ingest`): the
+          source is a ROUTER, takes messages from :class:`~brokerless.spark.ingest.ReliableSender`
+          peers, drops the duplicates their resending makes, and acknowledges each drained
+          batch once it is fsynced; ``socketType`` and ``topics`` do not apply (default
+          ``false``).
         - ``topics``: comma-separated topic prefixes for SUB (default: every message).
         - ``bind``: ``true`` to bind the endpoints, ``false`` (default) to connect to them.
         - ``walPath`` (required): the write-ahead log directory, normally
@@ -150,7 +178,13 @@ class SourceConfig:
           bounded: ``rcvhwm`` messages whose frames are at most ``maxMessageSize`` each.
         """
         opt.check_known(options, _OPTIONS, _WHAT)
-        socket_type = opt.choice(options, "socketType", ("SUB", "PULL"), _WHAT)
+        ack = opt.boolean(options, "ack", False, _WHAT)
+        if ack and options.get("socketType") is not None:
+            raise opt.OptionError(
+                'brokerless source: option "socketType" does not apply with ack=true (the '
+                "source is then a ROUTER, its peers ReliableSenders)"
+            )
+        socket_type = "ROUTER" if ack else opt.choice(options, "socketType", ("SUB", "PULL"), _WHAT)
         raw_topics = options.get("topics")
         if raw_topics is not None and socket_type != "SUB":
             raise opt.OptionError(
@@ -182,17 +216,19 @@ class SourceConfig:
             fsync=opt.boolean(options, "fsync", True, _WHAT),
             max_message_size=opt.positive_int(options, "maxMessageSize", _MAX_MESSAGE_SIZE, _WHAT),
             rcvhwm=opt.positive_int(options, "rcvhwm", _RCVHWM, _WHAT),
+            ack=ack,
         )
 
 
 class WalRange(InputPartition):
-    """Records ``after < seq <= upto`` of the log in ``wal_path`` (one read task)."""
+    """Records ``after < seq <= upto`` of the log in ``wal_path`` (one read task), logged by a
+    source of ``socket_type`` (what its records' frames are)."""
 
-    def __init__(self, wal_path: str, after: int, upto: int, topic_frame: bool) -> None:
+    def __init__(self, wal_path: str, after: int, upto: int, socket_type: str) -> None:
         self.wal_path = wal_path
         self.after = after
         self.upto = upto
-        self.topic_frame = topic_frame
+        self.socket_type = socket_type
 
     def __repr__(self) -> str:
         return f"WalRange({self.wal_path!r}, ({self.after}, {self.upto}])"
@@ -207,23 +243,32 @@ class _Receiver:
         #: checkpoint) can name no record past it.
         self.recovered_seq = self.wal.durable_seq
         self.error: BaseException | None = None
-        self._rcvhwm = config.rcvhwm
+        self._acks: ingest.AckTable | None = None
         self._context = zmq.Context()
         self._stopping = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stopped = self._terminating = False
         try:
+            if config.ack:
+                self._acks = ingest.AckTable(config.wal_path)
+                self._acks.load(self.wal.first_seq, self.wal.durable_seq)
             self._socket = self._open(config)
         except BaseException:
             self._context.destroy(linger=0)
             self.wal.close()
             raise
+        self._previous_sigterm: Any = _NOT_WATCHING
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
         self._thread = threading.Thread(
             target=self._run, name=f"brokerless-source {config.wal_path}", daemon=True
         )
         self._thread.start()
 
     def _open(self, config: SourceConfig) -> zmq.Socket:
-        sock = self._context.socket(zmq.SUB if config.socket_type == "SUB" else zmq.PULL)
-        sock.setsockopt(zmq.LINGER, 0)
+        kind = {"SUB": zmq.SUB, "PULL": zmq.PULL, "ROUTER": zmq.ROUTER}[config.socket_type]
+        sock = self._context.socket(kind)
+        sock.setsockopt(zmq.LINGER, _ACK_LINGER_MS if config.ack else 0)
         sock.setsockopt(zmq.MAXMSGSIZE, config.max_message_size)
         sock.setsockopt(zmq.RCVHWM, config.rcvhwm)
         if config.socket_type == "SUB":
@@ -240,24 +285,65 @@ class _Receiver:
         return sock
 
     def _run(self) -> None:
+        drain = self._drain if self._acks is None else self._drain_acknowledged
         try:
             while not self._stopping.is_set():
                 if self._socket.poll(_POLL_MS):
-                    self._drain(_MAX_DRAIN)
-            # What the socket holds (RCVHWM messages at most) goes to the log, for the next run.
-            self._drain(max(_MAX_DRAIN, self._rcvhwm))
+                    drain()
+            # Stopping: nothing more from the network; everything the socket took goes to the
+            # log (and, with acks, is acknowledged) before it closes.
+            self._socket.stop_receiving()
+            while drain() == _MAX_DRAIN:
+                pass
         except BaseException as exc:  # reported to Spark by the next driver-side call
             self.error = exc
 
-    def _drain(self, limit: int) -> None:
+    def _drain(self) -> int:
+        """Log (and flush) up to ``_MAX_DRAIN`` messages the socket holds; returns how many."""
         recv, append, now_ns = self._socket.recv_multipart, self.wal.append, time.time_ns
-        for _ in range(limit):
+        taken = 0
+        while taken < _MAX_DRAIN:
             try:
                 frames = recv(zmq.NOBLOCK)
             except zmq.Again:
                 break
             append(frames, now_ns() // 1000)
+            taken += 1
         self.wal.flush()
+        return taken
+
+    def _drain_acknowledged(self) -> int:
+        """``_drain`` for ``ack=true``: log each sender's next messages, drop what it sent
+        twice or out of order, flush, then acknowledge (see ``ingest.py``)."""
+        acks = self._acks
+        assert acks is not None
+        sock, now = self._socket, time.time_ns() // 1000
+        answer: dict[bytes, bytes] = {}  # sender -> the routing id its messages came from
+        taken = 0
+        while taken < _MAX_DRAIN:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            taken += 1
+            message = ingest.decode_message(frames[1:])
+            if message is None:
+                continue  # not a ReliableSender's: dropped
+            sender, seq, base, payload = message
+            admitted = acks.admit(sender, seq, base)
+            if admitted is ingest.Admit.LOG:
+                self.wal.append(ingest.record_frames(sender, seq, payload), now)
+            if admitted is not ingest.Admit.REFUSED:
+                answer[sender] = frames[0]
+        self.wal.flush()
+        acks.flushed()
+        for sender, route in answer.items():
+            reply = [route, *ingest.encode_ack(sender, acks.durable_upto(sender))]
+            try:
+                sock.send_multipart(reply, zmq.NOBLOCK)
+            except zmq.ZMQError:  # that connection is gone: the sender asks again
+                pass
+        return taken
 
     def check(self) -> WriteAheadLog:
         if self.error is not None:
@@ -266,12 +352,58 @@ class _Receiver:
             )
         return self.wal
 
+    def commit(self, upto: int) -> None:
+        """Spark has processed every record up to ``upto``: drop them from the log (after
+        saving the senders' table, which the log can no longer rebuild them from)."""
+        if self._acks is not None:
+            self._acks.save()
+        self.wal.trim(upto)
+
     def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join()
-        self._socket.close(linger=0)
-        self._context.term()
-        self.wal.close()
+        """Stop taking messages, log (and fsync) everything the socket took, close.  A second
+        caller waits until the first is done."""
+        with self._stop_lock:
+            if not self._stopped:
+                try:
+                    self._stopping.set()
+                    self._thread.join()
+                    self._socket.close()
+                    self._context.term()
+                    self.wal.close()
+                finally:
+                    self._stopped = True
+        self._end_sigterm_watch()
+
+    # -- SIGTERM -------------------------------------------------------------------------------
+    # Spark ends a stopped query's source process with SIGTERM, without waiting: the default
+    # action would kill it with messages taken off the network but not yet in the log.  So the
+    # receiver stops first (everything it took goes to the log, fsynced), then the process ends
+    # as SIGTERM asked.  The stop runs in a thread of its own: the handler runs in the main
+    # thread between any two bytecodes, and the code it interrupted may hold a lock the stop
+    # needs (the log's, during a commit).  The runner's own call to stop() waits for that
+    # thread, and so does the interpreter before it exits (not a daemon).
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self._terminating = True
+        if self._stopped:
+            self._end_sigterm_watch()  # the process ends now
+        else:
+            threading.Thread(target=self.stop, name="brokerless-source stop").start()
+
+    def _end_sigterm_watch(self) -> None:
+        """Put the previous SIGTERM handler back -- and end the process if SIGTERM came: from
+        the main thread at once, from another by sending SIGTERM again (the main thread's
+        handler then finds the receiver stopped)."""
+        if self._previous_sigterm is _NOT_WATCHING:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            if self._terminating:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+        signal.signal(signal.SIGTERM, self._previous_sigterm)
+        self._previous_sigterm = _NOT_WATCHING
+        if self._terminating:
+            signal.raise_signal(signal.SIGTERM)
 
 
 class BrokerlessStreamReader(DataSourceStreamReader):
@@ -330,19 +462,19 @@ class BrokerlessStreamReader(DataSourceStreamReader):
         count = upto - after
         parts = min(self.config.num_partitions, max(count, 0))
         bounds = [after + count * i // parts for i in range(parts + 1)] if parts else []
-        topic_frame = self.config.socket_type == "SUB"
-        return [
-            WalRange(self.config.wal_path, low, high, topic_frame) for low, high in pairwise(bounds)
-        ]
+        kind = self.config.socket_type
+        return [WalRange(self.config.wal_path, low, high, kind) for low, high in pairwise(bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, WalRange)
         records = read_range(partition.wal_path, partition.after, partition.upto)
         while chunk := list(islice(records, _ROWS_PER_ARROW_BATCH)):
-            yield _to_arrow(chunk, partition.topic_frame)
+            yield _to_arrow(chunk, partition.socket_type)
 
     def commit(self, end: dict) -> None:
-        self._log().trim(end["seq"])
+        self._log()
+        assert self._receiver is not None
+        self._receiver.commit(end["seq"])
 
     def stop(self) -> None:
         if self._receiver is not None:
@@ -361,9 +493,12 @@ _ARROW_SCHEMA = pa.schema(
 )
 
 
-def _to_arrow(records: list[Record], topic_frame: bool) -> pa.RecordBatch:
-    frames = [r.frames for r in records]
-    topics = [f[0] for f in frames] if topic_frame else [None] * len(records)
+def _to_arrow(records: list[Record], socket_type: str) -> pa.RecordBatch:
+    if socket_type == "ROUTER":  # ack=true: the sender and its number come first
+        frames = [list(ingest.payload_of(r.frames)) for r in records]
+    else:
+        frames = [r.frames for r in records]
+    topics = [f[0] for f in frames] if socket_type == "SUB" else [None] * len(records)
     columns = [
         pa.array(topics, pa.binary()),
         pa.array([f[-1] for f in frames], pa.binary()),

@@ -12,90 +12,99 @@ run.  ``complete_on_spark`` is ``complete_topology`` on Spark.
 
 Theory of operation
 -------------------
-*Start-up.*  The driver (:class:`SparkRun`, in the caller's process) first checks that Spark
-has a task slot for every worker: a barrier stage runs all its tasks at once or not at all, and
-Spark's own check retries for minutes before it says so.  It binds the control channel
-(``stream/control.py``) on tcp and announces it at ``spark.driver.host``, then submits a job of
-N partitions as one barrier stage, from a background thread and under a job group of its own.
-Each task is one worker: it builds the same plan and assignment as every other, binds its
-virtual port on every interface (announcing the executor's address, from the barrier
-context), swaps endpoints with the other tasks through ``BarrierTaskContext.allGather`` (in
-partition order), starts, says ``started`` and then answers the driver exactly as a worker
-process of ``multiprocess.py`` does (the same :func:`~brokerless.stream.control.serve`).
-Tuples go worker to worker over brokerless tcp; Spark carries none of them.
+*The driver* (:class:`SparkRun`, in the caller's process) binds the control channel
+(``stream/control.py``) on tcp, announces it at ``spark.driver.host``, and runs the topology
+as a series of *attempts*: an attempt is one Spark job of N partitions in one barrier stage,
+submitted from a background thread under a job group of its own; each task is one worker
+(``task.py``).  Tuples go worker to worker over brokerless tcp; Spark carries none of them.
 
-*A lost worker.*  When a worker's process dies, Spark fails the barrier stage (and kills its
-other tasks), so the job ends with an error.  The runner then starts a new *attempt*: it drops
-what the failed attempt reported (captured tuples, statistics, errors), tells whatever is
-left of it to stop, and submits the whole stage again -- up to ``max_attempts`` in all, after
-which it stops and raises one :class:`WorkerProcessError` naming each attempt's cause.  The
-control channel ignores late messages from an older attempt, and ``wait_until_done`` goes on
-across a restart.  A worker that reports an error of its own (say, its executor cannot import
-the topology's module) is not retried: every attempt would fail the same way.
+*The supervisor.*  One state machine owns the attempts: :meth:`SparkRun._supervise`, the only
+code that submits, abandons or gives up on one.  It runs after every look at the control
+channel -- whichever thread looks: a caller waiting for answers, or the run's background
+thread, which looks every ``_TICK`` seconds so that a run nobody is asking anything still
+recovers -- always under the run's lock, and it never waits: each call moves the run at most
+one step through its :class:`Phase`::
+
+    WAITING_FOR_SLOTS --enough slots--> STARTING --all workers started--> RUNNING
+          ^    ^                           |  |                              |
+          |    +---Spark refused: slots----+  +------ job ended -------------+
+          |                                        |
+          +---- worker lost, attempts left --------+---- otherwise ----> FAILED
+    (any phase) --stop()--> STOPPED
+
+*Slots.*  A barrier stage runs all its tasks at once or not at all, so an attempt is submitted
+only when Spark has a task slot for every worker (:func:`task_slots`, what Spark's own barrier
+check counts).  Until then the run waits -- at the start and before every restart -- up to
+``start_timeout``, and says what it waits for (a warning on the ``brokerless.spark`` logger,
+and the error when time runs out: slots needed, slots there, what to change).  An in-process
+master (``local[N]``) never gains slots, so a shortage there is reported at once.  Spark may
+still refuse a stage (``BarrierJobSlotsNumberCheckFailed``: an executor went away between the
+count and the submission); no task ran, so that costs no attempt: the run waits again.
+:func:`session_builder` makes Spark refuse at once rather than retry its check every 15 s for
+10 minutes: the runner's own wait is the one that knows what it waits for and when to stop.
+
+*A lost worker.*  When a worker's process or executor dies, Spark fails the barrier stage (and
+kills its other tasks), so the job ends with an error, which ``failures.py`` sorts by its type
+(:class:`~brokerless.spark.failures.JobEnd`).  A lost worker starts a new attempt: the run
+drops what the failed attempt reported (captured tuples, statistics, errors), tells whatever is
+left of it to stop, cancels its job group and waits for slots again -- up to ``max_attempts``
+in all, after which it stops and raises one :class:`WorkerProcessError` naming each attempt's
+whole cause.  The control channel ignores late messages from an older attempt, and questions
+(``statistics``, ``wait_until_done``) wait across a restart and are asked again of the new
+workers.  A worker whose own code raises (its executor cannot import the topology's module,
+say), a stage Spark will never run (dynamic allocation) and a job cancelled by someone else
+are not retried: every attempt would end the same way.  A failure found by the background
+thread is raised to the next caller.
 
 *Recovering state: replay from the start.*  Every attempt begins from nothing -- spouts from
-their first tuple, bolts with empty state.  For a finite, replayable input (a file, a fixed
-list, a log read from offset 0) that gives exact results with no snapshot of bolt state to
-coordinate across workers: a word count is right because the attempt that finishes counted
-every word once, and no half-done attempt's counts survive it.  The limit: a live, unbounded
-source cannot be replayed from its start; surviving a lost worker there needs Storm-style
-checkpointed state (spout offsets and bolt state snapshotted together, restored on restart),
-which is not done here.
+their first tuple, bolts with empty state (:meth:`SparkRun._attempt_job` is what a new
+attempt's tasks are given).  For a finite, replayable input (a file, a fixed list, a log read
+from offset 0) that gives exact results with no snapshot of bolt state to coordinate across
+workers: a word count is right because the attempt that finishes counted every word once, and
+no half-done attempt's counts survive it.  The limit: a live, unbounded source cannot be
+replayed from its start; surviving a lost worker there needs checkpointed state (spout offsets
+and bolt state snapshotted together, restored on restart), which is not done here.
 
 *Stopping.*  ``stop()`` asks the workers to stop, collects their final reports (their threads
-end and every bolt's ``cleanup``/spout's ``close`` runs), waits for the job to end and
-cancels its job group if it does not.  Ctrl-C in the driver raises KeyboardInterrupt in the
-waiting caller, and leaving the ``with`` block stops the run; the tasks themselves ignore
-SIGINT while they run (a terminal sends it to Spark's Python workers too).  A worker whose
-driver is gone -- no control connection for ``driver_timeout`` seconds -- stops by itself and
-fails its task, so no task serves a run nobody watches.
-
-*Reused Python workers.*  Spark runs the next task in the same Python process
-(``spark.python.worker.reuse``), so a task leaves nothing behind: every thread is joined,
-every socket closed and the context terminated before it returns, and its changes to
-``sys.path`` and to SIGINT are undone.
+end and every bolt's ``cleanup``/spout's ``close`` runs), waits for the job to end and cancels
+its job group if it does not.  Ctrl-C in the driver raises KeyboardInterrupt in the waiting
+caller, and leaving the ``with`` block stops the run.  A worker whose driver is gone -- no
+control connection for ``driver_timeout`` seconds -- stops by itself and fails its task, so no
+task serves a run nobody watches; a run dropped without ``stop()`` cancels its jobs.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import os
-import pickle
-import re
-import signal
+import enum
+import logging
 import socket
 import sys
 import threading
 import time
-import traceback
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any, NoReturn
 
-from pyspark import BarrierTaskContext, SparkContext, cloudpickle
+from pyspark import SparkContext, cloudpickle
 from pyspark.sql import SparkSession
 
 import brokerless as zmq
 from brokerless.stream import Config, Topology, TopologyError
-from brokerless.stream.assignment import assign
-from brokerless.stream.control import (
-    ControlledRun,
-    Restarted,
-    WorkerChannel,
-    WorkerProcessError,
-    serve,
-    started_info,
-)
-from brokerless.stream.messaging import SocketMessaging, tcp_endpoint
+from brokerless.stream.control import ControlledRun, WorkerProcessError
+from brokerless.stream.messaging import tcp_endpoint
 from brokerless.stream.multiprocess import load_topology
 from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
-from brokerless.stream.worker import Worker
+
+from .endpoints import bind_address
+from .failures import JobEnd, JobFailure, job_failure
+from .session import in_process, is_local, session_builder, slot_shortage, task_slots
+from .task import run_task
 
 __all__ = [
+    "Phase",
     "SparkRun",
     "complete_on_spark",
     "run_on_spark",
@@ -103,119 +112,24 @@ __all__ = [
     "task_slots",
 ]
 
-_PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
-_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
-_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]")
-_EXECUTOR_WAIT = 10.0  # seconds a cluster's executors get to register before slots are counted
+log = logging.getLogger("brokerless.spark")
+
+_TICK = 0.1  # seconds between the background thread's looks at a run nobody is asking
+_SLOT_POLL = 0.5  # seconds between counts of Spark's task slots while the run waits for them
 
 
-def is_local(master: str) -> bool:
-    """Whether ``master`` runs every executor on this machine."""
-    return bool(_LOCAL.fullmatch(master) or _LOCAL_CLUSTER.fullmatch(master))
+class Phase(enum.Enum):
+    """Where a run on Spark is (see the module doc)."""
 
-
-def session_builder(master: str, app_name: str = "brokerless") -> SparkSession.Builder:
-    """A session builder set up for topologies: Spark's barrier slot check fails at once
-    (not after minutes of retries), no console progress bar; for a local master also the
-    driver on 127.0.0.1 and Python workers that import this brokerless and run this
-    interpreter (``PYSPARK_PYTHON``, which PySpark reads from the environment, is set to it
-    unless it is set already).  Add your own ``.config(...)`` and call ``getOrCreate()``."""
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    if is_local(master):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        paths = [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.pyspark.python", sys.executable)
-            .config(
-                "spark.executorEnv.PYTHONPATH", os.pathsep.join(os.path.abspath(p) for p in paths)
-            )
-        )
-    return builder
-
-
-def task_slots(sc: SparkContext) -> int:
-    """How many tasks Spark can run at once now: the most workers a barrier stage can have."""
-    try:  # what Spark's own barrier check counts (executors' cores / spark.task.cpus)
-        jsc = sc._jsc.sc()  # type: ignore[union-attr]
-        profile = jsc.resourceProfileManager().defaultResourceProfile()
-        return int(jsc.maxNumConcurrentTasks(profile))
-    except Exception:  # the JVM method is internal: count from the master URL instead
-        pass
-    cpus = int(sc.getConf().get("spark.task.cpus", "1"))
-    local = _LOCAL.fullmatch(sc.master)
-    if local:
-        cores = (os.cpu_count() or 1) if local[1] == "*" else int(local[1] or 1)
-        return cores // cpus
-    cluster = _LOCAL_CLUSTER.fullmatch(sc.master)
-    if cluster:
-        return int(cluster[1]) * (int(cluster[2]) // cpus)
-    return sc.defaultParallelism // cpus
-
-
-def check_slots(sc: SparkContext, workers: int, name: str) -> None:
-    """Raise TopologyError at once when Spark cannot run ``workers`` tasks at the same time
-    (a cluster's executors get a few seconds to register first)."""
-    slots = task_slots(sc)
-    if slots < workers and not is_local(sc.master):
-        deadline = time.monotonic() + _EXECUTOR_WAIT
-        pause = threading.Event()
-        while slots < workers and time.monotonic() < deadline:
-            pause.wait(0.5)
-            slots = task_slots(sc)
-    if slots < workers:
-        raise TopologyError(
-            f"topology {name!r} needs {workers} Spark task slots at once (one barrier task per "
-            f"worker) but Spark master {sc.master!r} has {slots}: ask for fewer workers "
-            f"(workers={slots}) or give Spark more cores (e.g. master='local[{workers}]', or "
-            "more executors/executor cores on a cluster)"
-        )
-
-
-def bind_address(host: str) -> str:
-    """Where to bind for peers that reach this machine at ``host``: that address itself when
-    it is a loopback one (nothing else can reach it anyway), else every interface."""
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except OSError:
-        return "*"
-    if addresses and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
-        return min(addresses)
-    return "*"
-
-
-def _describe(error: BaseException) -> str:
-    """The gist of a failed Spark job on one line: its messages without the stack traces."""
-    lines = [
-        line.lstrip(": ")
-        for line in str(error).splitlines()
-        if line.strip() and not line[0].isspace() and not line.startswith("An error")
-    ]
-    return " | ".join(line[:300] for line in lines[:4]) or repr(error)
-
-
-def _worker_lost(error: BaseException) -> bool:
-    """Whether a failed job lost a worker -- a process or an executor died, which a new
-    attempt may not meet again -- rather than Python code in a task raising (it would raise
-    again: a module the executors cannot import, a driver they cannot reach)."""
-    return "PythonException" not in _describe(error)
-
-
-class _AttemptFailed(Exception):
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
+    WAITING_FOR_SLOTS = "waiting for task slots"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FAILED = "failed"
 
 
 class _Job:
-    """One attempt's barrier job, collected in a background thread under its own group."""
+    """One submission's barrier job, collected in a background thread under its own group."""
 
     def __init__(self, sc: SparkContext, group: str, description: str, rdd: Any) -> None:
         self.group = group
@@ -237,9 +151,10 @@ class _Job:
 
 
 class SparkRun(ControlledRun):
-    """A topology running on Spark (see the module doc).  ``attempt`` is the current attempt
-    (1 at first), ``restarts`` says why each earlier one ended, ``worker_info`` what each
-    worker of this attempt reported when it started (pid, host, endpoint)."""
+    """A topology running on Spark (see the module doc).  ``phase`` says where it is,
+    ``attempt`` is the current attempt (1 at first), ``restarts`` says why each earlier one
+    ended, ``worker_info`` what each worker of this attempt reported when it started (pid,
+    host, endpoint), ``failure`` why the run gave up (None while it has not)."""
 
     def __init__(
         self,
@@ -268,12 +183,13 @@ class SparkRun(ControlledRun):
         self.max_attempts = max_attempts
         self.start_timeout = start_timeout
         self.restarts: list[str] = []
+        self.failure: BaseException | None = None
         self._job: _Job | None = None
-        self._launching = False
         self.spark, self._owns_session = _session(spark, master, n)
         sc = self.spark.sparkContext
         try:
-            check_slots(sc, n, plan.name)
+            if in_process(sc.master) and task_slots(sc) < n:  # it will never have more
+                raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
             self.control_endpoint = self._open_control(
                 tcp_endpoint(bind_address(driver_host), 0), advertise=driver_host
@@ -283,11 +199,7 @@ class SparkRun(ControlledRun):
                 self.spark.stop()
             raise
         self._group = f"brokerless-{plan.name}-{uuid.uuid4().hex[:8]}"
-        self._groups: list[str] = []  # every attempt's job group
-        # a run dropped without stop(): its tasks would serve nobody until the session ends
-        self._abandoned = weakref.finalize(
-            self, _abandon, sc, self._groups, self._control, self._context
-        )
+        self._groups: list[str] = []  # every submission's job group
         self._job_template = {
             "topology": shipped,
             "control": self.control_endpoint,
@@ -296,104 +208,194 @@ class SparkRun(ControlledRun):
             "driver_timeout": driver_timeout,
             "sys_path": list(sys.path) if is_local(sc.master) else [],
         }
+        self._new_attempt(n)
+        self._await_slots(time.monotonic())
+        self._ticking = threading.Event()  # set: the background thread ends
+        # a run dropped without stop(): its tasks would serve nobody until the session ends
+        self._abandoned = weakref.finalize(
+            self, _abandon, sc, self._groups, self._control, self._context, self._ticking
+        )
+        self._ticker = threading.Thread(
+            target=_look_in_background,
+            args=(weakref.ref(self), self._ticking),
+            name=f"{self._group}:supervisor",
+            daemon=True,
+        )
+        self._ticker.start()
         try:
-            self._launch()
+            with self._lock:
+                self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
         except BaseException:
             self.stop()
             raise
 
     def __repr__(self) -> str:
-        state = "stopped" if self._stopped else "running"
         return (
-            f"<SparkRun {self.plan.name!r} {state}, {self.workers} worker(s) on "
+            f"<SparkRun {self.plan.name!r} {self.phase.value}, {self.workers} worker(s) on "
             f"{self.spark.sparkContext.master}, attempt {self.attempt}>"
         )
 
-    # -- attempts ----------------------------------------------------------------------------
+    # -- the supervisor ----------------------------------------------------------------------
 
-    def _launch(self) -> None:
-        """Start attempts until one has every worker running (or attempts run out)."""
-        while True:
-            self._submit()
-            self._launching = True
-            try:
-                self._wait(
-                    lambda: len(self.state.started) == self.workers,
-                    self.start_timeout,
-                    "the workers to start",
+    def _check_alive(self) -> None:
+        """After every look at the control channel: move the attempts on; raise why the run
+        gave up, if it did."""
+        if self.failure is None and not self._stopped:
+            self._supervise()
+        if self.failure is not None:
+            raise self.failure
+
+    def _accepting_questions(self) -> bool:
+        return self.phase is Phase.RUNNING
+
+    def _supervise(self) -> None:
+        """One step of the state machine in the module doc (lock held; never waits)."""
+        now = time.monotonic()
+        if self.phase is Phase.WAITING_FOR_SLOTS:
+            if now >= self._next_count:
+                self._count_slots(now)
+            return
+        failures = self.state.failures
+        if failures:
+            index, text = next(iter(failures.items()))
+            self._give_up(
+                WorkerProcessError(
+                    f"worker {index} of {self.plan.name!r} on Spark failed (attempt "
+                    f"{self.attempt}, not retried: it would fail again):\n{text}"
                 )
-                return
-            except _AttemptFailed as failed:
-                self._attempt_failed(failed.cause)
-            except TimeoutError:
-                raise TimeoutError(
-                    f"{self.plan.name!r}: {len(self.state.started)} of {self.workers} Spark "
-                    f"tasks started within {self.start_timeout:g} s: Spark could not give the "
-                    "stage all its slots at once (other jobs running?), or the executors "
-                    f"cannot reach the driver at {self.control_endpoint}"
-                ) from None
-            finally:
-                self._launching = False
+            )
+        job = self._job
+        assert job is not None
+        if job.finished.is_set():
+            self._job_ended(job_failure(job.error), now)
+        elif self.phase is Phase.STARTING:
+            if len(self.state.started) == self.workers:
+                self.phase = Phase.RUNNING
+            elif now >= self._start_deadline:
+                self._give_up(
+                    TimeoutError(
+                        f"{self.plan.name!r}: {len(self.state.started)} of {self.workers} Spark "
+                        f"tasks started within {self.start_timeout:g} s: Spark could not give "
+                        "the stage all its slots at once (other jobs running?), or the "
+                        f"executors cannot reach the driver at {self.control_endpoint}"
+                    )
+                )
 
-    def _submit(self) -> None:
-        n = self.plan.config.num_workers
-        self._new_attempt(n)
-        job = dict(self._job_template, attempt=self.attempt)
+    def _await_slots(self, now: float) -> None:
+        """A new wait for slots, before a new attempt: up to ``start_timeout`` from now."""
+        self.phase = Phase.WAITING_FOR_SLOTS
+        self._slots_deadline = now + self.start_timeout
+        self._next_count = now
+        self._refused: tuple[int, int] | None = None  # Spark's numbers when it last refused
+        self._told = False
+
+    def _count_slots(self, now: float) -> None:
+        """While waiting for slots: submit the attempt when Spark has enough; give up when the
+        wait has lasted ``start_timeout``; say once what the run waits for."""
         sc = self.spark.sparkContext
-        rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(_task, job))
-        group = f"{self._group}-{self.attempt}"
+        n = self.workers
+        slots = task_slots(sc)
+        if now >= self._slots_deadline:
+            if self._refused is not None:  # what Spark itself counted when it refused
+                slots = min(slots, self._refused[1])
+            shortage = slot_shortage(sc, self.plan.name, n, slots)
+            self._give_up(TopologyError(f"{shortage} (waited {self.start_timeout:g} s)"))
+        if slots >= n:
+            if self._told:
+                log.warning("topology %r: %d Spark task slots now; starting", self.plan.name, n)
+            self._submit(now)
+            return
+        if not self._told:
+            self._told = True
+            log.warning(
+                "%s; waiting for them, up to %g s (start_timeout)",
+                slot_shortage(sc, self.plan.name, n, slots),
+                self.start_timeout,
+            )
+        self._next_count = now + _SLOT_POLL
+
+    def _submit(self, now: float) -> None:
+        """Submit the current attempt's job (a new job group for every submission)."""
+        n = self.workers
+        job = self._attempt_job()
+        sc = self.spark.sparkContext
+        rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(run_task, job))
+        group = f"{self._group}-{self.attempt}.{len(self._groups) + 1}"
         self._groups.append(group)
         self._job = _Job(
             sc, group, f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd
         )
+        self.phase = Phase.STARTING
+        self._start_deadline = now + self.start_timeout
 
-    def _attempt_failed(self, cause: str) -> None:
-        """The current attempt lost a worker: end what is left of it; raise (after stopping)
-        when it was the last attempt allowed."""
-        self.restarts.append(f"attempt {self.attempt}: {cause}")
+    def _attempt_job(self) -> dict[str, Any]:
+        """What each task of the current attempt is given.  Replay from the start needs only
+        the attempt's number; a run that restores state from a checkpoint would add, here,
+        the checkpoint every task restores."""
+        return dict(self._job_template, attempt=self.attempt)
+
+    def _job_ended(self, failure: JobFailure, now: float) -> None:
+        """The current submission's job ended: wait and submit it again, start a new attempt,
+        or give up (see the module doc)."""
+        if failure.end is JobEnd.SLOTS_REFUSED:  # no task ran: the same attempt, later
+            log.warning(
+                "topology %r: Spark refused the barrier stage for task slots (needed, there: "
+                "%s); waiting for slots",
+                self.plan.name,
+                failure.slots,
+            )
+            self.phase = Phase.WAITING_FOR_SLOTS  # the same wait goes on: same deadline
+            self._next_count = now + _SLOT_POLL
+            self._refused = failure.slots
+            return
+        if failure.retried:
+            self._worker_lost(failure.cause, now)
+            return
+        if failure.end is JobEnd.REFUSED:
+            self._give_up(
+                TopologyError(
+                    f"Spark runs no barrier stage like topology {self.plan.name!r} in this "
+                    f"session:\n{failure.cause}"
+                )
+            )
+        what = {
+            JobEnd.TASK_RAISED: "a worker of {name} on Spark raised (attempt {attempt}, not "
+            "retried: it would raise again)",
+            JobEnd.CANCELLED: "the Spark job of {name} was cancelled (attempt {attempt}), "
+            "not by the run",
+        }.get(failure.end, "the Spark job of {name} failed (attempt {attempt}, not retried)")
+        self._give_up(
+            WorkerProcessError(
+                what.format(name=repr(self.plan.name), attempt=self.attempt) + ":\n" + failure.cause
+            )
+        )
+
+    def _worker_lost(self, cause: str, now: float) -> None:
+        """The current attempt lost a worker: end what is left of it, then wait for slots for
+        the next attempt -- or give up when it was the last attempt allowed."""
+        self.restarts.append(f"attempt {self.attempt}: " + cause.replace("\n", "\n    "))
         for index in range(self.workers):  # survivors stop now rather than when Spark kills them
             self._send(index, ("stop",))
         job = self._job
         if job is not None and not job.finished.is_set():
             self.spark.sparkContext.cancelJobGroup(job.group)
         if self.attempt >= self.max_attempts:
-            self._fail(
-                f"topology {self.plan.name!r} on Spark lost a worker in each of its "
-                f"{self.attempt} attempt(s) (max_attempts={self.max_attempts}):\n"
-                + "\n".join(self.restarts)
-            )
-
-    def _fail(self, message: str) -> NoReturn:
-        """Stop the run and say why, once."""
-        self.stop()
-        raise WorkerProcessError(message)
-
-    def _check_alive(self) -> None:
-        if self._stopped:  # stopping: whatever happened, stop() finishes the clean-up
-            return
-        failures = self.state.failures
-        if failures:
-            index, text = next(iter(failures.items()))
-            self._fail(
-                f"worker {index} of {self.plan.name!r} on Spark failed (attempt "
-                f"{self.attempt}, not retried: it would fail again):\n{text}"
-            )
-        job = self._job
-        if job is not None and job.finished.is_set():
-            if job.error is not None and not _worker_lost(job.error):
-                self._fail(
-                    f"a worker of {self.plan.name!r} on Spark raised (attempt {self.attempt}, "
-                    f"not retried: it would raise again):\n{_describe(job.error)}"
+            self._give_up(
+                WorkerProcessError(
+                    f"topology {self.plan.name!r} on Spark lost a worker in each of its "
+                    f"{self.attempt} attempt(s) (max_attempts={self.max_attempts}):\n"
+                    + "\n".join(self.restarts)
                 )
-            if job.error is not None:
-                cause = _describe(job.error)
-            else:
-                cause = "the Spark job ended while the topology ran (a worker lost the driver?)"
-            if self._launching:
-                raise _AttemptFailed(cause)
-            self._attempt_failed(cause)
-            self._launch()
-            raise Restarted
+            )
+        self._new_attempt(self.workers)
+        self._await_slots(now)
+
+    def _give_up(self, failure: BaseException) -> NoReturn:
+        """Stop the run and raise why; every later call raises it too."""
+        self.stop()
+        self.phase = Phase.FAILED
+        self.failure = failure
+        raise failure
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -404,6 +406,8 @@ class SparkRun(ControlledRun):
             if self._stopped:
                 return
             self._stopped = True
+            self.phase = Phase.STOPPED
+            self._ticking.set()
             try:
                 job = self._job
                 if job is not None and not job.finished.is_set():
@@ -431,10 +435,31 @@ class SparkRun(ControlledRun):
         return self._job is not None and self._job.finished.is_set()
 
 
+def _look_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
+    """The run's background thread: look at the control channel every ``_TICK`` seconds (so
+    the supervisor runs while nobody asks the run anything) until the run stops, fails or is
+    dropped.  It holds the run only while it looks: a run nobody else holds is dropped."""
+    while not ending.wait(_TICK):
+        run = ref()
+        if run is None:
+            return
+        try:
+            run._look()
+        except BaseException:  # the run gave up: its callers hear why (run.failure)
+            return
+        finally:
+            run = None
+
+
 def _abandon(
-    sc: SparkContext, groups: list[str], control: zmq.Socket, context: zmq.Context
+    sc: SparkContext,
+    groups: list[str],
+    control: zmq.Socket,
+    context: zmq.Context,
+    ticking: threading.Event,
 ) -> None:
     """What stop() would have ended, for a run dropped without it."""
+    ticking.set()
     for group in groups:
         try:
             sc.cancelJobGroup(group)
@@ -462,67 +487,6 @@ def _session(
     return session, not existed
 
 
-# -- the task: one worker -----------------------------------------------------------------------
-
-
-def _task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]:
-    """One worker, as one barrier task (see the module doc)."""
-    barrier = BarrierTaskContext.get()
-    index = barrier.partitionId()
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
-    added = [p for p in job["sys_path"] if p not in sys.path]
-    sys.path[:0] = added
-    others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
-    context = zmq.Context()
-    channel: WorkerChannel | None = None
-    try:
-        channel = WorkerChannel(
-            context, job["control"], job["key"], job["attempt"], index, job["driver_timeout"]
-        )
-        try:
-            topology, config = pickle.loads(job["topology"])
-            plan = topology.build(config)
-            n = config.num_workers
-            host = barrier.getTaskInfos()[index].address.rsplit(":", 1)[0]
-            messaging = (
-                SocketMessaging(context, "tcp", host=bind_address(host), advertise=host)
-                if n > 1
-                else None
-            )
-            worker = Worker(plan, assign(plan, n), index, messaging, capture=job["capture"])
-            endpoint = worker.bind()
-        except Exception:
-            channel.send(("failed", traceback.format_exc()))
-            raise
-        try:
-            endpoints = barrier.allGather(endpoint)
-        except BaseException:  # another task failed the barrier: Spark retries the stage
-            worker.stop()  # closes its bound socket, or term() below would wait for it
-            raise
-        try:
-            worker.start(endpoints)
-        except Exception:
-            worker.stop()
-            channel.send(("failed", traceback.format_exc()))
-            raise
-        serve(
-            worker,
-            channel,
-            started_info(worker, endpoint, attempt=job["attempt"], threads_before=others),
-        )
-    finally:
-        if channel is not None:
-            channel.close()
-        context.term()
-        for path in added:
-            if path in sys.path:
-                sys.path.remove(path)
-        if previous_sigint is not None:
-            signal.signal(signal.SIGINT, previous_sigint)
-    return iter(())
-
-
 # -- entry points -------------------------------------------------------------------------------
 
 
@@ -537,7 +501,8 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
     * ``capture``: gather every emitted tuple in the driver (``captured()``);
     * ``max_attempts`` (3): a lost worker restarts the whole topology, up to this many
       attempts in all (state comes back by replay from the start: see the module doc);
-    * ``start_timeout`` (120 s): how long the workers may take to start;
+    * ``start_timeout`` (120 s): how long an attempt may wait for Spark's task slots, and
+      then for its workers to start;
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver
       before it stops by itself;
     * ``ui``: serve the live topology UI from the driver, with the attempt history (True: a

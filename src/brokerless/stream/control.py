@@ -115,10 +115,6 @@ class DriverGone(RuntimeError):
     """A worker lost its connection to the driver for longer than it may."""
 
 
-class Restarted(Exception):
-    """(internal) The run replaced its workers while the caller waited: ask again."""
-
-
 class Signer:
     """Pickles and signs control messages; unpickles only what carries the key's signature.
 
@@ -196,9 +192,11 @@ class ControlledRun(TopologyRun):
     """A topology whose workers run in other processes and answer over the control channel.
 
     Subclasses call :meth:`_open_control` then :meth:`_new_attempt` before starting workers,
-    implement :meth:`_check_alive` (raise when a worker is lost; raise :class:`Restarted`
-    after replacing the workers) and :meth:`stop` (with :meth:`_stop_workers` and
-    :meth:`_close_control`)."""
+    implement :meth:`_check_alive` (raise when the run cannot go on; a run that replaces its
+    workers starts a new attempt there, which the questions waiting for answers notice) and
+    :meth:`stop` (with :meth:`_stop_workers` and :meth:`_close_control`), and may say when
+    the workers can be asked anything (:meth:`_accepting_questions`).  Whatever uses the
+    control socket holds ``_lock``."""
 
     poll_interval = 0.01
 
@@ -246,7 +244,12 @@ class ControlledRun(TopologyRun):
         self._context.term()
 
     def _check_alive(self) -> None:
-        """Raise if a worker is lost (called after every look at the control channel)."""
+        """Raise if the run cannot go on (called after every look at the control channel)."""
+
+    def _accepting_questions(self) -> bool:
+        """Whether the current attempt's workers are all there to answer (a run that is
+        between attempts is not)."""
+        return True
 
     @property
     def stopped(self) -> bool:
@@ -360,45 +363,48 @@ class ControlledRun(TopologyRun):
         elif kind == "lost":
             state.lost[index] = message[1]
 
-    def _wait(self, done: Callable[[], Any], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
+    def _wait(self, done: Callable[[], Any], timeout: float | None, what: str) -> None:
+        """Take in what the workers send until ``done()``; TimeoutError after ``timeout``
+        seconds (None: :meth:`_check_alive` is what ends a wait that cannot succeed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while not done():
-            remaining = deadline - time.monotonic()
+            self._raise_if_stopped(f"it stopped while waiting for {what}")
+            remaining = 0.1 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"{self.plan.name!r}: timed out waiting for {what}")
             self._pump(min(remaining, 0.1))
 
     def _ask(self, kind: str, timeout: float = 30.0) -> list[Any]:
-        """Ask every worker; returns their answers in worker order (all from one attempt)."""
+        """Ask every worker; returns their answers in worker order, all from one attempt (a
+        new attempt meanwhile is asked again, once its workers are all there)."""
         with self._lock:
             try:
                 while True:
+                    self._wait(self._accepting_questions, None, "the workers to start")
+                    epoch = self.epoch
                     self._asked += 1
                     key = self._question = (kind, self._asked)
                     n = self.workers
                     for index in range(n):
                         self._send(index, key)
-                    try:
-                        self._wait(partial(self._answered, key, n), timeout, f"the workers' {kind}")
-                    except Restarted:
-                        continue
-                    answers = self.state.replies.pop(key)
-                    return [answers[i] for i in range(n)]
+                    self._wait(
+                        partial(self._answered, key, n, epoch), timeout, f"the workers' {kind}"
+                    )
+                    if self.epoch == epoch:
+                        answers = self.state.replies.pop(key)
+                        return [answers[i] for i in range(n)]
             finally:
                 self._question = None
 
-    def _answered(self, key: tuple[str, int], n: int) -> bool:
-        return len(self.state.replies.get(key, ())) == n
+    def _answered(self, key: tuple[str, int], n: int, epoch: int) -> bool:
+        """Every worker answered question ``key`` -- or the workers asked are gone."""
+        return self.epoch != epoch or len(self.state.replies.get(key, ())) == n
 
     def _look(self, seconds: float = 0.0) -> None:
-        """Take in what the workers sent (a restart meanwhile is no news to the caller)."""
+        """Take in what the workers sent."""
         with self._lock:
-            if self._stopped:
-                return
-            try:
+            if not self._stopped:
                 self._pump(seconds)
-            except Restarted:
-                pass
 
     def _stop_workers(self, running: list[int], timeout: float, alive: Callable[[], bool]) -> None:
         """Ask the ``running`` workers to stop; wait (up to ``timeout`` seconds) for their
@@ -417,9 +423,15 @@ class ControlledRun(TopologyRun):
 
     # -- TopologyRun ---------------------------------------------------------------------------
 
-    def activity(self) -> list[Activity]:
+    def _raise_if_stopped(self, why: str) -> None:
+        """Raise once the run is stopped: what :meth:`_check_alive` raises for a run that
+        failed, else RuntimeError saying ``why``."""
         if self._stopped:
-            raise RuntimeError(f"topology {self.plan.name!r} is stopped: its workers are gone")
+            self._check_alive()
+            raise RuntimeError(f"topology {self.plan.name!r} is stopped: {why}")
+
+    def activity(self) -> list[Activity]:
+        self._raise_if_stopped("its workers are gone")
         return self._ask("activity")
 
     def statistics(self) -> Statistics:

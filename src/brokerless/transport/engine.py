@@ -34,6 +34,11 @@ The engine moves bytes; :class:`~brokerless.zmtp.Connection` says what they mean
   the end of the stream -- is left to it in order.  Closing while lent wakes the borrower, who
   closes the descriptor when it gives the input back, so a descriptor is never closed under a
   poll.
+* **Stopping input** (``stop_input``, for ``Socket.stop_receiving``): the engine reads nothing
+  more from the descriptor, ever, and hands the session what it had decoded and was waiting for
+  room in the pipe -- the session has lifted the pipe's HWM, which nothing can fill any more --
+  so every message that came in whole reaches the socket.  The normal path pays nothing for
+  this.  Writing goes on (a receiver may still answer).
 * **Closing** leaves nothing that points back at the engine: its timers are cancelled (which
   drops their callbacks) and the I/O thread forgets the descriptor, so a closed connection is
   freed by reference counting at once, not by a later cyclic garbage collection.
@@ -95,6 +100,7 @@ class Engine:
         self._pending_events = False  # whether _pending_in may hold events, not just messages
         self._batch_limit = BATCH_MESSAGES  # messages per output batch (see _batch_limit)
         self._reading = True
+        self._input_stopped = False  # stop_input: never read again
         self._writing = False  # registered for EVENT_WRITE
         self._events = 0
         self._timers: dict[str, Timer] = {}
@@ -305,10 +311,20 @@ class Engine:
                 self._deliver(pending, self._pending_events)
                 if self._pending_in:
                     return
-            if not self._reading and self.alive:
+            if not self._reading and self.alive and not self._input_stopped:
                 self._set_reading(True)
         finally:
             self.in_lock.release()
+
+    def stop_input(self) -> None:
+        """Read nothing more, and hand the session what waited for room in the pipe (I/O
+        thread; see "Stopping input": the session has lifted the pipe's HWM first)."""
+        with self.in_lock:  # a read in progress (a lent one) ends first
+            self._input_stopped = True
+            self._set_reading(False)
+            pending, self._pending_in = self._pending_in, []
+            if pending and self.alive:
+                self._deliver(pending, self._pending_events)
 
     # -- lent input (the socket's thread reads; see the module docstring) -----------------------
 

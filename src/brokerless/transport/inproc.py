@@ -114,6 +114,9 @@ class InprocTransport:
                     mine.terminate()
         return [mine]
 
+    def stop_input(self, sock: Socket) -> None:
+        """Nothing to stop: inproc peers write straight into the socket's pipes."""
+
     def open_internal(self, name: str, owner: Any) -> Pipe | None:
         """A pipe from ``owner`` -- an internal peer, not a socket (a connection's ZAP client)
         -- to the socket bound at ``inproc://name``; None when nothing is bound there.  No

@@ -89,6 +89,13 @@ class Listener:
             self.sessions.add(session)
             session.attach_engine(_engine(self.io, session, conn))
 
+    def stop_input(self, _: Any = None) -> None:
+        """Accept no more connections; the ones accepted read nothing more (I/O thread).  The
+        listening socket stays bound until ``close``."""
+        self.io.unregister(self.sock)
+        for session in list(self.sessions):
+            session.stop_input()
+
     def close(self, _: Any = None) -> None:
         self.io.unregister(self.sock)
         self.sock.close()
@@ -201,6 +208,18 @@ class NetworkTransport:
             pipes.append(pipe)
         io.call_soon(session.connector.start)
         return pipes
+
+    def stop_input(self, socket: Socket) -> None:
+        """``socket`` takes nothing more from the network; returns once every listener and
+        session of it has handed what it decoded to the socket's pipes."""
+        sid = id(socket)
+        for (owner, _uri), listener in list(self._listeners.items()):
+            if owner == sid:
+                listener.io.call_and_wait(listener.stop_input)
+        for (owner, _uri), sessions in list(self._sessions.items()):
+            if owner == sid:
+                for session in sessions:
+                    session.io.call_and_wait(session.stop_input)
 
     def disconnect(self, socket: Socket, ep: Endpoint) -> None:
         for session in self._sessions.pop((id(socket), ep.uri), []):

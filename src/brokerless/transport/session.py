@@ -14,6 +14,11 @@ It is what makes a connection *disconnected-tolerant*:
 * an **accepted** session is made per incoming connection and gets its pipe when the handshake
   completes; when its engine fails the pipe is closed and the session ends.
 
+Stopping input (``Socket.stop_receiving``): a session stops reconnecting, lifts its pipe's
+HWM towards the socket (nothing more can come in to fill it) and its engine stops reading,
+after handing the pipe whatever it had decoded; the pipe and the connection stay (what the
+socket sends still goes out) until the socket closes.
+
 Closing: the socket terminates the pipe; the session sends what is still queued (reading to the
 delimiter), then ends.  LINGER bounds that: 0 drops the rest at once, a positive value arms a
 timer, -1 waits.  Every session registers with its context so ``term()`` can wait for them.
@@ -143,6 +148,24 @@ class Session:
         if pipe is None:
             return len(msgs)  # the socket is gone: drop
         return pipe.write_many(msgs)
+
+    def stop_input(self, _: Any = None) -> None:
+        """The socket takes nothing more from the network: no reconnecting, and the engine
+        reads nothing more (after handing over what it decoded).  A session between two
+        connections has nothing left to do and ends now (its pipe stays with the socket, with
+        what it holds); one with a connection ends when that does.  I/O thread."""
+        if self._reconnect_timer is not None:
+            self._reconnect_timer.cancel()
+            self._reconnect_timer = None
+        if self.connector is not None:
+            self.connector.close()
+            self.connector = None  # a failed engine then ends the session: no reconnect
+        if self.engine is not None:
+            if self.pipe is not None:
+                self.pipe.set_writer_hwm(0)  # no HWM: what the engine decoded all goes in
+            self.engine.stop_input()
+        else:
+            self._finish()  # nothing would hold it or end it any more
 
     def pull_many(self, limit: int) -> list:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""

@@ -1,0 +1,110 @@
+"""Spark sessions for topologies: a builder set up for them, how many task slots a session has
+for a barrier stage, and what to tell someone whose master has too few."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+import brokerless as zmq
+
+__all__ = ["in_process", "is_local", "session_builder", "slot_shortage", "task_slots"]
+
+_PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]")
+
+
+def in_process(master: str) -> bool:
+    """Whether ``master`` runs Spark's tasks in the driver's own JVM (``local[N]``): its
+    task slots are fixed when the session starts."""
+    return bool(_LOCAL.fullmatch(master))
+
+
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs every executor on this machine."""
+    return in_process(master) or bool(_LOCAL_CLUSTER.fullmatch(master))
+
+
+def session_builder(master: str, app_name: str = "brokerless") -> SparkSession.Builder:
+    """A session builder set up for topologies: Spark's barrier slot check fails at once
+    instead of retrying for minutes (the runner waits for slots itself, up to its
+    ``start_timeout``, and says what it waits for; see ``topology.py``), no console progress
+    bar; for a local master also the driver on 127.0.0.1 and Python workers that import this
+    brokerless and run this interpreter (``PYSPARK_PYTHON``, which PySpark reads from the
+    environment, is set to it unless it is set already).  Add your own ``.config(...)`` and
+    call ``getOrCreate()``."""
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
+        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    if is_local(master):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        paths = [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        builder = (
+            builder.config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.pyspark.python", sys.executable)
+            .config(
+                "spark.executorEnv.PYTHONPATH", os.pathsep.join(os.path.abspath(p) for p in paths)
+            )
+        )
+    return builder
+
+
+def task_slots(sc: SparkContext) -> int:
+    """How many tasks Spark can run at once now: the most workers a barrier stage can have."""
+    try:  # what Spark's own barrier check counts (executors' cores / spark.task.cpus)
+        jsc = sc._jsc.sc()  # type: ignore[union-attr]
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:  # the JVM method is internal: count from the master URL instead
+        pass
+    cpus = _task_cpus(sc)
+    local = _LOCAL.fullmatch(sc.master)
+    if local:
+        cores = (os.cpu_count() or 1) if local[1] == "*" else int(local[1] or 1)
+        return cores // cpus
+    cluster = _LOCAL_CLUSTER.fullmatch(sc.master)
+    if cluster:
+        return int(cluster[1]) * (int(cluster[2]) // cpus)
+    return sc.defaultParallelism // cpus
+
+
+def _task_cpus(sc: SparkContext) -> int:
+    return int(sc.getConf().get("spark.task.cpus", "1") or 1)
+
+
+def slot_shortage(sc: SparkContext, name: str, workers: int, slots: int) -> str:
+    """Why a topology of ``workers`` workers cannot run on ``sc``'s ``slots`` slots, and what
+    to change: a hint that fits the kind of master."""
+    master = sc.master
+    cpus = _task_cpus(sc)
+    per_task = f" ({cpus} cores per task: spark.task.cpus={cpus})" if cpus > 1 else ""
+    if in_process(master):
+        more = f"give Spark more cores: master='local[{workers * cpus}]'"
+    elif _LOCAL_CLUSTER.fullmatch(master):
+        more = "give Spark more executors or cores: local-cluster[executors,cores,memory]"
+    elif master.startswith("spark://"):
+        more = (
+            "give the application more cores: more Workers (or Workers with more --cores), "
+            "and spark.cores.max if it is set"
+        )
+    elif master.startswith(("yarn", "k8s://")):
+        more = "give the application more executors or cores (spark.executor.instances, "
+        more += "spark.executor.cores)"
+    else:
+        more = "give the application more executors or executor cores"
+    fewer = f"ask for fewer workers (workers={slots}) or " if slots else ""
+    return (
+        f"topology {name!r} needs {workers} Spark task slots at once (one barrier task per "
+        f"worker) but Spark master {master!r} has {slots}{per_task}: {fewer}{more}"
+    )

@@ -1,0 +1,157 @@
+"""Topologies on a real Spark standalone cluster: a Master and two Workers (one core each) from
+pyspark's own ``spark-class``, on 127.0.0.1 (``spark_cluster.py``).  The word count and the
+demo give exact results with one worker in each Worker's executor; a Worker JVM killed mid-run
+(its executor with it) makes the run wait for a slot -- saying so -- and recover with exact
+counts once the Worker is back; everything the cluster started is gone at the end.
+
+Marked ``cluster`` and left out of the default suite (the JVMs take minutes to start on a
+small machine): ``make test-cluster``, or ``pytest -m cluster tests/test_spark_cluster.py``.
+The session is configured as README's "Running a topology on a real Spark cluster" says, and
+a test checks that the README still says it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import brokerless
+from brokerless.spark import Phase, run_on_spark, session_builder
+from brokerless.spark.demo import run_demo, sherlock_topology, top_words, word_counts
+from brokerless.stream.examples import final_counts
+from brokerless.stream.testing import run_to_completion
+
+from .processes import descendants
+from .spark_cluster import Daemon, StandaloneCluster
+from .stream_topologies import wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = 2
+#: What README's cluster section tells a driver to set (the first two are session_builder's).
+SETTINGS = {
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+    "spark.network.timeout": "30s",
+    "spark.network.timeoutInterval": "10s",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    package_root = str(Path(brokerless.__file__).resolve().parent.parent)
+    with StandaloneCluster(
+        tmp_path_factory.mktemp("spark-cluster"),
+        python=sys.executable,
+        python_path=[package_root, str(ROOT)],
+    ) as cluster:
+        cluster.start_master()
+        for _ in range(WORKERS):
+            cluster.start_worker(cores=1)
+        yield cluster
+    # leaving the block stopped every process the cluster started, or raised naming those left
+
+
+@pytest.fixture(scope="module")
+def spark(cluster):
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYSPARK_PYTHON", sys.executable)  # what the executors run Python workers with
+        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (
+            session_builder(cluster.url, "brokerless-cluster-test")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.executor.memory", "512m")
+        )
+        for key, value in SETTINGS.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def hosting(cluster: StandaloneCluster, pid: int) -> Daemon:
+    """The Worker whose executor runs process ``pid``."""
+    owners = [worker for worker in cluster.workers if pid in descendants(worker.pid)]
+    assert len(owners) == 1, f"process {pid} is not in one Worker's executor"
+    return owners[0]
+
+
+def test_the_readme_says_what_this_module_does():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.partition("### Running a topology on a real Spark cluster")[2]
+    section = section.partition("\n### ")[0]
+    confs = dict(re.findall(r"--conf (\S+)=(\S+)", section))
+    assert confs == SETTINGS
+    assert "spark.network.timeoutInterval" in section and "60 s" in section
+    assert "PYSPARK_PYTHON" in section
+    assert "make test-cluster" in section
+
+
+def test_word_count_runs_one_worker_in_each_executor_with_exact_counts(cluster, spark):
+    lines = 2000
+    with run_on_spark(
+        sherlock_topology(lines=lines), spark=spark, workers=WORKERS, capture=True
+    ) as run:
+        owners = {hosting(cluster, pid).name for pid in run.worker_pids}
+        result = run_to_completion(run, timeout=300)
+    assert owners == {"worker0", "worker1"}
+    assert result.errors == []
+    assert final_counts(result.emitted("count")) == word_counts(lines)
+    assert run.attempt == 1 and run.restarts == []
+
+
+def test_the_demo_runs_on_the_cluster(spark):
+    out = io.StringIO()
+    lines, top = 1200, 8
+    ranking = run_demo(spark=spark, workers=WORKERS, lines=lines, top=top, out=out)
+    assert ranking == top_words(word_counts(lines), top)
+    assert "Equal to a plain collections.Counter over the same text." in out.getvalue()
+    assert f"{WORKERS} workers on Spark {spark.sparkContext.master}" in out.getvalue()
+
+
+def test_a_killed_worker_jvm_restarted_recovers_with_exact_counts(cluster, spark, caplog):
+    lines = 1500
+    topology = sherlock_topology(lines=lines, rate=300)  # ~5 s per attempt: killed mid-run
+    run = run_on_spark(topology, spark=spark, workers=WORKERS, capture=True, max_attempts=2)
+    with run:
+
+        def acked() -> int:
+            return run.statistics()["lines"].acked
+
+        wait_for(lambda: acked() >= 200, timeout=120, what="200 lines acked")
+        victim = hosting(cluster, run.worker_pids[1])
+        assert acked() < lines  # killed mid-run
+        killed = cluster.kill_worker(victim)  # the Worker JVM, its executor and Python workers
+        assert run.worker_pids[1] in killed
+        # The run waits for a slot, and says so, instead of spending its last attempt on
+        # Spark's refusal (if it counted before Spark had dropped the executor, Spark refuses).
+        waiting = (
+            f"needs {WORKERS} Spark task slots at once (one barrier task per worker) but "
+            f"Spark master '{cluster.url}' has 1: "
+        )
+        refused = "Spark refused the barrier stage for task slots (needed, there: (2, 1))"
+        wait_for(
+            lambda: waiting in caplog.text or refused in caplog.text,
+            timeout=120,
+            what="the run to say it waits for a slot",
+        )
+        assert run.attempt == 2 and run.phase is Phase.WAITING_FOR_SLOTS
+        assert "local[" not in caplog.text  # the hint fits a standalone master
+        restarted = cluster.start_worker(cores=1)
+        wait_for(lambda: run.phase is Phase.RUNNING, timeout=180, what="the second attempt")
+        owners = {hosting(cluster, pid).name for pid in run.worker_pids}
+        result = run_to_completion(run, timeout=300)
+    survivor = next(w for w in cluster.workers if w not in (victim, restarted))
+    assert owners == {survivor.name, restarted.name}  # one worker in each executor again
+    assert run.attempt == 2 and len(run.restarts) == 1
+    assert "ExecutorLostFailure" in run.restarts[0]
+    assert result.errors == []
+    assert final_counts(result.emitted("count")) == word_counts(lines)
+    assert result.statistics["lines"].acked == lines
