@@ -257,7 +257,8 @@ def run_demo(
     """Run the demo (see the module doc) and return the final top words.  ``spark``: a
     session to run on; else one is started on ``master`` (default ``local[workers]``) and
     stopped at the end."""
-    from .topology import SparkRun, bind_address, session_builder
+    from .endpoints import bind_address
+    from .topology import SparkRun, session_builder
 
     out = out or sys.stdout
     total = len(book_lines(lines))
