@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -146,7 +146,7 @@ def _column(schema: StructType, name: str, option: str) -> int:
     return names.index(name)
 
 
-def _frames(column: pa.Array) -> list[bytes]:
+def _frames(column: pa.Array[Any]) -> list[bytes]:
     """A binary or string column as message frames (null: an empty frame)."""
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return [b"" if value is None else value.encode() for value in column.to_pylist()]
@@ -160,7 +160,9 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    # Arrow batches, as DataSourceStreamArrowWriter.write takes them (pyspark's own override of
+    # the row writer's write is no more compatible)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:  # type: ignore[override]
         context = TaskContext.get()
         assert context is not None, "write() runs in a Spark task"
         batch_id = context.getLocalProperty(_BATCH_ID)
@@ -193,7 +195,7 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
             zmq_context.destroy(linger=0)
         return WriterCommitMessage()
 
-    def _open(self, zmq_context: zmq.Context) -> zmq.Socket:
+    def _open(self, zmq_context: zmq.SyncContext) -> zmq.SyncSocket:
         config = self.config
         pub = config.socket_type == "PUB"
         sock = zmq_context.socket(zmq.XPUB if pub else zmq.PUSH)
@@ -202,7 +204,9 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
         sock.setsockopt(zmq.MAXMSGSIZE, SUBSCRIPTION_MAX_BYTES)
         hint = " (bind mode: one task at a time; use df.coalesce(1))" if config.bind else ""
         attach(
-            sock, config.endpoints, config.bind,
+            sock,
+            config.endpoints,
+            config.bind,
             lambda verb, endpoint, exc: SinkError(
                 f"brokerless sink: cannot {verb} {endpoint}: {exc}{hint}"
             ),
@@ -215,7 +219,7 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
 
 
 def _send_rows(
-    sock: zmq.Socket,
+    sock: zmq.SyncSocket,
     config: SinkConfig,
     batch_id: int,
     partition_id: int,
