@@ -86,6 +86,12 @@ def pytest_report_header(config):
                 "its tests fail (required)" if module not in collect_ignore else "not collected"
             )
             lines.append(f"{module}: {verdict}: {missing}")
+    from .test_pyzmq_examples import not_collected
+
+    lines += [
+        f"test_pyzmq_examples.py: {example} not collected: {why}"
+        for example, why in not_collected().items()
+    ]
     return lines or None
 
 

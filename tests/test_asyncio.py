@@ -328,6 +328,18 @@ async def test_poll_with_a_timeout(push_pull) -> None:
     assert await within(pull.recv()) == b"x"  # polling took nothing
 
 
+async def test_a_poll_answered_at_once_gives_a_done_future(push_pull) -> None:
+    """A poll the socket answers without waiting (timeout 0, or events already there) is done
+    when ``poll`` returns, as on pyzmq: no loop iteration needed to read it."""
+    push, pull = push_pull
+    nothing = pull.poll(timeout=0)
+    assert nothing.done() and nothing.result() == 0
+    await within(push.send(b"x"))
+    assert await within(pull.poll(timeout=WAIT * 1000)) == zmq.POLLIN
+    ready = pull.poll(timeout=0)
+    assert ready.done() and ready.result() == zmq.POLLIN
+
+
 async def test_poller_over_async_and_sync_sockets_and_a_pipe(push_pull, make) -> None:
     push, pull = push_pull
     sync_pair = make(zmq.PAIR)

@@ -272,6 +272,16 @@ async def test_close_closes_the_socket_and_calls_the_close_callback(push_pull) -
         stream.on_recv(print)
 
 
+async def test_closing_a_stream_after_its_socket_warns_in_pyzmqs_words(push_pull) -> None:
+    """The warning names the FD "after closing socket", as pyzmq's does (its suite matches
+    those words)."""
+    _, pull = push_pull
+    stream = zmqstream.ZMQStream(pull)
+    pull.close()
+    with pytest.warns(UserWarning, match="after closing socket"):
+        stream.close()
+
+
 async def test_an_async_socket_is_unwrapped_with_a_warning(push_pull) -> None:
     _, pull = push_pull
     async_pull = zaio.Socket.from_socket(pull)

@@ -173,6 +173,18 @@ def test_sndtimeo_raises_again_without_blocking_the_hub(gctx):
     assert ticker.stop() >= 10
 
 
+def test_reading_a_timeout_warns_as_pyzmqs_green_does(gctx):
+    """pyzmq's zmq.green warns when RCVTIMEO / SNDTIMEO is read as well as set; the warning
+    points at the caller's line."""
+    sock = gctx.socket(zmq.REQ)
+    with pytest.warns(UserWarning, match="SNDTIMEO") as caught:
+        assert sock.sndtimeo == -1
+    assert caught[0].filename == __file__
+    with pytest.warns(UserWarning, match="RCVTIMEO"):
+        sock.getsockopt(zmq.RCVTIMEO)
+    sock.close(linger=0)
+
+
 def test_noblock_raises_again_at_once(gctx):
     _a, b = pair(gctx)
     with pytest.raises(zmq.Again):

@@ -1,5 +1,5 @@
 """pyzmq's helper modules under their pyzmq paths: zmq.utils.{monitor, jsonapi, strtypes,
-interop, garbage}, zmq.decorators, zmq.log.handlers, zmq.sugar.* and zmq.backend.
+interop, garbage, win32}, zmq.decorators, zmq.log.handlers, zmq.sugar.* and zmq.backend.
 
 Modules are imported by the package's own name, so the same tests describe pyzmq when run
 against it (BROKERLESS_TEST_AGAINST=pyzmq).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 import threading
 
 import pytest
@@ -66,6 +67,19 @@ def test_recv_monitor_message_decodes_a_real_event(make):
 def test_parse_monitor_message_refuses_what_is_not_an_event():
     with pytest.raises(RuntimeError):
         submodule("utils.monitor").parse_monitor_message([b"short", b"tcp://x:1"])
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Ctrl-C handling is POSIX's here")
+def test_win32_allow_interrupt_is_a_no_op_context_manager_off_windows():
+    """zmq.utils.win32.allow_interrupt(action) hooks Ctrl-C on Windows; elsewhere SIGINT
+    already interrupts a blocking call, so it installs nothing and never calls ``action``."""
+    win32 = submodule("utils.win32")
+    called = []
+    with win32.allow_interrupt(lambda: called.append(True)) as entered:
+        assert entered is None
+    with win32.allow_interrupt():
+        pass
+    assert called == []
 
 
 # -- zmq.decorators --------------------------------------------------------------------------
@@ -176,6 +190,22 @@ def test_pub_handler_takes_a_socket_and_a_formatter_per_level(ctx, logger):
     logger.debug("hello")
     assert recv_within(sub, multipart=True) == [b"DEBUG", b"DBG hello"]
     sub.close(linger=0)
+
+
+@pytest.mark.beyond_pyzmq
+def test_pub_handler_reports_a_failed_send_through_handle_error(ctx, logger):
+    """A record the socket cannot take (here: it was closed) goes to ``handleError``, as the
+    logging module asks of every handler, and the logging call returns; pyzmq's lets the
+    ZMQError out of ``logger.info``, so one closed socket breaks every later log call."""
+    handlers = submodule("log.handlers")
+    pub = ctx.socket(zmq.PUB)
+    handler = handlers.PUBHandler(pub)
+    failed: list[logging.LogRecord] = []
+    handler.handleError = failed.append
+    logger.addHandler(handler)
+    pub.close(linger=0)
+    logger.info("after close")
+    assert [record.getMessage() for record in failed] == ["after close"]
 
 
 def _topic_logger():

@@ -14,6 +14,7 @@ gives per file brokerless's passes over pyzmq's, the total, what pyzmq skips her
 brokerless loses tests, grouped by the failure's first line.
 
     python tools/pyzmq_suite.py [--files test_x.py ...] [--reuse-baseline] [--jobs N]
+    python tools/pyzmq_suite.py --readme   # README's section, from the last reports
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyzmq_readme
 import pyzmq_sdist
 
 TOOLS = Path(__file__).resolve().parent
@@ -293,7 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         "brokerless lacks (tools/pyzmq_suite_standins.py), to see the failures behind them",
     )
     parser.add_argument("--out", type=Path, default=pyzmq_sdist.CACHE / "report")
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="print README's pyzmq compatibility section from the reports in --out; run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.readme:
+        print(pyzmq_readme.section(args.out), end="")
+        return 0
 
     roots = pyzmq_sdist.prepare()
     available = sorted(p.name for p in (roots["pyzmq"] / "tests").glob("test_*.py"))

@@ -296,7 +296,10 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
             if not poll_future.done():
                 _cancel(poll_future)
 
-        poll_future.add_done_callback(unwrap)
+        if poll_future.done():  # answered at once: done now, as pyzmq's
+            unwrap(poll_future)
+        else:
+            poll_future.add_done_callback(unwrap)
         future.add_done_callback(cancel_poll)
         return future
 

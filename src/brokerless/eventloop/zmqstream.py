@@ -275,8 +275,9 @@ class ZMQStream:
             return
         if self.socket.closed:
             warnings.warn(
-                f"Unregistering FD {self._fd} after its socket was closed: this can remove "
-                "the handler of another descriptor; close the stream, not its socket",
+                f"Unregistering FD {self._fd} after closing socket: this can remove the "
+                "handler of another descriptor; close the stream with stream.close(), not "
+                "its socket",
                 stacklevel=2,
             )
             self.io_loop.remove_handler(self._fd)

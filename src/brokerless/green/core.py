@@ -21,9 +21,9 @@ the edge.  So:
 * nothing of this runs when nobody waits: an operation then costs one counter check.
 
 RCVTIMEO / SNDTIMEO bound the wait (``Again`` when they run out) -- pyzmq's green sockets
-ignore them, so setting one warns.  Closing the socket or terminating its context wakes every
-waiter, which then raises ENOTSOCK / ETERM; ``term()`` itself waits off the hub, so those
-greenlets can close their sockets while it waits.
+ignore them, so setting or reading one warns (as pyzmq's do).  Closing the socket or
+terminating its context wakes every waiter, which then raises ENOTSOCK / ETERM; ``term()``
+itself waits off the hub, so those greenlets can close their sockets while it waits.
 """
 
 from __future__ import annotations
@@ -183,15 +183,17 @@ class Socket(_Socket):
 
     def setsockopt(self, option: int, optval: Any) -> None:
         if option in _TIMEOUTS:
-            warnings.warn(
-                f"{SocketOption(option).name} bounds a green wait in brokerless.green (it has no "
-                "effect in pyzmq's zmq.green): a blocking call raises Again when it runs out",
-                UserWarning,
-                stacklevel=_caller_level(),
-            )
+            _warn_timeout(option)
         _Socket.setsockopt(self, option, optval)
 
     set = setsockopt
+
+    def getsockopt(self, option: int) -> Any:
+        if option in _TIMEOUTS:  # pyzmq's zmq.green warns on reading them too
+            _warn_timeout(option)
+        return _Socket.getsockopt(self, option)
+
+    get = getsockopt
 
     def close(self, linger: int | None = None) -> None:
         self._green_stop_watching()  # before the descriptor goes
@@ -227,6 +229,15 @@ class Context(_Context):
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _warn_timeout(option: int) -> None:
+    warnings.warn(
+        f"{SocketOption(option).name} bounds a green wait in brokerless.green (it has no "
+        "effect in pyzmq's zmq.green): a blocking call raises Again when it runs out",
+        UserWarning,
+        stacklevel=_caller_level(),
+    )
 
 
 def _caller_level() -> int:

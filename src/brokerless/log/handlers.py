@@ -5,6 +5,12 @@ Each record goes out as two frames, ``[topic, message]``.  The topic is the hand
 record ``"disk.full::no room left"`` logged at WARNING by a handler with root topic ``"app"``
 is published as ``[b"app.WARNING.disk.full", b"..."]``, so subscribers filter by prefix.  The
 message is formatted by the formatter for the record's level (``formatters``).
+
+A record that cannot be sent (the socket was closed, its context terminated) goes to
+``handleError``, as the logging module asks of handlers -- it prints the error when
+``logging.raiseExceptions`` is set -- and the logging call returns.  pyzmq's handler lets the
+ZMQError out of ``logger.info``, so a socket closed under a handler breaks every later log call
+of the program.
 """
 
 from __future__ import annotations
@@ -87,14 +93,13 @@ class PUBHandler(logging.Handler):
             record.msg = text
         else:
             subtopic = ""
-        try:
-            message = self.format(record).encode("utf-8")
-        except Exception:
-            self.handleError(record)
-            return
         parts = [self.root_topic, record.levelname, subtopic]
         topic = ".".join(part for part in parts if part)
-        self.socket.send_multipart([topic.encode("utf-8", "replace"), message])
+        try:
+            message = self.format(record).encode("utf-8")
+            self.socket.send_multipart([topic.encode("utf-8", "replace"), message])
+        except Exception:
+            self.handleError(record)
 
 
 class TopicLogger(logging.Logger):

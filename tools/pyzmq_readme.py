@@ -1,0 +1,125 @@
+"""README's "pyzmq compatibility" section, from the last ``make pyzmq-suite`` and ``make
+pyzmq-examples`` reports (``python tools/pyzmq_suite.py --readme`` prints it).
+
+The per-file table and the examples' result are the measured figures (``.cache/pyzmq/report/``);
+``DIFFERENCES`` is what brokerless does differently from pyzmq on purpose or by necessity, each
+with where pyzmq's suite or examples show it.  Paste the output over README's section.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: (what, pyzmq, brokerless): what differs, and why.
+DIFFERENCES: list[tuple[str, str, str]] = [
+    (
+        "`memoryview(frame)`, `numpy.frombuffer(frame)`",
+        "a Frame exports the buffer protocol",
+        "from Python 3.12 only (`Frame.__buffer__`, PEP 688): before it a pure-Python class "
+        "cannot export a buffer; use `frame.buffer` (3 suite tests, `serialsocket.py`)",
+    ),
+    (
+        "`get_includes()`, `get_library_dirs()`",
+        "libzmq's and pyzmq's headers, the bundled libzmq",
+        "NotImplementedError saying why: there are no headers or library to build against "
+        "(2 suite tests)",
+    ),
+    (
+        "Cython API (`zmq.backend.cython`), shadowing a foreign `zmq_ctx`/socket pointer",
+        "yes",
+        "no (clear error; EFAULT for a pointer that is not brokerless's own)",
+    ),
+    (
+        "draft API (CLIENT/SERVER, RADIO/DISH, ...), GSSAPI, NORM, VMCI, ws/wss",
+        "when libzmq is built with them (pyzmq's wheels: none of these)",
+        "no: their options are EINVAL, as in a libzmq built without them",
+    ),
+    (
+        "SOCKS proxy, USE_FD, BINDTODEVICE, tcp/ipc peer filters, RECONNECT_STOP",
+        "yes",
+        "not honoured: read back their default, any other value is EINVAL naming what is missing",
+    ),
+    (
+        "zero-copy bookkeeping (`zmq.utils.garbage.gc.refs`, refcounts of a `copy=False` buffer)",
+        "a thread holds each buffer until libzmq frees the message",
+        "no such thread: the message holds its buffer, `refs` stays empty (3 suite tests "
+        "assert pyzmq's exact refcounts)",
+    ),
+    (
+        "`Frame(buf)` without `copy=`",
+        "copies a buffer under 64 kB (`COPY_THRESHOLD`); `.bytes` is a new object",
+        "keeps a reference: a bytearray changed later changes the frame (pass `copy=True`); "
+        "for `bytes` `.bytes` is the object itself (1 suite test checks identity)",
+    ),
+    (
+        "subscription latency",
+        "libzmq's I/O thread runs beside Python",
+        "the I/O thread shares the GIL: a subscription made just before a publish in the same "
+        "process can miss it (1 suite test, `test_blank_root_topic`, publishes within "
+        "microseconds)",
+    ),
+    (
+        "`PUBHandler` whose socket cannot send",
+        "the ZMQError escapes `logger.info()`",
+        "`handleError`, as logging asks of handlers",
+    ),
+    (
+        "RCVTIMEO/SNDTIMEO in `zmq.green`",
+        "ignored (warns)",
+        "honoured (warns on set and read, as pyzmq)",
+    ),
+]
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def section(report_dir: Path) -> str:
+    suite = json.loads((report_dir / "pyzmq_suite.json").read_text())
+    examples = json.loads((report_dir / "pyzmq_examples.json").read_text())
+    rows = [r for r in suite["rows"] if r["pyzmq_passes"]]
+    mine = sum(r["brokerless_passes"] for r in rows)
+    theirs = sum(r["pyzmq_passes"] for r in rows)
+    out = [
+        "## pyzmq compatibility",
+        "",
+        f"pyzmq {suite['pyzmq_version']}'s own test suite, unmodified, run on brokerless through "
+        "the `zmq` alias (`python -m brokerless.compat.as_zmq`; `make pyzmq-suite`, brokerless "
+        f"{suite['brokerless_commit']}, {suite['date']}): **brokerless passes {mine} of the "
+        f"{theirs} tests pyzmq passes here ({_percent(mine, theirs)})**. A test counts when it "
+        "passes on both; files where pyzmq passes nothing here (draft API, cffi backend, "
+        "Cython) are left out.",
+        "",
+        "| pyzmq test file | pyzmq passes | brokerless passes |",
+        "|---|--:|--:|",
+    ]
+    out += [f"| {r['file']} | {r['pyzmq_passes']} | {r['brokerless_passes']} |" for r in rows]
+    out.append(f"| **total** | **{theirs}** | **{mine}** |")
+    results = examples["results"]
+    on_pyzmq = [name for name, sides in results.items() if sides["pyzmq"]["passed"]]
+    on_both = [name for name in on_pyzmq if results[name]["brokerless"]["passed"]]
+    failing = [name for name in on_pyzmq if name not in on_both]
+    out += [
+        "",
+        f"pyzmq's examples (`make pyzmq-examples`, tests/test_pyzmq_examples.py): brokerless "
+        f"runs **{len(on_both)} of the {len(on_pyzmq)}** driven examples that run on pyzmq"
+        + (
+            " (not: "
+            + ", ".join(f"`{n}`: {results[n]['brokerless']['reason']}" for n in failing)
+            + ")"
+            if failing
+            else ""
+        )
+        + f"; {len(results) - len(on_pyzmq)} fail on pyzmq itself, "
+        f"{len(examples['not_driven'])} are not programs one can drive here (Cython, MongoDB, "
+        "draft API, Windows).",
+        "",
+        "What differs:",
+        "",
+        "| | pyzmq | brokerless |",
+        "|---|---|---|",
+    ]
+    out += [f"| {what} | {pyzmq} | {mine_} |" for what, pyzmq, mine_ in DIFFERENCES]
+    return "\n".join(out) + "\n"
