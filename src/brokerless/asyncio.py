@@ -89,7 +89,7 @@ class Socket(_AsyncIO, _future._AsyncSocket):
 Poller._socket_class = Socket
 
 
-class Context(_future._AsyncContext):
+class Context(_future._AsyncContext[Socket]):
     """Context whose sockets are :class:`Socket`; ``Context(sync_ctx)`` shadows ``sync_ctx``."""
 
     __slots__ = ()

@@ -103,7 +103,7 @@ class Socket(_AsyncTornado, _future._AsyncSocket):
 Poller._socket_class = Socket
 
 
-class Context(_future._AsyncContext):
+class Context(_future._AsyncContext[Socket]):
     """Context whose sockets are :class:`Socket`."""
 
     __slots__ = ()
