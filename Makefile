@@ -6,13 +6,14 @@
 # `make pyzmq-suite` runs pyzmq 27.3.0's own test suite, unmodified, against pyzmq and against
 # brokerless through the `zmq` alias; `make pyzmq-examples` does the same for pyzmq's examples.
 # Both install the `pyzmq-suite` extra and write their reports to .cache/pyzmq/report/.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/, warnings as errors.
 # `make test-recovery` runs the live exactly-once recovery test for RECOVERY_SECONDS (default 60)
 # of input, where the default suite sends for 3 s.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo tour test test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
+.PHONY: demo tour test docs test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +33,9 @@ test: $(BIN)/.installed
 
 test-cluster: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m cluster tests/test_spark_cluster.py
+
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 RECOVERY_SECONDS ?= 60
 

@@ -215,3 +215,48 @@ def test_messages_queued_by_a_program_that_exits_are_delivered(lmake, where, tmp
     while len(received) < 10 and pull.poll(20000):  # generous: the machine may be loaded
         received.append(pull.recv()[0])
     assert received == list(range(10))
+
+
+_BOUND_SENDER = """
+import sys
+import {module} as zmq
+
+def main():
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    print(push.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+    for i in range(20):
+        push.send(bytes([i]) * 1_000_000)  # the first waits for the peer to connect
+    print("sent", flush=True)  # and returns without close() or term()
+
+main()
+"""
+
+
+def test_messages_queued_by_a_bound_socket_of_a_program_that_exits_are_delivered(lmake, tmp_path):
+    """As above, for a socket that *bound*: closing it (here at exit) stops its listener, but
+    the connections it accepted still deliver what was queued for them, within LINGER, as
+    libzmq's do.  The receiver reads nothing until the sender has sent its last message, and
+    holds at most one message meanwhile, so most of 20 MB are still in the sender as its main()
+    returns (pyzmq closes there, brokerless at exit: a context and its sockets refer to each
+    other, so they outlive main()).  Before the fix the bound socket's connections were closed
+    at once, with what they held."""
+    module = "zmq" if AGAINST_PYZMQ else "brokerless"
+    script = tmp_path / "sender.py"
+    script.write_text(textwrap.dedent(_BOUND_SENDER.format(module=module)))
+    sender = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(sender.stdout.readline())
+        pull = lmake(zmq.PULL)
+        pull.rcvhwm = 1
+        pull.rcvbuf = 65536
+        pull.connect(f"tcp://127.0.0.1:{port}")
+        assert sender.stdout.readline() == "sent\n"
+        received = []
+        while len(received) < 20 and pull.poll(20000):  # generous: the machine may be loaded
+            received.append(pull.recv()[0])
+        assert received == list(range(20))
+        assert sender.wait(30) == 0
+    finally:
+        sender.kill()
+        sender.wait(30)

@@ -97,6 +97,20 @@ class Listener:
             session.stop_input()
 
     def close(self, _: Any = None) -> None:
+        """Unbind: stop listening and drop the connections accepted here (I/O thread)."""
+        self.stop_listening()
+        for session in list(self.sessions):
+            session.close()
+
+    def socket_closed(self, _: Any = None) -> None:
+        """The socket closed (I/O thread): stop listening; the connections accepted here
+        deliver what it queued for them, within LINGER, as libzmq's do."""
+        self.stop_listening()
+        for session in list(self.sessions):
+            _closed_socket_session(session)
+
+    def stop_listening(self) -> None:
+        """Close the listening socket (I/O thread)."""
         self.io.unregister(self.sock)
         self.sock.close()
         if self._inode is not None:
@@ -105,8 +119,6 @@ class Listener:
                     os.unlink(self.path)
             except OSError:
                 pass
-        for session in list(self.sessions):
-            session.close()
 
 
 class Connector:
@@ -230,15 +242,16 @@ class NetworkTransport:
         sid = id(socket)
         for key in [k for k in self._listeners if k[0] == sid]:
             listener = self._listeners.pop(key)
-            listener.io.call_and_wait(listener.close)
+            listener.io.call_and_wait(listener.socket_closed)
         for key in [k for k in self._sessions if k[0] == sid]:
             for session in self._sessions.pop(key):
                 session.io.call_soon(_closed_socket_session, session)
 
 
 def _closed_socket_session(session: Session) -> None:
-    """A connecting session whose socket closed: with no pipe there is nothing to flush --
-    unless the pipe is gone because its engine already read all of it (``closing``): that
-    session ends once the engine has written it, or LINGER runs out."""
+    """A session whose socket closed: with no pipe (still connecting, or accepted and still in
+    its handshake) there is nothing to flush -- unless the pipe is gone because its engine
+    already read all of it (``closing``): that session ends once the engine has written it, or
+    LINGER runs out.  One with a pipe ends when the socket's PIPE_TERM has come through it."""
     if session.pipe is None and not session.closing:
         session.close()

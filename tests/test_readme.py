@@ -1,0 +1,105 @@
+"""Every README snippet runs (issue 16): a reader can paste any of them and it works.
+
+The rules, by the marker on the nearest non-blank line before a block's opening fence:
+
+- A ```python block is a complete program: it runs in a subprocess of its own and must exit 0
+  within ``TIMEOUT``.  ``<!-- not-run: why -->`` exempts a deliberate fragment (there is none
+  today; at most ``MAX_FRAGMENTS`` are allowed).  Snippets that need a peer make their own
+  (a socket in the same program), and the Spark ones start their own local Spark.
+- ``<!-- file: NAME -->`` before a python block also saves it as NAME for the shell blocks
+  (the word count is ``readme_topology.py``, which the command-line block runs).
+- A ```sh / ```bash block runs (``bash -e``) only when marked ``<!-- run -->``; every other one
+  must say why not with ``<!-- not-run: why -->``, and an unmarked one fails: shell lines may
+  install packages, start servers that wait for ever or run this very suite, so none runs, or
+  is skipped, by accident.  Run today: the command-line block (a PULL and a PUSH through the
+  ``brokerless`` command, then the word count in two worker processes: cheap and local).  Not
+  run: ``make demo`` / ``make test`` (the suite itself; the demo runs in
+  test_spark_topology.py), the Jupyter commands (a kernel waits for its client, and the
+  kernelspec would be installed in the user's directory; test_jupyter.py runs both), the
+  ``spark-submit`` lines (they need a Spark cluster) and the suite against pyzmq (the suite).
+
+Every snippet runs in one temporary directory (the shell block finds ``readme_topology.py``
+there), with this interpreter's ``bin`` first on PATH as in an activated virtual environment,
+and all of them start at once, so the file costs about as long as its slowest snippet (the
+two that start Spark).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .snippets import ROOT, Running, finish, snippets, started
+
+README = ROOT / "README.md"
+TIMEOUT = 300  # seconds; the Spark snippets take 20-70 s on a busy 2-CPU machine
+MAX_FRAGMENTS = 2
+SHELLS = ("sh", "bash")
+
+ALL = snippets(README)
+RUNNABLE = [
+    s
+    for s in ALL
+    if (s.language == "python" and s.marker != "not-run")
+    or (s.language in SHELLS and s.marker == "run")
+]
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Running]]:
+    cwd = tmp_path_factory.mktemp("readme")
+    for snippet in ALL:
+        if snippet.marker == "file":
+            (cwd / snippet.argument).write_text(snippet.code, encoding="utf-8")
+    with started(RUNNABLE, cwd) as running:
+        yield running
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+@pytest.mark.parametrize("name", [s.name for s in RUNNABLE])
+def test_snippet_runs(name: str, running: dict[str, Running]) -> None:
+    finish(running[name], TIMEOUT)
+
+
+def test_every_block_is_run_or_says_why_not() -> None:
+    problems = []
+    for s in ALL:
+        if s.language not in ("python", *SHELLS):
+            problems.append(f"{s.name}: a code block needs a language: python, sh or bash")
+        elif s.marker == "not-run" and not s.argument:
+            problems.append(f"{s.name}: <!-- not-run: why --> needs its reason")
+        elif s.marker == "file" and (s.language != "python" or not s.argument):
+            problems.append(f"{s.name}: <!-- file: NAME --> names a python block's file")
+        elif s.language in SHELLS and s.marker not in ("run", "not-run"):
+            problems.append(
+                f"{s.name}: a shell block is run only when marked <!-- run -->; "
+                "otherwise mark it <!-- not-run: why -->"
+            )
+        elif s.language == "python" and s.marker == "run":
+            problems.append(f"{s.name}: python blocks run anyway: drop <!-- run -->")
+    assert not problems, "\n".join(problems)
+    fragments = [s.name for s in ALL if s.language == "python" and s.marker == "not-run"]
+    assert len(fragments) <= MAX_FRAGMENTS, f"too many python fragments: {fragments}"
+    assert any(s.language == "python" for s in RUNNABLE)
+
+
+def test_links_stay_in_the_repository() -> None:
+    """Every link is a public URL, an anchor, or a file of this repository that exists."""
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    bad = [
+        target
+        for target in targets
+        if not re.match(r"^(https?:|mailto:|#)", target)
+        and not _inside(ROOT / target.partition("#")[0])
+    ]
+    assert not bad, f"README links to what is not in the repository: {bad}"
+    assert "../" not in text, "README points outside the repository (../)"
+
+
+def _inside(path: Path) -> bool:
+    resolved = path.resolve()
+    return resolved.is_relative_to(ROOT) and resolved.exists()
