@@ -7,11 +7,14 @@ Every tool takes the implementation as a module name (``zmq`` for pyzmq, the ref
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import platform
+import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -81,6 +84,34 @@ def describe(impl: ModuleType) -> dict[str, str]:
         info["libzmq"] = str(zmq_version())
     info["file"] = str(getattr(impl, "__file__", "") or "")
     return info
+
+
+def cpu_model() -> str:
+    """The CPU's model name, for a report's header."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) back while the block runs; it arrives when the block ends.
+
+    A runner starts a trial's processes in this block: a ``KeyboardInterrupt`` raised inside
+    ``subprocess.Popen`` after its fork would lose the new process (started, but never handed
+    back to be stopped).  The processes inherit the blocked SIGINT; a runner stops them with
+    other signals, and each runs in a session of its own, out of the terminal's reach anyway.
+    """
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def emit(result: dict[str, Any], as_json: bool, human: str) -> None:

@@ -17,6 +17,12 @@ the report to stdout.
     python bench/compare.py --impls zmq,zmq       # A/A run: the ratios show the noise floor
     python bench/compare.py --cases 'inproc-lat-*' --rounds 9
     python bench/compare.py --quick --plot ratios.png   # also draw the ratios (matplotlib)
+    python bench/compare.py --busy 1              # "one CPU busy": a CPU-bound process beside it
+    python bench/compare.py --replot run.json --plot ratios.png  # draw a run saved with --save
+
+The header records the condition: the load average at the start and at the end of the run, the
+CPU count, and the CPU-bound processes ``--busy N`` added (``_load.py``: started before the
+first trial, stopped after the last, so both implementations share the CPUs with them alike).
 
 The case table is data: a case names its tool(s), transport, count and extra arguments.  Cases
 over tcp or ipc run two processes per trial, started together (like libzmq's perf tools: a
@@ -51,7 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _harness import ImplError, describe, load_impl
+from _harness import ImplError, cpu_model, describe, interrupts_held, load_impl
+from _load import BusyProcessDied, Condition, busy, cpu_count, load_average
 
 BENCH = Path(__file__).resolve().parent
 DISPLAY = {"zmq": "pyzmq"}
@@ -287,16 +294,17 @@ def run_trial(commands: list[list[str]], timeout: float) -> dict[str, Any]:
         failed: list[int] = []
         running: list[int] = []  # still running at the timeout
         try:
-            for command, (out, err) in zip(commands, files, strict=True):
-                procs.append(
-                    subprocess.Popen(
-                        command,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=err,
-                        start_new_session=True,
+            with interrupts_held():  # a Ctrl-C mid-Popen would lose its process
+                for command, (out, err) in zip(commands, files, strict=True):
+                    procs.append(
+                        subprocess.Popen(
+                            command,
+                            stdin=subprocess.DEVNULL,
+                            stdout=out,
+                            stderr=err,
+                            start_new_session=True,
+                        )
                     )
-                )
             deadline = time.monotonic() + timeout
             while True:
                 codes = [proc.poll() for proc in procs]
@@ -420,29 +428,14 @@ def environment(impls: dict[str, dict[str, str]]) -> list[str]:
     tuning = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")]
     if "PYTHONMALLOC" in os.environ:
         tuning.append(f"PYTHONMALLOC={os.environ['PYTHONMALLOC']}")
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-    cpus = f"{os.cpu_count()} CPUs"
-    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) != os.cpu_count():
-        cpus += f", run pinned to CPUs {sorted(os.sched_getaffinity(0))}"
     return [
         f"- Command: `{shlex.join(sys.orig_argv)}`",
         f"- Date: {now}",
         f"- Python {platform.python_version()} ({platform.python_implementation()}); "
         + "; ".join(versions),
-        f"- Machine: {cpu_model()}, {cpus}, {platform.platform()}; load average at start {load}",
+        f"- Machine: {cpu_model()}, {cpu_count()}, {platform.platform()}",
         f"- Allocator environment: {', '.join(tuning) or 'defaults (no MALLOC_* set)'}",
     ]
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def report(results: list[CaseResult], subject: str, reference: str, rounds: int) -> list[str]:
@@ -491,10 +484,12 @@ def report(results: list[CaseResult], subject: str, reference: str, rounds: int)
 def plot(results: list[CaseResult], path: str, subject: str, reference: str, title: str) -> None:
     """Draw the median ratio subject / reference of each case's first metric, with its
     min-max over the rounds and the design target: throughput cases on the left (higher is
-    better), latency on the right (lower is better), one bar per case and size."""
+    better), latency on the right (lower is better), one bar per case and size, on a log
+    scale from 1.0."""
     import matplotlib
 
     matplotlib.use("Agg")  # a file, no display
+    import matplotlib.ticker
     from matplotlib import pyplot
 
     sub, ref = impl_labels(subject, reference)
@@ -531,9 +526,10 @@ def plot(results: list[CaseResult], path: str, subject: str, reference: str, tit
             r.case.target is None or r.case.target.met(m)
             for r, m in zip(rows, medians, strict=True)
         ]
-        ax.barh(
+        ax.barh(  # from 1.0 (parity) to the median, on a log scale: 0.5 is as far as 2
             range(len(rows)),
-            medians,
+            [m - 1.0 for m in medians],
+            left=1.0,
             xerr=spans,
             capsize=2,
             color=["#4c72b0" if ok else "#dd8452" for ok in met],
@@ -542,6 +538,8 @@ def plot(results: list[CaseResult], path: str, subject: str, reference: str, tit
             if r.case.target is not None:
                 ax.plot([r.case.target.value] * 2, [i - 0.4, i + 0.4], color="black", lw=1)
         ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
         ax.set_yticks(range(len(rows)), names, fontsize=7)
         ax.invert_yaxis()
         ax.set_title(label, fontsize=9)
@@ -554,6 +552,28 @@ def plot(results: list[CaseResult], path: str, subject: str, reference: str, tit
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     pyplot.close(figure)
+
+
+def heading(subject: str, reference: str, rounds: int, quick: bool) -> str:
+    sub, ref = impl_labels(subject, reference)
+    note = " — **quick run: smoke test only, not figures**" if quick else ""
+    return f"### {sub} vs {ref}: {rounds} interleaved round{'s' * (rounds > 1)}{note}"
+
+
+def replot(saved: str, path: str) -> None:
+    """Draw a run saved with ``--save`` again, without measuring anything."""
+    data = json.loads(Path(saved).read_text())
+    by_name = {case.name: case for case in CASES}
+    results = [
+        CaseResult(by_name[c["case"]], c["trials"], c["ratios"], c["error"]) for c in data["cases"]
+    ]
+    names = list(data["impls"])  # one name for an A/A run
+    subject, reference = data.get("impls_order", [names[0], names[-1]])
+    rounds = max(len(r.trials["subject"]) for r in results)
+    quick = "--quick" in data["command"]
+    condition = Condition.from_dict(data["condition"])
+    title = heading(subject, reference, rounds, quick).removeprefix("### ").replace("**", "")
+    plot(results, path, subject, reference, f"{title}\n{condition.summary()}")
 
 
 def select(patterns: str | None) -> list[Case]:
@@ -595,9 +615,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="seconds before a trial is killed (120)"
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N CPU-bound processes beside the benchmark for its whole length, the same "
+        "for both implementations (default 0: no load added; --busy 1 is the 'one CPU busy' "
+        "condition)",
+    )
     parser.add_argument("--save", metavar="FILE", help="also write every trial's result as JSON")
     parser.add_argument(
         "--plot", metavar="FILE.png", help="also draw the ratios per case (needs matplotlib)"
+    )
+    parser.add_argument(
+        "--replot",
+        metavar="SAVED.json",
+        help="measure nothing: draw a run saved with --save into --plot's file",
     )
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     args = parser.parse_args(argv)
@@ -611,6 +645,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--impls takes two module names, subject,reference")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.busy < 0:
+        parser.error("--busy must be 0 or more")
     subject, reference = impls
     cases = select(args.cases)
     if args.plot:
@@ -618,6 +654,11 @@ def main(argv: list[str] | None = None) -> int:
             import matplotlib  # noqa: F401  (checked now, not after minutes of trials)
         except ImportError:
             parser.error("--plot needs matplotlib: pip install matplotlib (or '.[bench]')")
+    if args.replot:
+        if not args.plot:
+            parser.error("--replot needs --plot FILE.png")
+        replot(args.replot, args.plot)
+        return 0
 
     described: dict[str, dict[str, str]] = {}
     for name in dict.fromkeys(impls):
@@ -627,22 +668,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     header = environment(described)
-    for line in header:
+    condition = Condition(args.busy, load_average())
+    for line in header + condition.lines():
         log(line)
 
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        for number, case in enumerate(cases, 1):
-            log(f"case {number}/{len(cases)}: {case.name} ({case.label})")
-            count = max(2, round(case.count * args.scale / (QUICK_DIVISOR if args.quick else 1)))
-            results.append(
-                run_case(case, subject, reference, args.rounds, count, args.timeout, tmp)
-            )
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp, busy(args.busy):
+            for number, case in enumerate(cases, 1):
+                log(f"case {number}/{len(cases)}: {case.name} ({case.label})")
+                scale = args.scale / (QUICK_DIVISOR if args.quick else 1)
+                count = max(2, round(case.count * scale))
+                results.append(
+                    run_case(case, subject, reference, args.rounds, count, args.timeout, tmp)
+                )
+            condition.load_at_end = load_average()  # with the busy processes still running
+    except BusyProcessDied as exc:
+        log(f"error: {exc}")
+        return 2
+    header += condition.lines()
 
-    sub, ref = impl_labels(subject, reference)
-    note = " — **quick run: smoke test only, not figures**" if args.quick else ""
     lines = [
-        f"### {sub} vs {ref}: {args.rounds} interleaved round{'s' * (args.rounds > 1)}{note}",
+        heading(subject, reference, args.rounds, args.quick),
         "",
         *header,
         "",
@@ -654,7 +701,9 @@ def main(argv: list[str] | None = None) -> int:
         data = {
             "command": sys.orig_argv,
             "environment": header,
+            "condition": condition.as_dict(),
             "impls": described,
+            "impls_order": [subject, reference],
             "cases": [
                 {"case": r.case.name, "error": r.error, "trials": r.trials, "ratios": r.ratios}
                 for r in results
@@ -662,9 +711,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         Path(args.save).write_text(json.dumps(data, indent=1) + "\n")
     if args.plot:
-        plot(
-            results, args.plot, subject, reference, lines[0].removeprefix("### ").replace("**", "")
-        )
+        title = lines[0].removeprefix("### ").replace("**", "")
+        plot(results, args.plot, subject, reference, f"{title}\n{condition.summary()}")
         log(f"plot: {args.plot}")
     return 1 if any(r.error for r in results) else 0
 

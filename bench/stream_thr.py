@@ -12,14 +12,18 @@ empty, which the completion detector notices within about 10 ms.  The rate is sp
 divided by that time; each spout tuple is delivered twice (to each bolt) and, with acking,
 makes three acker messages.
 
+The two cases of the project's targets (BENCHMARKS.md), both acking:
+
     PYTHONPATH=src python bench/stream_thr.py --mode local
     PYTHONPATH=src python bench/stream_thr.py --mode multiprocess --workers 2 --transport ipc
+
+``--json`` prints the result as one JSON line (``tuples_per_s`` is the spout's rate), with the
+load average at the start and the end of the run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -27,6 +31,8 @@ import time
 from functools import partial
 from typing import Any
 
+from _harness import emit
+from _load import format_load, load_average
 from brokerless.stream import Bolt, Config, Spout, Topology, shuffle
 from brokerless.stream.local import run_local
 from brokerless.stream.multiprocess import run_multiprocess
@@ -101,12 +107,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=16, help="payload bytes per tuple")
     parser.add_argument("--parallelism", type=int, default=1, help="executors per component")
     parser.add_argument("--no-acking", dest="acking", action="store_false")
+    parser.add_argument("--security", choices=["curve", "none"], default="curve")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args(argv)
+    load_at_start = load_average()
     topo = topology(args.count, args.size, args.acking, args.parallelism)
     if args.mode == "local":
         run = run_local(topo)
     else:
-        run = run_multiprocess(topo, workers=args.workers, transport=args.transport)
+        config = topo.config.replace(security=args.security)
+        run = run_multiprocess(topo, workers=args.workers, transport=args.transport, config=config)
     with run:
         started = time.perf_counter()
         run.wait_until_done(timeout=600)
@@ -121,12 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     if consumed != args.count:
         print(f"consumed {consumed} tuples, expected {args.count}", file=sys.stderr)
         return 1
+    mode = args.mode if args.mode == "local" else f"multiprocess/{args.transport}"
     result = {
         "case": "stream-thr-3stage",
-        "mode": args.mode if args.mode == "local" else f"multiprocess/{args.transport}",
+        "mode": mode,
         "workers": 1 if args.mode == "local" else args.workers,
         "parallelism": args.parallelism,
         "acking": args.acking,
+        "security": args.security,
         "count": args.count,
         "size": args.size,
         "seconds": round(elapsed, 4),
@@ -136,8 +148,23 @@ def main(argv: list[str] | None = None) -> int:
         "transform_execute_latency_ms_mean": round(stats["transform"].latency_ms_mean, 4),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
+        "load_at_start": load_at_start,
+        "load_at_end": load_average(),
     }
-    print(json.dumps(result, sort_keys=True), flush=True)
+    workers = f", {args.workers} workers" if args.mode == "multiprocess" else ""
+    latency = (
+        f", mean complete latency {result['spout_complete_latency_ms_mean']:.1f} ms"
+        if args.acking
+        else ""
+    )
+    emit(
+        result,
+        args.json,
+        f"{mode}{workers}, {'acking' if args.acking else 'no acking'}: {args.count} spout tuples "
+        f"in {elapsed:.2f} s: {result['tuples_per_s']:,} spout tuples/s "
+        f"({result['deliveries_per_s']:,} deliveries/s){latency}; load average "
+        f"{format_load(load_at_start)} at start, {format_load(result['load_at_end'])} at end",
+    )
     return 0
 
 

@@ -117,3 +117,26 @@ def test_mypy_reads_pyzmq_style_asyncio_code(tmp_path):
     last = len(ASYNC_PROGRAM.splitlines())
     # exactly one error: the last line, where an awaitable is not the message
     assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), output
+
+
+MONITOR_PROGRAM = """\
+import brokerless as zmq
+from brokerless.utils.monitor import recv_monitor_message
+
+
+def watch(monitor: zmq.asyncio.Socket) -> None:
+    recv_monitor_message(monitor)
+
+
+wrong: int = zmq.asyncio.Socket
+"""
+
+
+def test_mypy_knows_the_asyncio_module_through_the_monitor_utilities(tmp_path):
+    """pyzmq's examples name ``zmq.asyncio.Socket`` after ``import zmq`` and ``from
+    zmq.utils.monitor import ...`` only (examples/monitoring): pyzmq's ``utils.monitor`` imports
+    ``zmq.asyncio``, which makes the attribute known."""
+    program, errors, output = mypy_errors(tmp_path, MONITOR_PROGRAM)
+    last = len(MONITOR_PROGRAM.splitlines())
+    # exactly one error: the last line, where a class is not an int
+    assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), output

@@ -72,11 +72,13 @@ def test_the_sink_takes_only_subscriptions_of_a_sane_size(tmp_path, size):
         sub.linger = 0
         sub.connect(endpoint)
         sub.subscribe(b"t" * size)
+        xpub = context.socket(zmq.XPUB)
         if size == 1:
-            _sink(endpoint)._open(context).close(linger=0)
+            _sink(endpoint)._open(xpub)
         else:
             with pytest.raises(SinkError, match="no subscriber"):
-                _sink(endpoint)._open(context)
+                _sink(endpoint)._open(xpub)
+        xpub.close(linger=0)
     finally:
         context.destroy(linger=0)
         lctx.destroy(linger=0)

@@ -18,7 +18,7 @@ import pytest
 import zmq as pyzmq  # strangers speak real libzmq
 
 import brokerless as zmq
-from brokerless.stream import Topology, all_
+from brokerless.stream import Config, Topology, all_
 from brokerless.stream.assignment import assign
 from brokerless.stream.control import (
     MAX_FRAME,
@@ -191,9 +191,12 @@ def test_a_worker_splits_its_reports_into_messages_the_driver_takes(driver):
         context.term()
 
 
-def endless_topology() -> Topology:
+def endless_topology(security: str = "curve") -> Topology:
+    """An endless topology; the stranger tests below run it with ``security="none"``: they
+    test what holds when the control channel is open to them (signatures, proofs, limits);
+    with CURVE they cannot connect at all (tests/test_stream_security.py)."""
     return (
-        Topology("endless-control")
+        Topology("endless-control", Config(security=security))
         .spout("counter", Counter)
         .bolt("sink", Sink, inputs={"counter": all_()})
     )
@@ -207,7 +210,7 @@ def test_the_driver_reads_only_signed_messages_of_its_current_attempt():
     """A stranger on the control channel: unsigned messages and messages of an older attempt
     are dropped (either "failed" would end the run), and the stranger's stream reaches the
     driver -- a message signed for the current attempt, after them, is read."""
-    with run_multiprocess(endless_topology(), workers=2) as run:
+    with run_multiprocess(endless_topology("none"), workers=2) as run:
         context = zmq.Context()
         endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
         signer = run._signer  # the run's own key, as a worker has it
@@ -292,7 +295,7 @@ def test_a_stranger_claiming_a_workers_id_takes_no_question(every):
     """Whatever a stranger claims, worker 0's route stays on the connection it proved: every
     question of a run that keeps working is answered (none lost, none timed out), and the
     stranger gets nothing but challenges it cannot answer."""
-    with run_multiprocess(endless_topology(), workers=2) as run:
+    with run_multiprocess(endless_topology("none"), workers=2) as run:
         route = run.state.routes[0]
         stranger = Stranger(run, every)
         stranger.start()
@@ -327,7 +330,7 @@ def test_a_worker_that_reconnects_proves_its_new_connection_and_its_questions_fo
 
 
 def test_a_frame_over_max_frame_disconnects_its_sender():
-    with run_multiprocess(endless_topology(), workers=1) as run:
+    with run_multiprocess(endless_topology("none"), workers=1) as run:
         endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
         context = pyzmq.Context()
         try:
@@ -344,7 +347,7 @@ def test_a_frame_over_max_frame_disconnects_its_sender():
 _DRIVER = textwrap.dedent("""
     import sys
     import brokerless as zmq
-    from brokerless.stream import Topology, all_
+    from brokerless.stream import Config, Topology, all_
     from brokerless.stream.multiprocess import run_multiprocess
     from tests.stream_topologies import Counter, Sink
     topology = (Topology("endless").spout("counter", Counter)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -41,6 +41,8 @@ import brokerless as zmq
 
 from . import options as opt
 from .endpoints import attach
+from .security import OPTIONS as SECURITY_OPTIONS
+from .security import PeerSecurity
 
 __all__ = ["HEADER", "BrokerlessStreamWriter", "MessageHeader", "SinkConfig", "parse_header"]
 
@@ -92,6 +94,10 @@ class SinkConfig:
       an empty topic, which every subscriber of ``""`` receives).
     - ``timeoutMs``: how long a task may wait for a peer, for room to send, and for its queue to
       drain on close (default 30000).
+    - ``curveServerKey``, ``curvePublicKey``, ``curveSecretKey``, ``curveServer``,
+      ``plainUsername``, ``plainPassword``, ``plainServer``, ``zapDomain``: CURVE or PLAIN
+      towards the peers (``security.py``); e.g. ``curveServerKey`` with ``curveSecretKey``
+      for a sink that connects to a CURVE server.
     """
 
     endpoints: tuple[str, ...]
@@ -100,10 +106,11 @@ class SinkConfig:
     payload_index: int
     topic_index: int | None
     timeout_ms: int
+    security: PeerSecurity = field(default_factory=PeerSecurity)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], schema: StructType) -> SinkConfig:
-        opt.check_known(options, _OPTIONS, _WHAT, also=_SPARK_OPTIONS)
+        opt.check_known(options, _OPTIONS + SECURITY_OPTIONS, _WHAT, also=_SPARK_OPTIONS)
         socket_type = opt.choice(options, "socketType", ("PUSH", "PUB"), _WHAT)
         payload = options.get("payloadColumn")
         if payload is None:
@@ -128,6 +135,7 @@ class SinkConfig:
             payload_index=_column(schema, payload, "payloadColumn"),
             topic_index=None if topic is None else _column(schema, topic, "topicColumn"),
             timeout_ms=timeout_ms,
+            security=PeerSecurity.from_options(options, _WHAT),
         )
 
 
@@ -177,12 +185,16 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
             return WriterCommitMessage()
         config = self.config
         zmq_context = zmq.Context()
+        sock = zmq_context.socket(zmq.XPUB if config.socket_type == "PUB" else zmq.PUSH)
+        authenticator = config.security.apply(sock, zmq_context)  # a PLAIN server's ZAP handler
         try:
-            sock = self._open(zmq_context)
+            self._open(sock)
             rows = chain([first], batches)
             _send_rows(sock, config, int(batch_id), context.partitionId(), rows)
             started = time.monotonic()
             sock.close()  # lingers up to timeoutMs while the queue drains
+            if authenticator is not None:
+                authenticator.stop()
             zmq_context.term()
             # A session still holding messages at the linger deadline is dropped with them, so
             # a close that took the whole linger did not deliver everything.
@@ -192,13 +204,15 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
                     f"{config.timeout_ms} ms; no peer took them"
                 )
         finally:
+            if authenticator is not None:
+                authenticator.stop()  # (again: a no-op once stopped)
             zmq_context.destroy(linger=0)
         return WriterCommitMessage()
 
-    def _open(self, zmq_context: zmq.SyncContext) -> zmq.SyncSocket:
+    def _open(self, sock: zmq.SyncSocket) -> None:
+        """Set up the sink's socket (its security options are set) and attach it."""
         config = self.config
         pub = config.socket_type == "PUB"
-        sock = zmq_context.socket(zmq.XPUB if pub else zmq.PUSH)
         sock.setsockopt(zmq.LINGER, config.timeout_ms)
         sock.setsockopt(zmq.SNDTIMEO, config.timeout_ms)
         sock.setsockopt(zmq.MAXMSGSIZE, SUBSCRIPTION_MAX_BYTES)
@@ -215,7 +229,6 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
             raise SinkError(
                 f"brokerless sink: no subscriber within timeoutMs={config.timeout_ms} ms"
             )
-        return sock
 
 
 def _send_rows(

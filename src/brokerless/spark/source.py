@@ -65,7 +65,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice, pairwise
 from typing import Any
 
@@ -82,10 +82,13 @@ from pyspark.sql.types import (
 )
 
 import brokerless as zmq
+from brokerless.auth.thread import ThreadAuthenticator
 
 from . import ingest
 from . import options as opt
 from .endpoints import attach
+from .security import OPTIONS as SECURITY_OPTIONS
+from .security import PeerSecurity
 from .wal import Record, WriteAheadLog, read_range
 
 __all__ = ["SCHEMA", "BrokerlessStreamReader", "SourceConfig", "SourceError", "WalRange"]
@@ -147,6 +150,7 @@ class SourceConfig:
     max_message_size: int
     rcvhwm: int
     ack: bool = False
+    security: PeerSecurity = field(default_factory=PeerSecurity)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
@@ -176,8 +180,12 @@ class SourceConfig:
           peer waits, a PUB peer drops at its own SNDHWM (ZeroMQ's rule for PUB/SUB); a message
           the socket has taken is never dropped.  So what one peer can make the source hold is
           bounded: ``rcvhwm`` messages whose frames are at most ``maxMessageSize`` each.
+        - ``curveServer``, ``curveServerKey``, ``curvePublicKey``, ``curveSecretKey``,
+          ``plainServer``, ``plainUsername``, ``plainPassword``, ``zapDomain``: CURVE or PLAIN
+          towards the peers (``security.py``); e.g. ``curveServer=true`` with
+          ``curveSecretKey`` for a bound source that encrypts what its peers send.
         """
-        opt.check_known(options, _OPTIONS, _WHAT)
+        opt.check_known(options, _OPTIONS + SECURITY_OPTIONS, _WHAT)
         ack = opt.boolean(options, "ack", False, _WHAT)
         if ack and options.get("socketType") is not None:
             raise opt.OptionError(
@@ -217,6 +225,7 @@ class SourceConfig:
             max_message_size=opt.positive_int(options, "maxMessageSize", _MAX_MESSAGE_SIZE, _WHAT),
             rcvhwm=opt.positive_int(options, "rcvhwm", _RCVHWM, _WHAT),
             ack=ack,
+            security=PeerSecurity.from_options(options, _WHAT),
         )
 
 
@@ -244,6 +253,7 @@ class _Receiver:
         self.recovered_seq = self.wal.durable_seq
         self.error: BaseException | None = None
         self._acks: ingest.AckTable | None = None
+        self._authenticator: ThreadAuthenticator | None = None
         self._context = zmq.Context()
         self._stopping = threading.Event()
         self._stop_lock = threading.Lock()
@@ -274,15 +284,26 @@ class _Receiver:
         if config.socket_type == "SUB":
             for topic in config.topics:
                 sock.setsockopt(zmq.SUBSCRIBE, topic)
-        attach(
-            sock,
-            config.endpoints,
-            config.bind,
-            lambda verb, endpoint, exc: SourceError(
-                f"brokerless source: cannot {verb} {endpoint}: {exc}"
-            ),
-        )
+        self._authenticator = config.security.apply(sock, self._context)
+        try:
+            attach(
+                sock,
+                config.endpoints,
+                config.bind,
+                lambda verb, endpoint, exc: SourceError(
+                    f"brokerless source: cannot {verb} {endpoint}: {exc}"
+                ),
+            )
+        except BaseException:
+            self._stop_authenticator()
+            raise
         return sock
+
+    def _stop_authenticator(self) -> None:
+        """End the ZAP handler (a PLAIN server's), before the context ends."""
+        if self._authenticator is not None:
+            self._authenticator.stop()
+            self._authenticator = None
 
     def _run(self) -> None:
         drain = self._drain if self._acks is None else self._drain_acknowledged
@@ -368,6 +389,7 @@ class _Receiver:
                     self._stopping.set()
                     self._thread.join()
                     self._socket.close()
+                    self._stop_authenticator()
                     self._context.term()
                     self.wal.close()
                 finally:

@@ -50,8 +50,9 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
     context = zmq.Context()
     channel: WorkerChannel | None = None
     try:
+        keys = job["keys"]
         channel = WorkerChannel(
-            context, job["control"], job["key"], job["attempt"], index, job["driver_timeout"]
+            context, job["control"], job["key"], job["attempt"], index, job["driver_timeout"], keys
         )
         try:
             topology, config = pickle.loads(job["topology"])
@@ -59,7 +60,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
             n = config.num_workers
             host = barrier.getTaskInfos()[index].address.rsplit(":", 1)[0]
             messaging = (
-                SocketMessaging(context, "tcp", host=bind_address(host), advertise=host)
+                SocketMessaging(context, "tcp", host=bind_address(host), advertise=host, keys=keys)
                 if n > 1
                 else None
             )

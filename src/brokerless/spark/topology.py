@@ -90,9 +90,8 @@ from typing import Any, NoReturn
 from pyspark import SparkContext, cloudpickle
 from pyspark.sql import SparkSession
 
-import brokerless as zmq
 from brokerless.stream import Config, Topology, TopologyError
-from brokerless.stream.control import ControlledRun, WorkerProcessError
+from brokerless.stream.control import ControlledRun, WorkerProcessError, close_control
 from brokerless.stream.messaging import tcp_endpoint
 from brokerless.stream.multiprocess import load_topology
 from brokerless.stream.run import plan_for, with_ui
@@ -214,6 +213,7 @@ class SparkRun(ControlledRun):
             "topology": shipped,
             "control": self.control_endpoint,
             "key": self._signer.key,
+            "keys": self._keys,  # CURVE (security.py): in the closure, never on a command line
             "capture": capture,
             "driver_timeout": driver_timeout,
             "sys_path": list(sys.path) if is_local(master_url(sc)) else [],
@@ -223,7 +223,12 @@ class SparkRun(ControlledRun):
         self._ticking = threading.Event()  # set: the background thread ends
         # a run dropped without stop(): its tasks would serve nobody until the session ends
         self._abandoned = weakref.finalize(
-            self, _abandon, sc, self._groups, self._control, self._context, self._ticking
+            self,
+            _abandon,
+            sc,
+            self._groups,
+            partial(close_control, self._control, self._authenticator, self._context),
+            self._ticking,
         )
         self._ticker = threading.Thread(
             target=_look_in_background,
@@ -464,8 +469,7 @@ def _look_in_background(ref: Callable[[], SparkRun | None], ending: threading.Ev
 def _abandon(
     sc: SparkContext,
     groups: list[str],
-    control: zmq.SyncSocket,
-    context: zmq.SyncContext,
+    close: Callable[[], None],
     ticking: threading.Event,
 ) -> None:
     """What stop() would have ended, for a run dropped without it."""
@@ -475,8 +479,7 @@ def _abandon(
             sc.cancelJobGroup(group)
         except Exception:  # the session has ended: so have its jobs
             pass
-    control.close(linger=0)
-    context.term()
+    close()
 
 
 def _session(

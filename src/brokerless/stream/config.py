@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .security import SECURITY_MODES
 from .serializer import MsgpackSerializer, Serializer
 
 
@@ -46,6 +47,12 @@ class Config:
     #: that holds a complete checkpoint resumes from it.  None: a temporary directory that
     #: lives as long as the run (local and multi-process mode only).
     checkpoint_dir: str | None = None
+    #: How workers in other processes talk (multi-process and Spark mode): ``"curve"``
+    #: encrypts every worker-to-worker and control connection with keys made per run and
+    #: admits only the run's own processes (``security.py``); ``"none"`` leaves them open
+    #: and in clear, for a trusted network (faster: see BENCHMARKS.md).  Local mode opens
+    #: no connections either way.
+    security: str = "curve"
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
@@ -89,6 +96,9 @@ class Config:
             found.append(
                 f"checkpoint_dir must be None, a directory or a URL, not {self.checkpoint_dir!r}"
             )
+        if self.security not in SECURITY_MODES:
+            choices = " or ".join(repr(m) for m in SECURITY_MODES)
+            found.append(f"security must be {choices}, not {self.security!r}")
         if not isinstance(self.serializer, Serializer):
             found.append(f"serializer {self.serializer!r} has no dumps()/loads()")
         return found

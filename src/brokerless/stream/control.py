@@ -25,6 +25,11 @@ and for a checkpointed topology (``checkpoint.py``):
     ("checkpointed", [TaskAck, ...])  tasks stored   ("checkpoint", id)    inject barriers
     ("lost", why)            a task failed: roll back ("commit", id)        it is complete
 
+*Encryption.*  With ``Config.security == "curve"`` (the default) the channel is CURVE with the
+run's keys (``security.py``): the driver's ROUTER admits only the run's workers, so a stranger
+fails its handshake and none of what follows is ever in its reach.  The signatures below stay:
+they are what holds with ``security="none"``, and they bind each message to a worker's id.
+
 Messages are pickled and signed with a key only the run knows (HMAC-SHA256 over the worker's
 id and the payload; a message that does not carry a good signature is dropped unread), so a
 tcp control port open on a network does not let anyone who can reach it run code in the driver
@@ -90,10 +95,12 @@ from functools import partial
 from typing import Any
 
 import brokerless as zmq
+from brokerless.auth.thread import ThreadAuthenticator
 
 from .messaging import tcp_endpoint
 from .metrics import ErrorReport, Statistics
 from .run import TopologyRun
+from .security import RunKeys, admit_only_run, connect_to_run, run_keys, serve_to_run
 from .worker import Activity, Worker
 
 _WORKER_POLL = 0.05  # seconds a worker waits for a command before reporting its events
@@ -202,11 +209,15 @@ class ControlledRun(TopologyRun):
 
     def _open_control(self, bind: str, advertise: str | None = None) -> str:
         """Bind the control ROUTER at ``bind``; returns the endpoint workers connect to (with
-        ``advertise`` as its host when given)."""
+        ``advertise`` as its host when given).  Makes the run's keys: the signing key and,
+        unless the plan's config says ``security="none"``, the CURVE keys (``_keys``)."""
         self._lock = threading.RLock()
         self._signer = Signer(new_key())
+        self._keys = run_keys(self.plan.config.security)
         self._context = zmq.Context()
+        self._authenticator = admit_only_run(self._context, self._keys)
         control = self._control = self._context.socket(zmq.ROUTER)
+        serve_to_run(control, self._keys)
         control.linger = 0
         _limit(control)
         control.sndhwm = _SNDHWM
@@ -240,8 +251,7 @@ class ControlledRun(TopologyRun):
             self.state.errors = previous.errors
 
     def _close_control(self) -> None:
-        self._control.close(linger=0)
-        self._context.term()
+        close_control(self._control, self._authenticator, self._context)
 
     def _check_alive(self) -> None:
         """Raise if the run cannot go on (called after every look at the control channel)."""
@@ -461,13 +471,24 @@ class ControlledRun(TopologyRun):
             self._drive_checkpoints(())
 
 
+def close_control(
+    control: zmq.Socket, authenticator: ThreadAuthenticator | None, context: zmq.Context
+) -> None:
+    """Close the driver's control socket, then its ZAP handler, then its context."""
+    control.close(linger=0)
+    if authenticator is not None:
+        authenticator.stop()
+    context.term()
+
+
 # -- the worker's side --------------------------------------------------------------------------
 
 
 class WorkerChannel:
     """A worker's end of the control channel: a DEALER to the driver, signed messages, the
     proof that each new connection is this worker's, and a watch on the connection
-    (``driver_timeout`` seconds without one: :class:`DriverGone`; None: no watch)."""
+    (``driver_timeout`` seconds without one: :class:`DriverGone`; None: no watch); CURVE
+    with the run's ``keys`` when given."""
 
     def __init__(
         self,
@@ -477,6 +498,7 @@ class WorkerChannel:
         attempt: int,
         index: int,
         driver_timeout: float | None = None,
+        keys: RunKeys | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.identity = worker_identity(attempt, index)
@@ -486,6 +508,7 @@ class WorkerChannel:
         control.sndhwm = 0  # reports wait here, in the worker, while the driver is busy
         control.linger = 0
         _limit(control)
+        connect_to_run(control, keys)
         if driver_timeout is not None:
             control.heartbeat_ivl = _HEARTBEAT_MS
             control.heartbeat_timeout = max(_HEARTBEAT_MS, int(driver_timeout * 500))

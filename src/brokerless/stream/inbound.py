@@ -2,11 +2,12 @@
 
 Theory of operation
 -------------------
-Whoever reaches a worker's virtual port can send it batches (the port is not authenticated;
-in Spark mode it listens on every interface), and every executor thread assumes its queue
-holds only what it can handle.  So :meth:`Inbound.read` checks each ``[task, payload]`` pair
-against the executor that the task belongs to, and against the topology, *before* anything is
-queued:
+With ``security="none"`` whoever reaches a worker's virtual port can send it batches (in
+Spark mode it listens on every interface); with CURVE (the default, ``security.py``) only the
+run's own workers can, but a worker's bug must not break another's executors either.  Every
+executor thread assumes its queue holds only what it can handle.  So :meth:`Inbound.read`
+checks each ``[task, payload]`` pair against the executor that the task belongs to, and
+against the topology, *before* anything is queued:
 
 * ``TUPLE`` only to a bolt task, from a task of a component that the bolt subscribes to, on a
   stream it subscribes to; anchors None or ``{root: edge id}`` of integers; values that the
@@ -24,8 +25,9 @@ A pair that fails a check is a *bad message*: it is dropped with its reason and 
 batch goes on.  A batch whose frames do not make pairs, or that has more pairs than a worker
 ever sends at once (MAX_BATCH), is one bad message.  The worker counts bad messages
 (``bad_messages`` in its metrics) and reports the first from each sender in ``errors()``
-(``Worker._deliver``).  Messages that pass are still not authenticated: a peer that forges
-well-formed traffic is beyond what these checks can see (see the README's security notes).
+(``Worker._deliver``).  Without CURVE, messages that pass are still not authenticated: a peer that
+forges well-formed traffic is beyond what these checks can see (see the README's security
+notes).
 
 Cost: the checks are type tests and dict lookups on what decoding produced anyway, through
 tables built once per worker (a pair's task frame itself is the key that finds its executor);

@@ -21,6 +21,11 @@ Two implementations:
   DEALER per other worker; a batch is one multipart message.  The virtual port is open to
   whoever reaches it, so it bounds what a peer can make it hold: MAXMSGSIZE (the largest
   tuple plus its header) and an RCVHWM of :data:`VIRTUAL_PORT_RCVHWM` batches per connection.
+  Given the run's keys, every connection is CURVE and the port admits only the run's key
+  (``security.py``); the port's ZAP handler lives and ends with it.  CURVE boxes every frame
+  (a MAC, a nonce, a call into libsodium each), so over CURVE a batch travels *packed*: its
+  frames, each after a 4-byte length, joined into as few frames as MAXMSGSIZE allows
+  (:func:`pack`, :func:`unpack`) -- a few boxes per batch rather than two per pair.
 
 Threading: ``send`` is called only by the worker's sender thread, ``recv`` only by its
 receiver thread, ``connect`` by the sender thread once running; ``interrupt`` (any thread)
@@ -31,12 +36,15 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import brokerless as zmq
+from brokerless.auth.thread import ThreadAuthenticator
 
 from .queues import BoundedQueue, Shutdown
+from .security import RunKeys, admit_only_run, connect_to_run, serve_to_run
 
 _POLL_MS = 50  # how often a blocked send rechecks for interrupt
 #: Batches (of up to MAX_BATCH pairs) the virtual port holds per connection before that
@@ -45,6 +53,7 @@ VIRTUAL_PORT_RCVHWM = 64
 #: A peer connection only sends; whatever arrives on it is a stranger's and is kept small.
 PEER_MAXMSGSIZE = 1024
 PEER_RCVHWM = 16
+_LENGTH = struct.Struct("!I")  # a packed frame's length
 
 
 class Messaging(ABC):
@@ -120,10 +129,48 @@ def tcp_endpoint(host: str, port: int) -> str:
     return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
 
 
+def pack(frames: Sequence[bytes], limit: int) -> list[bytes]:
+    """``frames`` packed into as few parts of at most ``limit`` bytes as greedy filling gives
+    (a frame of up to ``limit - 4`` bytes always fits in a part of its own)."""
+    parts: list[bytes] = []
+    current: list[bytes] = []
+    size = 0
+    length = _LENGTH.pack
+    for frame in frames:
+        if current and size + 4 + len(frame) > limit:
+            parts.append(b"".join(current))
+            current = []
+            size = 0
+        current += (length(len(frame)), frame)
+        size += 4 + len(frame)
+    parts.append(b"".join(current))
+    return parts
+
+
+def unpack(parts: Sequence[bytes]) -> list[bytes]:
+    """The frames :func:`pack` packed into ``parts``; parts that are not a packing come back
+    as they are (a batch that does not make pairs: the receiver's checks drop it)."""
+    frames: list[bytes] = []
+    length = _LENGTH.unpack_from
+    for part in parts:
+        end = len(part)
+        at = 0
+        while at < end:
+            if at + 4 > end:
+                return list(parts)
+            (n,) = length(part, at)
+            at += 4 + n
+            if at > end:
+                return list(parts)
+            frames.append(part[at - n : at])
+    return frames
+
+
 class SocketMessaging(Messaging):
     """Brokerless DEALER/ROUTER sockets over ``ipc`` (in ``directory``) or ``tcp``.  On tcp the
     virtual port binds on ``host`` (``"*"``: every interface) and is announced as
-    ``advertise`` when given: the address other machines reach this one at."""
+    ``advertise`` when given: the address other machines reach this one at.  ``keys``: the
+    run's CURVE keys (None: no encryption, anyone may connect)."""
 
     def __init__(
         self,
@@ -132,6 +179,7 @@ class SocketMessaging(Messaging):
         directory: str | None = None,
         host: str = "127.0.0.1",
         advertise: str | None = None,
+        keys: RunKeys | None = None,
     ) -> None:
         if transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', not {transport!r}")
@@ -142,22 +190,30 @@ class SocketMessaging(Messaging):
         self._directory = directory
         self._host = host
         self._advertise = advertise
+        self._keys = keys
+        self._authenticator: ThreadAuthenticator | None = None
         self._port: zmq.Socket | None = None
         self._endpoint = ""
         self._peers: dict[int, tuple[str, zmq.Socket]] = {}
         self._interrupted = False
+        self._part_limit = 0  # over CURVE: the largest packed part (see the module doc)
 
     def bind(self, max_frame: int) -> str:
         port = self._context.socket(zmq.ROUTER)
         port.linger = 0
+        if self._keys is not None:  # packed parts: a frame of max_frame fits after its length
+            max_frame += _LENGTH.size
+            self._part_limit = max_frame
         port.maxmsgsize = max_frame
         port.rcvhwm = VIRTUAL_PORT_RCVHWM
+        serve_to_run(port, self._keys)
+        self._port = port  # close() closes it, and the ZAP handler, whatever happens next
+        self._authenticator = admit_only_run(self._context, self._keys)
         if self._transport == "ipc":
             address = f"ipc://{self._directory}/worker-{os.getpid()}-{id(self):x}"
         else:
             address = f"tcp://{self._host}:0"
         port.bind(address)
-        self._port = port
         endpoint = port.getsockopt(zmq.LAST_ENDPOINT).decode()
         if self._transport == "tcp" and self._advertise is not None:
             endpoint = tcp_endpoint(self._advertise, int(endpoint.rsplit(":", 1)[1]))
@@ -176,6 +232,7 @@ class SocketMessaging(Messaging):
             peer.sndtimeo = _POLL_MS
             peer.maxmsgsize = PEER_MAXMSGSIZE
             peer.rcvhwm = PEER_RCVHWM
+            connect_to_run(peer, self._keys)
             peer.connect(endpoint)
             self._peers[worker] = (endpoint, peer)
         for worker in [w for w in self._peers if w >= len(endpoints)]:
@@ -183,6 +240,8 @@ class SocketMessaging(Messaging):
 
     def send(self, worker: int, frames: list[bytes]) -> None:
         peer = self._peers[worker][1]
+        if self._part_limit:
+            frames = pack(frames, self._part_limit)
         while True:
             if self._interrupted:
                 raise Shutdown
@@ -198,7 +257,7 @@ class SocketMessaging(Messaging):
         port = self._port
         if port.poll(max(0, int(timeout * 1000))):
             routing_id, *frames = port.recv_multipart()
-            return f"peer {routing_id.hex()}", frames
+            return f"peer {routing_id.hex()}", unpack(frames) if self._part_limit else frames
         return None
 
     def interrupt(self) -> None:
@@ -211,3 +270,6 @@ class SocketMessaging(Messaging):
         if self._port is not None:
             self._port.close(linger=0)
             self._port = None
+        if self._authenticator is not None:
+            self._authenticator.stop()
+            self._authenticator = None

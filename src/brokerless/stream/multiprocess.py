@@ -13,7 +13,9 @@ stage will reuse.  From then on tuples go worker to worker; the control channel 
 questions (``activity`` rounds for completion, ``stats``), the worker's errors and -- when
 capturing -- the tuples it emitted, and at the end ``stop`` and each worker's ``final``
 report.  The control channel itself (``control.py``) is shared with the Spark runner; its
-messages are pickled and signed with a key the driver gives each worker on its stdin.
+messages are pickled and signed with a key the driver gives each worker on its stdin, with
+the run's CURVE keys (``security.py``) that encrypt the control and worker-to-worker
+connections unless the config says ``security="none"``.
 
 A lost worker (its process exited, or it reports a failed task) ends the run with
 :class:`WorkerProcessError` -- unless the topology is checkpointed: then the driver kills every
@@ -144,6 +146,7 @@ class MultiprocessRun(ControlledRun):
         self._env = env
         self._job = {
             "key": self._signer.key,
+            "keys": self._keys,
             "topology": shipped,
             "config": plan.config,
             "transport": transport,
@@ -361,14 +364,21 @@ def worker_main(stdin_fd: int = 0) -> int:
 
     threading.Thread(target=orphaned, name="driver-watch", daemon=True).start()
     context = zmq.Context()
-    channel = WorkerChannel(context, job["control"], job["key"], job["attempt"], job["index"])
+    keys = job["keys"]
+    channel = WorkerChannel(
+        context, job["control"], job["key"], job["attempt"], job["index"], keys=keys
+    )
     try:
         shipped = job["topology"]
         topology = load_topology(shipped) if isinstance(shipped, str) else pickle.loads(shipped)
         config: Config = job["config"]
         plan = topology.build(config)
         n = config.num_workers
-        messaging = SocketMessaging(context, job["transport"], job["directory"]) if n > 1 else None
+        messaging = (
+            SocketMessaging(context, job["transport"], job["directory"], keys=keys)
+            if n > 1
+            else None
+        )
         worker = Worker(
             plan,
             assign(plan, n),

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any, TypedDict, overload
 from ..constants import Event
 
 if TYPE_CHECKING:
+    # As pyzmq's does, this module brings in the asyncio module for type checkers, so that
+    # ``zmq.asyncio.Socket`` is known to code that imported only ``zmq`` and this module.
+    from .. import asyncio as asyncio
     from .._future import _AsyncSocket
     from ..socket import Socket, SyncSocket
 
