@@ -385,7 +385,9 @@ def test_monitor_probes_a_pyzmq_pub_and_prints_events_as_they_happen(context):
             lines.append(line.decode())
             if "SUB    HANDSHAKE_SUCCEEDED" in line.decode():
                 break
-        assert any("DEALER HANDSHAKE_FAILED_PROTOCOL" in line for line in lines), lines
+        # libzmq refuses the DEALER: PROTOCOL when its READY (a PUB) was read, NO_DETAIL when
+        # its close reset the connection first (the kernel drops what was unread)
+        assert any("DEALER HANDSHAKE_FAILED_" in line for line in lines), lines
         publisher.close(linger=0)  # the peer goes away: seen at once
         for line in monitor.stdout:
             if "SUB    DISCONNECTED" in line.decode():
