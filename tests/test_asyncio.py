@@ -529,6 +529,22 @@ async def test_request_reply_over_tcp_with_a_pyzmq_peer_both_ways(amake) -> None
         lctx.destroy(linger=0)
 
 
+def test_an_async_context_takes_any_socket_factory() -> None:
+    """``socket_class`` may be any callable ``(context, socket_type) -> socket``, as pyzmq's
+    Context.socket takes it (a factory function raised TypeError in issubclass)."""
+    ctx = zaio.Context()
+    made: list[zaio.Socket] = []
+
+    def factory(context: zaio.Context, socket_type: int) -> zaio.Socket:
+        made.append(zaio.Socket(context, socket_type))
+        return made[-1]
+
+    sock = ctx.socket(zmq.PUSH, socket_class=factory)
+    sock.close(linger=0)
+    ctx.term()
+    assert made == [sock]
+
+
 def test_a_sync_context_that_made_an_async_socket_terminates_once_it_is_closed() -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PULL, socket_class=zaio.Socket)

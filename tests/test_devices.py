@@ -80,6 +80,15 @@ def test_a_device_keeps_its_types():
     assert devices.ProcessDevice.context_factory is zmq.Context
 
 
+@pytest.mark.beyond_pyzmq
+@pytest.mark.parametrize("cls", ["ThreadDevice", "ProcessProxy"])
+def test_joining_a_background_device_before_start_says_so(cls):
+    """As ``Thread.join`` does; pyzmq fails with an AttributeError on its launcher, None."""
+    device = getattr(devices, cls)(zmq.QUEUE, zmq.PULL, zmq.PUSH)
+    with pytest.raises(RuntimeError, match="before it is started"):
+        device.join(JOIN_S)
+
+
 def test_random_ports_are_reserved_once_each_and_run_out():
     device = devices.ThreadDevice(zmq.QUEUE, zmq.PULL, zmq.PUSH)
     ports = {device.bind_in_to_random_port("tcp://127.0.0.1", min_port=21000, max_port=21005)}

@@ -27,6 +27,34 @@ def test_zmq_error_accepts_a_custom_message():
     assert str(err) == "custom text"
 
 
+def test_a_message_in_place_of_the_errno_is_taken_as_pyzmq_takes_it():
+    """``raise zmq.Again("window full")`` is pyzmq code that runs: the class keeps its errno."""
+    err = zmq.ZMQError("no room left")
+    assert err.errno is None
+    assert str(err) == "no room left"
+    for cls, number in (
+        (zmq.Again, zmq.EAGAIN),
+        (zmq.ContextTerminated, zmq.ETERM),
+        (zmq.InterruptedSystemCall, errno.EINTR),
+    ):
+        assert cls("window full").errno == number
+
+
+def test_interrupted_system_call_keeps_its_errno_and_message():
+    """Its OSError base's __init__ must not reset what ZMQError set (str() raised TypeError)."""
+    err = zmq.InterruptedSystemCall()
+    assert isinstance(err, InterruptedError)
+    assert err.errno == errno.EINTR
+    assert str(err)
+
+
+@pytest.mark.beyond_pyzmq
+def test_a_typed_error_made_with_a_message_says_it():
+    """pyzmq's Again, ContextTerminated and InterruptedSystemCall drop the text they are given."""
+    assert str(zmq.Again("the window is full")) == "the window is full"
+    assert zmq.Again(None).errno == zmq.EAGAIN
+
+
 @pytest.mark.parametrize("name", ["EFSM", "ETERM", "EAGAIN", "ENOTSOCK", "EPROTONOSUPPORT"])
 def test_strerror_describes_every_errno(name):
     assert zmq.strerror(getattr(zmq, name))

@@ -86,6 +86,23 @@ def test_context_makes_green_sockets_and_has_its_own_instance(gctx):
     assert green.Context.instance() is not zmq.Context.instance()
 
 
+def test_a_context_subclass_makes_its_own_socket_class():
+    """``_socket_class`` says what ``socket()`` makes, as in pyzmq's zmq.green."""
+
+    class Mine(green.Socket):
+        pass
+
+    class MyContext(green.Context):
+        _socket_class = Mine
+
+    ctx = MyContext()
+    sock = ctx.socket(zmq.PUSH)
+    made = type(sock)
+    sock.close(linger=0)
+    ctx.term()
+    assert made is Mine
+
+
 # -- blocking calls yield to the hub --------------------------------------------------------------
 
 

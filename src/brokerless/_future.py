@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 from types import FunctionType, MemberDescriptorType
-from typing import Any, Self
+from typing import Any, Self, TypeVar, cast
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
@@ -70,7 +70,7 @@ class _Pending:
         self.queued = True
 
 
-def _unqueue(queue: deque, pending: _Pending, _future: Any) -> None:
+def _unqueue(queue: deque[_Pending], pending: _Pending, _future: Any) -> None:
     """A queued future ended by itself (cancelled, timed out): drop it, so waiting calls that
     never complete do not pile up on a quiet socket."""
     if pending.queued:
@@ -127,14 +127,14 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
     """A socket whose blocking calls return futures (see the module doc)."""
 
     _poller_class: type[_AsyncPoller]
-    _shadow_sock: SyncSocket
+    _shadow_sock: SyncSocket[bytes]
 
     def __init__(
         self,
-        context: SyncContext | SyncSocket | None = None,
+        context: SyncContext[Any] | SyncSocket[Any] | None = None,
         socket_type: int = -1,
         io_loop: Any = None,
-        _from_socket: SyncSocket | None = None,
+        _from_socket: SyncSocket[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(context, SyncSocket):  # Socket(sync_socket), as pyzmq allows
@@ -172,7 +172,7 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
         self._monitor_facade: Self | None = None
 
     @classmethod
-    def from_socket(cls, socket: SyncSocket, io_loop: Any = None) -> Self:
+    def from_socket(cls, socket: SyncSocket[Any], io_loop: Any = None) -> Self:
         """An async socket on ``socket`` (which stays usable: both are the same socket)."""
         return cls(_from_socket=socket, io_loop=io_loop)
 
@@ -222,7 +222,8 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
 
     # -- sending --------------------------------------------------------------------------
 
-    def send(
+    # A future of what the sync socket's send returns (pyzmq's async API): not its signature.
+    def send(  # type: ignore[override]
         self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any
     ) -> Any:
         """Send one part; the future resolves once it is queued (``None``, or a tracker)."""
@@ -267,7 +268,7 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
         return self._add_recv_event("recv_pyobj", flags)
 
     def recv_serialized(
-        self, deserialize: Callable[[list], Any], flags: int = 0, copy: bool = True
+        self, deserialize: Callable[[list[Any]], Any], flags: int = 0, copy: bool = True
     ) -> Any:
         return self._add_recv_event("recv_serialized", flags, deserialize, copy=copy)
 
@@ -313,7 +314,11 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
         return self._add_event(self._send_futures, op, flags, SNDTIMEO)
 
     def _add_event(
-        self, queue: deque, op: Callable[[], Any], flags: int, timeout_option: SocketOption
+        self,
+        queue: deque[_Pending],
+        op: Callable[[], Any],
+        flags: int,
+        timeout_option: SocketOption,
     ) -> Any:
         future = self._Future()
         if not queue or flags & NOBLOCK:  # nothing to wait behind (or told not to wait)
@@ -368,7 +373,7 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
                 return
         self._schedule_pass()
 
-    def _serve(self, queue: deque) -> bool:
+    def _serve(self, queue: deque[_Pending]) -> bool:
         """Complete the first live call of ``queue`` (after waking any polls before it)."""
         while queue:
             pending = queue[0]
@@ -466,7 +471,7 @@ def _settle(future: Any, outcome: Any) -> None:
         future.set_result(outcome)
 
 
-def _resolve_socket(shadow: Any) -> SyncSocket:
+def _resolve_socket(shadow: Any) -> SyncSocket[Any]:
     if isinstance(shadow, SyncSocket):
         return shadow
     raise TypeError(
@@ -486,7 +491,7 @@ class _AsyncPoller(_Async, SyncPoller):
     def _unwatch_raw(self, loop: Any, fd: Any) -> None:
         raise NotImplementedError
 
-    def poll(self, timeout: float | None = -1) -> Any:  # type: ignore[override]
+    def poll(self, timeout: float | None = -1) -> Any:
         """A future of the ready (socket, events) pairs within ``timeout`` ms (None or negative:
         no limit)."""
         future = self._Future()
@@ -530,7 +535,12 @@ class _AsyncPoller(_Async, SyncPoller):
         if timeout is not None and timeout > 0:
             timer = self._call_later(loop, timeout / 1000, wake)
             future.add_done_callback(lambda _: timer.cancel())
-        future.add_done_callback(lambda _: watcher.done() or _cancel(watcher))
+
+        def stop_watching(_: Any) -> None:
+            if not watcher.done():
+                _cancel(watcher)
+
+        future.add_done_callback(stop_watching)
         return future
 
     def _attempt_poll(self, future: Any) -> None:
@@ -540,7 +550,11 @@ class _AsyncPoller(_Async, SyncPoller):
                 sock._schedule_pass()
 
 
-class _AsyncContext(SyncContext):
+#: The class of the sockets an async context makes.
+_AsyncSocketT = TypeVar("_AsyncSocketT", bound=_AsyncSocket, covariant=True)
+
+
+class _AsyncContext(SyncContext[_AsyncSocketT]):
     """A Context whose sockets are async (``_socket_class``); ``Context(sync_ctx)`` is another
     face of ``sync_ctx``: the two share all state (one ``__dict__``)."""
 
@@ -548,19 +562,24 @@ class _AsyncContext(SyncContext):
     # it shadows (kept alive by it; None for a context of its own).
     __slots__ = ("_async_sockets", "_shadowed")
 
-    _socket_class: type[_AsyncSocket]
+    _socket_class: type[_AsyncSocketT]
     _instance = None  # not the sync Context's shared instance
     _instance_pid = None
 
     def __init__(
-        self, io_threads: int | SyncContext = 1, shadow: SyncContext | None = None, **kwargs: Any
+        self,
+        io_threads: int | SyncContext[Any] = 1,
+        shadow: SyncContext[Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         if isinstance(io_threads, SyncContext):  # Context(sync_ctx), as pyzmq allows
-            io_threads, shadow = 1, io_threads
+            shadow, io_threads = io_threads, 1
         self._async_sockets: weakref.WeakSet[_AsyncSocket] = weakref.WeakSet()
         self._shadowed = shadow
         if shadow is None:
-            super().__init__(io_threads, **kwargs)
+            # Context's overloads type Context() as a sync one; an async context is the same
+            # state, its sockets async
+            super().__init__(io_threads, **kwargs)  # type: ignore[misc]
         elif isinstance(shadow, SyncContext):
             self.__dict__ = shadow.__dict__
         else:
@@ -570,15 +589,20 @@ class _AsyncContext(SyncContext):
             )
 
     def socket(
-        self, socket_type: int, socket_class: type[SyncSocket] | None = None, **kwargs: Any
-    ) -> Any:
+        self,
+        socket_type: int,
+        socket_class: Callable[[Self, int], _AsyncSocketT] | None = None,
+        **kwargs: Any,
+    ) -> _AsyncSocketT:
         """A new socket, async unless ``socket_class`` says otherwise."""
         cls = socket_class or self._socket_class
-        if not issubclass(cls, _AsyncSocket):
-            return super().socket(socket_type, cls, **kwargs)
+        if not (isinstance(cls, type) and issubclass(cls, _AsyncSocket)):
+            # a sync socket class, or any factory (context, type) -> socket, as pyzmq takes
+            return super().socket(socket_type, socket_class, **kwargs)
         sock = cls(self, socket_type, **kwargs)
         self._async_sockets.add(sock)
-        return sock
+        # made by socket_class or _socket_class, whose socket type _AsyncSocketT is
+        return cast(_AsyncSocketT, sock)
 
     def destroy(self, linger: int | None = None) -> None:
         """Close every socket (async ones first: their waiting calls are cancelled)."""

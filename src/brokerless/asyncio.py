@@ -41,36 +41,40 @@ class _AsyncIO(_future._Async):
         return asyncio.get_event_loop_policy().get_event_loop()
 
     @staticmethod
-    def _watch_fd(loop: Any, fd: Any, callback: Callable[[], None]) -> None:
+    def _watch_fd(loop: asyncio.AbstractEventLoop, fd: Any, callback: Callable[[], None]) -> None:
         loop.add_reader(fd, callback)
 
     @staticmethod
-    def _unwatch_fd(loop: Any, fd: Any) -> None:
+    def _unwatch_fd(loop: asyncio.AbstractEventLoop, fd: Any) -> None:
         loop.remove_reader(fd)
 
     @staticmethod
-    def _call_later(loop: Any, delay: float, callback: Callable[[], None]) -> Any:
+    def _call_later(
+        loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[[], None]
+    ) -> asyncio.TimerHandle:
         return loop.call_later(delay, callback)
 
     @staticmethod
-    def _call_soon(loop: Any, callback: Callable[[], None]) -> None:
+    def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
         loop.call_soon(callback)
 
     @staticmethod
-    def _loop_closed(loop: Any) -> bool:
+    def _loop_closed(loop: asyncio.AbstractEventLoop) -> bool:
         return loop.is_closed()
 
 
 class Poller(_AsyncIO, _future._AsyncPoller):
     """Poller whose ``poll`` returns an asyncio Future of ``[(socket, events), ...]``."""
 
-    def _watch_raw(self, loop: Any, fd: Any, events: int, callback: Callable[[], None]) -> None:
+    def _watch_raw(
+        self, loop: asyncio.AbstractEventLoop, fd: Any, events: int, callback: Callable[[], None]
+    ) -> None:
         if events & _future.POLLIN:
             loop.add_reader(fd, callback)
         if events & _future.POLLOUT:
             loop.add_writer(fd, callback)
 
-    def _unwatch_raw(self, loop: Any, fd: Any) -> None:
+    def _unwatch_raw(self, loop: asyncio.AbstractEventLoop, fd: Any) -> None:
         loop.remove_reader(fd)
         loop.remove_writer(fd)
 
@@ -85,7 +89,7 @@ class Socket(_AsyncIO, _future._AsyncSocket):
 Poller._socket_class = Socket
 
 
-class Context(_future._AsyncContext):
+class Context(_future._AsyncContext[Socket]):
     """Context whose sockets are :class:`Socket`; ``Context(sync_ctx)`` shadows ``sync_ctx``."""
 
     __slots__ = ()

@@ -11,8 +11,9 @@ class Deadline:
     __slots__ = ("_end",)
 
     def __init__(self, timeout_ms: float | None) -> None:
-        forever = timeout_ms is None or timeout_ms < 0
-        self._end = None if forever else time.monotonic() + timeout_ms / 1000
+        self._end: float | None = None
+        if timeout_ms is not None and timeout_ms >= 0:
+            self._end = time.monotonic() + timeout_ms / 1000
 
     def wait_ms(self) -> int | None:
         """Milliseconds to wait now (-1: no limit, at least 1 otherwise); None once passed."""

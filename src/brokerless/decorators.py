@@ -17,14 +17,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .context import Context
+
+if TYPE_CHECKING:
+    from .socket import Socket
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _split_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | None, tuple]:
+def _split_name(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str | None, tuple[Any, ...]]:
     """The name to pass the object under (``name=`` or a leading str), and the other args."""
     name = kwargs.pop("name", None)
     if name is None and args and isinstance(args[0], str):
@@ -33,7 +38,8 @@ def _split_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | No
 
 
 def _decorator(
-    name: str | None, make: Callable[[tuple[Any, ...], dict[str, Any]], AbstractContextManager]
+    name: str | None,
+    make: Callable[[tuple[Any, ...], dict[str, Any]], AbstractContextManager[Any]],
 ) -> Callable[[F], F]:
     def decorate(func: F) -> F:
         @functools.wraps(func)
@@ -45,7 +51,8 @@ def _decorator(
                     return func(*args, obj, **kwargs)
                 return func(*args, **kwargs, **{name: obj})
 
-        return wrapper  # type: ignore[return-value]
+        # functools.wraps gives the wrapper func's signature at run time; mypy cannot see that
+        return cast(F, wrapper)
 
     return decorate
 
@@ -61,11 +68,12 @@ def socket(*args: Any, **kwargs: Any) -> Callable[[F], F]:
     name, args = _split_name(args, kwargs)
     context_name = kwargs.pop("context_name", "context")
 
-    def make(call_args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> AbstractContextManager:
+    def make(call_args: tuple[Any, ...], call_kwargs: dict[str, Any]) -> Socket[Any]:
         ctx = call_kwargs.get(context_name)
         if not isinstance(ctx, Context):
             ctx = next((a for a in call_args if isinstance(a, Context)), None)
-        return (ctx or Context.instance()).socket(*args, **kwargs)
+        made: Socket[Any] = (ctx or Context.instance()).socket(*args, **kwargs)
+        return made
 
     return _decorator(name, make)
 

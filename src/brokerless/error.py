@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import ClassVar
 
 from .constants import Errno
 
@@ -29,15 +30,25 @@ class ZMQError(ZMQBaseError):
     """An error with a libzmq errno, raised by socket and context operations.
 
     ``str(err)`` is the message; ``err.errno`` the number, comparable with ``zmq.EAGAIN`` etc.
+    A str in the errno's place is the message, as pyzmq takes it (``ZMQError("no room")``);
+    a typed subclass then keeps its own errno (``Again("window full").errno == EAGAIN``).
     """
 
     errno: int | None
     strerror: str
+    #: The errno of an error made without one: the typed subclasses' own.
+    default_errno: ClassVar[int | None] = None
 
-    def __init__(self, errno: int | None = None, msg: str | None = None) -> None:
+    def __init__(self, errno: int | str | None = None, msg: str | None = None) -> None:
+        if isinstance(errno, str):
+            errno, msg = None, errno if msg is None else msg
+        if errno is None:
+            errno = self.default_errno
+        text = msg if msg is not None else (strerror(errno) if errno is not None else "")
+        # First: OSError's __init__ (InterruptedSystemCall's base) resets errno and strerror.
+        super().__init__(text)
         self.errno = errno
-        self.strerror = msg if msg is not None else (strerror(errno) if errno is not None else "")
-        super().__init__(self.strerror)
+        self.strerror = text
 
     def __str__(self) -> str:
         return self.strerror
@@ -53,22 +64,21 @@ class ZMQBindError(ZMQBaseError):
 class Again(ZMQError):
     """EAGAIN: the operation would block (non-blocking call, or SNDTIMEO/RCVTIMEO expired)."""
 
-    def __init__(self, errno: int | None = Errno.EAGAIN, msg: str | None = None) -> None:
-        super().__init__(errno, msg)
+    default_errno = Errno.EAGAIN
 
 
 class ContextTerminated(ZMQError):
     """ETERM: the socket's context was terminated; close the socket."""
 
-    def __init__(self, errno: int | None = Errno.ETERM, msg: str | None = None) -> None:
-        super().__init__(errno, msg)
+    default_errno = Errno.ETERM
 
 
-class InterruptedSystemCall(ZMQError, InterruptedError):
+# OSError declares ``strerror: str | None``; ZMQError's is always a str (set after OSError's
+# __init__).  pyzmq's hierarchy has both bases too.
+class InterruptedSystemCall(ZMQError, InterruptedError):  # type: ignore[misc]
     """EINTR."""
 
-    def __init__(self, errno: int | None = Errno.EINTR, msg: str | None = None) -> None:
-        super().__init__(errno, msg)
+    default_errno = Errno.EINTR
 
 
 class NotDone(ZMQBaseError):

@@ -27,7 +27,7 @@ class AsyncioAuthenticator(Authenticator):
 
     def __init__(
         self,
-        context: Context | None = None,
+        context: Context[Any] | None = None,
         loop: Any = None,
         encoding: str = "utf-8",
         log: Any = None,

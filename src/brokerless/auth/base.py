@@ -37,7 +37,7 @@ from typing import Any
 
 from ..constants import SocketType
 from ..context import Context
-from ..socket import Socket
+from ..socket import Socket, SyncSocket
 from ..utils import z85
 from ..zmtp.mechanisms.zap import ZAP_ENDPOINT
 from .certs import load_certificates
@@ -58,17 +58,17 @@ class Authenticator:
     ``zmq.auth`` logger, as in pyzmq.
     """
 
-    context: Context
+    context: Context[Any]
     encoding: str
     allow_any: bool
     credentials_providers: dict[str, Any]
-    zap_socket: Socket | None
+    zap_socket: SyncSocket | None
     passwords: dict[str, dict[str, str]]
     certs: dict[str, dict[bytes, Any]]
     log: Any
 
     def __init__(
-        self, context: Context | None = None, encoding: str = "utf-8", log: Any = None
+        self, context: Context[Any] | None = None, encoding: str = "utf-8", log: Any = None
     ) -> None:
         self.context = context or Context.instance()
         self.encoding = encoding
@@ -262,6 +262,7 @@ class Authenticator:
             self.log.debug("ALLOWED (CURVE allow any client)")
             return None
         z85_key = z85.encode(key)
+        reason: bytes | None
         if self.credentials_providers:
             how = "CURVE auth_callback"
             provider = self.credentials_providers.get(domain)

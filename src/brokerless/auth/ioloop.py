@@ -24,7 +24,7 @@ class IOLoopAuthenticator(AsyncioAuthenticator):
 
     def __init__(
         self,
-        context: Context | None = None,
+        context: Context[Any] | None = None,
         encoding: str = "utf-8",
         log: Any = None,
         io_loop: Any = None,

@@ -16,7 +16,7 @@ from typing import Any
 from ..constants import PollEvent, SocketType
 from ..context import Context
 from ..poll import Poller
-from ..socket import Socket
+from ..socket import Socket, SyncSocket
 from .base import Authenticator
 
 _TERMINATE = b"TERMINATE"
@@ -25,7 +25,7 @@ _TERMINATE = b"TERMINATE"
 class AuthenticationThread(threading.Thread):
     """Serves an :class:`Authenticator`'s ZAP socket until ``TERMINATE`` comes on ``pipe``."""
 
-    def __init__(self, authenticator: Authenticator, pipe: Socket) -> None:
+    def __init__(self, authenticator: Authenticator, pipe: SyncSocket) -> None:
         super().__init__(daemon=True, name="brokerless-zap")
         self.authenticator = authenticator
         self.log = authenticator.log
@@ -69,10 +69,10 @@ class ThreadAuthenticator(Authenticator):
     """An :class:`Authenticator` answering ZAP requests in a thread of its own."""
 
     def __init__(
-        self, context: Context | None = None, encoding: str = "utf-8", log: Any = None
+        self, context: Context[Any] | None = None, encoding: str = "utf-8", log: Any = None
     ) -> None:
         super().__init__(context=context, encoding=encoding, log=log)
-        self.pipe: Socket | None = None
+        self.pipe: SyncSocket | None = None
         self.pipe_endpoint = f"inproc://brokerless.auth.thread-{id(self):x}"
         self.thread: AuthenticationThread | None = None
 

@@ -25,7 +25,7 @@ def split_endpoint(text: str, bind: bool) -> tuple[bool, str]:
     return bind, text
 
 
-def attach(socket: zmq.Socket, endpoints: Iterable[str], bind: bool) -> list[str]:
+def attach(socket: zmq.SyncSocket, endpoints: Iterable[str], bind: bool) -> list[str]:
     """Bind or connect ``socket`` to each endpoint; returns them as ``@ep``/``>ep`` (a bound
     wildcard port shown as the port the system chose)."""
     shown = []
@@ -44,7 +44,7 @@ def attach(socket: zmq.Socket, endpoints: Iterable[str], bind: bool) -> list[str
     return shown
 
 
-def set_options(socket: zmq.Socket, options: Iterable[str]) -> None:
+def set_options(socket: zmq.SyncSocket, options: Iterable[str]) -> None:
     """Apply ``NAME=VALUE`` socket options (see the module doc)."""
     for text in options:
         name, sep, raw = text.partition("=")

@@ -13,6 +13,7 @@ messages written by one command is read back by another.  Command frames are ref
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from ..zmtp.errors import ProtocolError
@@ -117,7 +118,7 @@ class Raw:
         return b"".join(out)
 
 
-def _messages(decoded: list) -> list[Message]:
+def _messages(decoded: Sequence[object]) -> list[Message]:
     """The messages ``FrameDecoder.feed`` returned, up to its first command."""
     messages: list[Message] = []
     for item in decoded:

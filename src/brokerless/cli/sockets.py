@@ -123,7 +123,7 @@ class Shuttle:
 
     def __init__(
         self,
-        socket: zmq.Socket,
+        socket: zmq.SyncSocket,
         role: Role,
         framing: Framing,
         count: int | None,
@@ -251,7 +251,7 @@ class Shuttle:
             self.stdout.flush()
 
 
-def _deliver(context: zmq.Context) -> None:
+def _deliver(context: zmq.SyncContext) -> None:
     """Terminate ``context``: wait for what closed sockets still deliver (their LINGER).
     Ctrl-C gives up on that and ends the process at once -- queued messages cannot be taken
     back from the I/O threads, and the interpreter's exit would wait for them again."""

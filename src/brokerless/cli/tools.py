@@ -91,7 +91,7 @@ def proxy(
                 socket.close(linger=0)
 
 
-def _events(monitor: zmq.Socket) -> Iterator[tuple[int, int, str]]:
+def _events(monitor: zmq.SyncSocket) -> Iterator[tuple[int, int, str]]:
     while True:
         header, endpoint = monitor.recv_multipart()
         event, value = MONITOR_HEADER.unpack(header)

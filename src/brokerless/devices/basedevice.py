@@ -15,11 +15,11 @@ from multiprocessing import Process
 from typing import Any
 
 from ..constants import DeviceType, SocketType
-from ..context import Context
+from ..context import Context, SyncContext
 from ..errno import ENOTSOCK, ETERM
 from ..error import ZMQBindError, ZMQError
 from ..proxy import proxy
-from ..socket import Socket
+from ..socket import SyncSocket
 
 
 class SocketPlan:
@@ -33,7 +33,7 @@ class SocketPlan:
         self.sockopts: list[tuple[int, Any]] = []
 
 
-def apply_plans(planned: list[tuple[Socket, SocketPlan]]) -> None:
+def apply_plans(planned: list[tuple[SyncSocket, SocketPlan]]) -> None:
     """Options on every socket first (a ROUTING_ID must precede connecting), then every bind,
     then every connect."""
     for sock, plan in planned:
@@ -58,7 +58,7 @@ class Device:
 
     #: Makes the device's context: the shared instance for a device running in a thread of this
     #: process; a fresh context in a process of its own (see :class:`ProcessDevice`).
-    context_factory: Callable[[], Context] = Context.instance
+    context_factory: Callable[[], SyncContext] = Context.instance
 
     daemon: bool
     done: bool
@@ -84,7 +84,7 @@ class Device:
         self._in = SocketPlan()
         self._out = SocketPlan()
         self._random_addrs: list[str] = []
-        self._sockets: list[Socket] = []
+        self._sockets: list[SyncSocket] = []
         self._finished = threading.Event()
 
     # A ProcessDevice may be pickled to reach its process (spawn/forkserver): the event is local.
@@ -150,12 +150,12 @@ class Device:
 
     # -- running -------------------------------------------------------------------------------
 
-    def _make_socket(self, socket_type: int) -> Socket:
+    def _make_socket(self, socket_type: int) -> SyncSocket:
         sock = self._context.socket(socket_type)
         self._sockets.append(sock)
         return sock
 
-    def _setup_sockets(self) -> tuple[Socket, Socket]:
+    def _setup_sockets(self) -> tuple[SyncSocket, SyncSocket]:
         """Create the context and the in and out sockets, and apply what was queued."""
         self._context = self.context_factory()
         ins = self._make_socket(self.in_type)
@@ -197,8 +197,8 @@ class Device:
 class BackgroundDevice(Device):
     """A device run by a launcher: ``_launch_class(target=self.run)`` (a thread, a process)."""
 
-    launcher: Any = None
-    _launch_class: Any = None
+    launcher: threading.Thread | Process | None = None
+    _launch_class: Callable[..., threading.Thread | Process]
 
     def start(self) -> None:
         self.launcher = self._launch_class(target=self.run)
@@ -206,6 +206,8 @@ class BackgroundDevice(Device):
         self.launcher.start()
 
     def join(self, timeout: float | None = None) -> None:
+        if self.launcher is None:
+            raise RuntimeError("cannot join a device before it is started")
         self.launcher.join(timeout=timeout)
 
 

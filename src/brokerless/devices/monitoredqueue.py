@@ -21,7 +21,7 @@ from ..proxy import Tap, run_proxy
 from ..socket import Socket
 
 
-def _monitor_tap(mon_socket: Socket, prefix: bytes) -> Tap:
+def _monitor_tap(mon_socket: Socket[Any], prefix: bytes) -> Tap:
     send_multipart = mon_socket.send_multipart
 
     def tap(msg: Any) -> None:
@@ -35,9 +35,9 @@ def _swap_routing_ids(msg: Any) -> Any:
 
 
 def monitored_queue(
-    in_socket: Socket,
-    out_socket: Socket,
-    mon_socket: Socket,
+    in_socket: Socket[Any],
+    out_socket: Socket[Any],
+    mon_socket: Socket[Any],
     in_prefix: bytes = b"in",
     out_prefix: bytes = b"out",
 ) -> int:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..constants import SocketType
 from .monitoredqueue import monitored_queue
 from .proxydevice import ProcessProxy, Proxy, ProxyBase, ThreadProxy
@@ -12,8 +10,6 @@ from .proxydevice import ProcessProxy, Proxy, ProxyBase, ThreadProxy
 
 class MonitoredQueueBase(ProxyBase):
     """What a monitored-queue device adds to a proxy device: the two prefixes."""
-
-    _setup_sockets: Any
 
     def __init__(
         self,
@@ -28,7 +24,7 @@ class MonitoredQueueBase(ProxyBase):
         self._out_prefix = out_prefix
 
     def run_device(self) -> None:
-        ins, outs, mons = self._setup_sockets()
+        ins, outs, mons = self._setup_proxy_sockets()
         monitored_queue(ins, outs, mons, self._in_prefix, self._out_prefix)
 
 

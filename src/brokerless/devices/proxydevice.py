@@ -7,21 +7,17 @@ from typing import Any
 
 from ..constants import SocketType
 from ..proxy import proxy
-from ..socket import Socket
+from ..socket import SyncSocket
 from .basedevice import Device, ProcessDevice, SocketPlan, ThreadDevice, apply_plans
 
 
-class ProxyBase:
+class ProxyBase(Device):
     """What a proxy device adds to a :class:`Device`: the ``mon`` socket and its queue of
     actions (``bind_mon``, ``connect_mon``, ``setsockopt_mon``...).  Mixed in before a Device
     class."""
 
-    _context: Any
-    _bind_random: Any
-    _make_socket: Any
-
     def __init__(self, in_type: int, out_type: int, mon_type: int = SocketType.PUB) -> None:
-        Device.__init__(self, in_type=in_type, out_type=out_type)  # type: ignore[arg-type]
+        Device.__init__(self, in_type=in_type, out_type=out_type)
         self.mon_type = mon_type
         self._mon = SocketPlan()
 
@@ -41,14 +37,15 @@ class ProxyBase:
         """Set an option of the monitor socket once it exists (before any bind or connect)."""
         self._mon.sockopts.append((opt, value))
 
-    def _setup_sockets(self) -> tuple[Socket, Socket, Socket]:
-        ins, outs = Device._setup_sockets(self)  # type: ignore[arg-type]
+    def _setup_proxy_sockets(self) -> tuple[SyncSocket, SyncSocket, SyncSocket]:
+        """The device's in and out sockets, then the monitor socket."""
+        ins, outs = self._setup_sockets()
         mons = self._make_socket(self.mon_type)
         apply_plans([(mons, self._mon)])
         return ins, outs, mons
 
     def run_device(self) -> None:
-        ins, outs, mons = self._setup_sockets()
+        ins, outs, mons = self._setup_proxy_sockets()
         proxy(ins, outs, mons)
 
 

@@ -6,19 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..constants import SocketType
+from ..errno import EINVAL
+from ..error import ZMQError
 from ..proxy import proxy_steerable
-from ..socket import Socket
+from ..socket import SyncSocket
 from .basedevice import SocketPlan, apply_plans
-from .proxydevice import ProcessProxy, Proxy, ThreadProxy
+from .proxydevice import ProcessProxy, Proxy, ProxyBase, ThreadProxy
 
 
-class ProxySteerableBase:
+class ProxySteerableBase(ProxyBase):
     """What a steerable proxy device adds: the ``ctrl`` socket and its queue of actions
     (``bind_ctrl``, ``connect_ctrl``, ``setsockopt_ctrl``...).  Mixed in before a Proxy
     class."""
-
-    _bind_random: Any
-    _make_socket: Any
 
     def __init__(
         self,
@@ -27,7 +26,7 @@ class ProxySteerableBase:
         mon_type: int = SocketType.PUB,
         ctrl_type: int | None = None,
     ) -> None:
-        super().__init__(in_type=in_type, out_type=out_type, mon_type=mon_type)  # type: ignore[call-arg]
+        super().__init__(in_type=in_type, out_type=out_type, mon_type=mon_type)
         self.ctrl_type = ctrl_type
         self._ctrl = SocketPlan()
 
@@ -47,14 +46,17 @@ class ProxySteerableBase:
         """Set an option of the control socket once it exists (before any bind or connect)."""
         self._ctrl.sockopts.append((opt, value))
 
-    def _setup_sockets(self) -> tuple[Socket, Socket, Socket, Socket]:
-        ins, outs, mons = super()._setup_sockets()  # type: ignore[misc]
+    def _setup_steerable_sockets(self) -> tuple[SyncSocket, SyncSocket, SyncSocket, SyncSocket]:
+        """The proxy's in, out and monitor sockets, then the control socket."""
+        if self.ctrl_type is None:  # allowed by the constructor, as in pyzmq
+            raise ZMQError(EINVAL, "Invalid argument: a steerable proxy needs a ctrl_type")
+        ins, outs, mons = self._setup_proxy_sockets()
         ctrls = self._make_socket(self.ctrl_type)
         apply_plans([(ctrls, self._ctrl)])
         return ins, outs, mons, ctrls
 
     def run_device(self) -> None:
-        ins, outs, mons, ctrls = self._setup_sockets()
+        ins, outs, mons, ctrls = self._setup_steerable_sockets()
         proxy_steerable(ins, outs, mons, ctrls)
 
 

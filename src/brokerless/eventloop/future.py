@@ -10,19 +10,22 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado.concurrent import Future
 from tornado.ioloop import IOLoop
 
 from .. import _future
 
+if TYPE_CHECKING:
+    from tornado.platform.asyncio import BaseAsyncIOLoop
+
 
 class CancelledError(Exception):
     """What a cancelled future of this module raises when awaited (as in pyzmq)."""
 
 
-class _TornadoFuture(Future):
+class _TornadoFuture(Future[Any]):
     """A tornado Future whose ``cancel`` sets :class:`CancelledError` (as in pyzmq)."""
 
     def cancel(self, msg: Any = None) -> bool:
@@ -49,7 +52,7 @@ class _TornadoTimer:
 
 
 class _AsyncTornado(_future._Async):
-    _Future: type[asyncio.Future] = _TornadoFuture
+    _Future: type[asyncio.Future[Any]] = _TornadoFuture
     _READ = IOLoop.READ
     _WRITE = IOLoop.WRITE
 
@@ -57,36 +60,36 @@ class _AsyncTornado(_future._Async):
         return IOLoop.current()
 
     @staticmethod
-    def _watch_fd(loop: Any, fd: Any, callback: Callable[[], None]) -> None:
+    def _watch_fd(loop: IOLoop, fd: Any, callback: Callable[[], None]) -> None:
         loop.add_handler(fd, lambda _fd, _events: callback(), IOLoop.READ)
 
     @staticmethod
-    def _unwatch_fd(loop: Any, fd: Any) -> None:
+    def _unwatch_fd(loop: IOLoop, fd: Any) -> None:
         loop.remove_handler(fd)
 
     @staticmethod
-    def _call_later(loop: Any, delay: float, callback: Callable[[], None]) -> Any:
+    def _call_later(loop: IOLoop, delay: float, callback: Callable[[], None]) -> _TornadoTimer:
         return _TornadoTimer(loop, loop.call_later(delay, callback))
 
     @staticmethod
-    def _call_soon(loop: Any, callback: Callable[[], None]) -> None:
+    def _call_soon(loop: IOLoop, callback: Callable[[], None]) -> None:
         loop.add_callback(callback)
 
     @staticmethod
-    def _loop_closed(loop: Any) -> bool:
+    def _loop_closed(loop: BaseAsyncIOLoop) -> bool:  # every IOLoop since tornado 6
         return loop.asyncio_loop.is_closed()
 
 
 class Poller(_AsyncTornado, _future._AsyncPoller):
     """Poller whose ``poll`` returns a tornado Future of ``[(socket, events), ...]``."""
 
-    def _watch_raw(self, loop: Any, fd: Any, events: int, callback: Callable[[], None]) -> None:
+    def _watch_raw(self, loop: IOLoop, fd: Any, events: int, callback: Callable[[], None]) -> None:
         mask = (IOLoop.READ if events & _future.POLLIN else 0) | (
             IOLoop.WRITE if events & _future.POLLOUT else 0
         )
         loop.add_handler(fd, lambda _fd, _events: callback(), mask)
 
-    def _unwatch_raw(self, loop: Any, fd: Any) -> None:
+    def _unwatch_raw(self, loop: IOLoop, fd: Any) -> None:
         loop.remove_handler(fd)
 
 
@@ -100,7 +103,7 @@ class Socket(_AsyncTornado, _future._AsyncSocket):
 Poller._socket_class = Socket
 
 
-class Context(_future._AsyncContext):
+class Context(_future._AsyncContext[Socket]):
     """Context whose sockets are :class:`Socket`."""
 
     __slots__ = ()

@@ -32,14 +32,14 @@ from .. import _future
 from ..constants import Errno, Flag, PollEvent, SocketOption
 from ..error import ContextTerminated, ZMQError
 from ..frame import MessageTracker
-from ..socket import Socket
+from ..socket import Socket, SyncSocket
 
 POLLIN = int(PollEvent.POLLIN)
 POLLOUT = int(PollEvent.POLLOUT)
 NOBLOCK = int(Flag.NOBLOCK)
 
-_RecvCallback = Callable[[list], Any]
-_SendCallback = Callable[[list, "MessageTracker | ZMQError | None"], Any]
+_RecvCallback = Callable[[list[Any]], Any]
+_SendCallback = Callable[[list[Any], "MessageTracker | ZMQError | None"], Any]
 
 #: Socket methods a stream offers as its own (``stream.bind is stream.socket.bind``).
 _SHORTCUTS = (
@@ -66,10 +66,10 @@ class ZMQStream:
     * ``flush()`` handles what is pending now; ``close()`` closes the stream and its socket.
     """
 
-    socket: Socket
+    socket: SyncSocket
     io_loop: IOLoop
 
-    def __init__(self, socket: Socket, io_loop: IOLoop | None = None) -> None:
+    def __init__(self, socket: Socket[Any], io_loop: IOLoop | None = None) -> None:
         if isinstance(socket, _future._AsyncSocket):
             warnings.warn(
                 "ZMQStream needs a plain brokerless Socket: given an async one, it uses the "
@@ -111,7 +111,7 @@ class ZMQStream:
             self._add_io_state(POLLIN)
 
     def on_recv_stream(
-        self, callback: Callable[[ZMQStream, list], Any] | None, copy: bool = True
+        self, callback: Callable[[ZMQStream, list[Any]], Any] | None, copy: bool = True
     ) -> None:
         """``on_recv``, with this stream as the callback's first argument."""
         if callback is None:
@@ -126,7 +126,7 @@ class ZMQStream:
         assert callback is None or callable(callback)
         self._send_callback = callback
 
-    def on_send_stream(self, callback: Callable[[ZMQStream, list, Any], Any] | None) -> None:
+    def on_send_stream(self, callback: Callable[[ZMQStream, list[Any], Any], Any] | None) -> None:
         """``on_send``, with this stream as the callback's first argument."""
         if callback is None:
             self.stop_on_send()
@@ -381,7 +381,7 @@ def _ignore(*args: Any) -> None:
     pass
 
 
-def _log_callback_error(future: asyncio.Future) -> None:
+def _log_callback_error(future: asyncio.Future[Any]) -> None:
     try:
         future.result()
     except Exception:

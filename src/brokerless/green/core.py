@@ -32,6 +32,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, TypeVar
 
 import gevent.event
@@ -42,6 +43,7 @@ from ..constants import Flag, PollEvent, SocketOption
 from ..context import Context as _Context
 from ..deadline import Deadline
 from ..error import Again, ZMQError
+from ..frame import MessageTracker
 from ..socket import Socket as _Socket
 
 _O = SocketOption
@@ -53,7 +55,7 @@ _READ = 1  # libev's EV_READ
 _TIMEOUTS = frozenset({_O.RCVTIMEO, _O.SNDTIMEO})
 
 
-class Socket(_Socket):
+class Socket(_Socket[bytes]):
     """A :class:`brokerless.Socket` whose blocking calls yield to the gevent hub."""
 
     __slots__ = ("_green_changed", "_green_readers", "_green_watcher", "_green_writers")
@@ -69,10 +71,19 @@ class Socket(_Socket):
     # -- the blocking calls -------------------------------------------------------------------
 
     def send(
-        self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kw: Any
-    ) -> Any:
+        self,
+        data: Any,
+        flags: int = 0,
+        copy: bool = True,
+        track: bool = False,
+        routing_id: int | None = None,
+        group: str | None = None,
+    ) -> MessageTracker | None:
         return self._green_call(
-            lambda f: _Socket.send(self, data, f, copy, track, **kw), flags, POLLOUT, _O.SNDTIMEO
+            lambda f: _Socket.send(self, data, f, copy, track, routing_id, group),
+            flags,
+            POLLOUT,
+            _O.SNDTIMEO,
         )
 
     def send_multipart(
@@ -90,7 +101,7 @@ class Socket(_Socket):
             lambda f: _Socket.recv(self, f, copy, track), flags, POLLIN, _O.RCVTIMEO
         )
 
-    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> list:
+    def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> list[Any]:
         return self._green_call(
             lambda f: _Socket.recv_multipart(self, f, copy, track), flags, POLLIN, _O.RCVTIMEO
         )
@@ -201,7 +212,7 @@ class Socket(_Socket):
         self._green_wake()  # the waiters see the socket closed
 
 
-class Context(_Context):
+class Context(_Context[Socket]):
     """A :class:`brokerless.Context` whose sockets are green; ``instance()`` is its own."""
 
     _instance = None
@@ -222,11 +233,6 @@ class Context(_Context):
         except RuntimeError:  # no new thread at interpreter exit: nobody is left to wait for
             _Context.term(self)
 
-    def socket(
-        self, socket_type: int, socket_class: type[_Socket] | None = None, **kwargs: Any
-    ) -> _Socket:
-        return super().socket(socket_type, socket_class or Socket, **kwargs)
-
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -243,7 +249,8 @@ def _warn_timeout(option: int) -> None:
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside brokerless (an option set as an attribute
     goes through the property, a frame deeper than ``setsockopt``)."""
-    level, frame = 2, sys._getframe(2)
+    level = 2
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         level, frame = level + 1, frame.f_back
     return level

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ..constants import PollEvent
-from ..socket import Socket
+from ..socket import Socket, SyncSocket
 from .poll import Poller
 
 
-def device(device_type: int, frontend: Socket, backend: Socket | int) -> NoReturn:
+def device(device_type: int, frontend: SyncSocket, backend: SyncSocket | int) -> NoReturn:
     """Relay whole messages between ``frontend`` and ``backend``, both ways, until the greenlet
     is killed or a socket fails; only this greenlet waits.
 

@@ -169,7 +169,9 @@ class IOThread:
             self._selector.close()
             mailbox.close()
 
-    def _handle_ready(self, ready: list, mailbox_fd: int) -> None:
+    def _handle_ready(
+        self, ready: list[tuple[selectors.SelectorKey, int]], mailbox_fd: int
+    ) -> None:
         for key, mask in ready:
             if key.fd == mailbox_fd:
                 self._mailbox.clear_fd()

@@ -33,13 +33,13 @@ class PUBHandler(logging.Handler):
     """Publish log records on a PUB socket (``interface_or_socket``: the socket, or an
     endpoint to bind a new one to, in ``context`` or a new Context)."""
 
-    socket: Socket
-    ctx: Context
+    socket: Socket[Any]
+    ctx: Context[Any]
 
     def __init__(
         self,
-        interface_or_socket: str | Socket,
-        context: Context | None = None,
+        interface_or_socket: str | Socket[Any],
+        context: Context[Any] | None = None,
         root_topic: str = "",
     ) -> None:
         super().__init__()
@@ -104,7 +104,10 @@ class PUBHandler(logging.Handler):
 
 class TopicLogger(logging.Logger):
     """A Logger whose methods take a topic first: ``log.debug("disk.full", "no room")`` logs
-    ``"disk.full::no room"`` (for a :class:`PUBHandler`)."""
+    ``"disk.full::no room"`` (for a :class:`PUBHandler`).
+
+    Its methods' signatures are not Logger's (the topic comes first), as in pyzmq: hence the
+    ``type: ignore`` on each."""
 
     def log(self, level: int, topic: str, msg: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         super().log(level, f"{topic}{TOPIC_DELIM}{msg}", *args, **kwargs)
@@ -118,7 +121,7 @@ class TopicLogger(logging.Logger):
     def warning(self, topic: str, msg: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self.log(logging.WARNING, topic, msg, *args, **kwargs)
 
-    warn = warning
+    warn = warning  # type: ignore[assignment]
 
     def error(self, topic: str, msg: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self.log(logging.ERROR, topic, msg, *args, **kwargs)
@@ -130,7 +133,7 @@ class TopicLogger(logging.Logger):
     def critical(self, topic: str, msg: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self.log(logging.CRITICAL, topic, msg, *args, **kwargs)
 
-    fatal = critical
+    fatal = critical  # type: ignore[assignment]
 
 
 __all__ = ["TOPIC_DELIM", "PUBHandler", "TopicLogger"]

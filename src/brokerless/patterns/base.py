@@ -24,11 +24,11 @@ def as_bytes(part: Any) -> bytes:
     return part if part.__class__ is bytes else bytes(part)
 
 
-def parts_of(msg: Any) -> list:
+def parts_of(msg: Any) -> list[Any]:
     return msg if msg.__class__ is list else [msg]
 
 
-def join_parts(parts: list) -> Any:
+def join_parts(parts: list[Any]) -> Any:
     """The pipe form of a list of parts: the part itself when there is one."""
     return parts[0] if len(parts) == 1 else parts
 
@@ -64,7 +64,7 @@ class Pattern:
         """The connection behind ``pipe`` was lost and is being re-established (libzmq's
         ``xhiccuped``); what the next connection must carry again is written now."""
 
-    def greeting(self) -> tuple:
+    def greeting(self) -> tuple[Any, ...]:
         """Messages every new pipe starts with (subscriptions, a probe, a welcome message).
 
         Must be cheap and safe to call from another thread: a connecting socket writes the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..constants import SocketType
+from ..constants import SocketOption, SocketType
 from ..pipe import Pipe
 from .base import Pattern
 
@@ -12,7 +12,7 @@ from .base import Pattern
 class Pair(Pattern):
     socket_type = SocketType.PAIR
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.pipe: Pipe | None = None
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..constants import SocketType
+from typing import Any
+
+from ..constants import SocketOption, SocketType
 from ..pipe import Pipe
 from .base import Pattern
 from .strategies import FairQueue, LoadBalancer
@@ -11,11 +13,12 @@ from .strategies import FairQueue, LoadBalancer
 class Push(Pattern):
     socket_type = SocketType.PUSH
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.lb = LoadBalancer()
-        # The hot path calls the strategy directly (it returns the pipe used: truthy when sent).
-        self.xsend = self.lb.send  # type: ignore[method-assign]
+        # The hot path calls the strategy directly (it returns the pipe used: truthy when sent,
+        # which is all the socket asks of xsend's bool).
+        self.xsend = self.lb.send  # type: ignore[method-assign, assignment]
 
     def attach(self, pipe: Pipe) -> None:
         self.lb.attach(pipe)
@@ -33,7 +36,7 @@ class Push(Pattern):
 class Pull(Pattern):
     socket_type = SocketType.PULL
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.fq = FairQueue()
         self.xrecv = self.fq.recv  # type: ignore[method-assign]  # the hot path, direct

@@ -44,7 +44,7 @@ class XPub(Pattern):
     #: PUB does not pass subscriptions to the application.
     delivers_subscriptions = True
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.dist = Distributor()
         self.subscriptions = SubscriptionTable()
@@ -54,7 +54,7 @@ class XPub(Pattern):
         self.verbose_subs = False
         self.verbose_unsubs = False
 
-    def greeting(self) -> tuple:
+    def greeting(self) -> tuple[Any, ...]:
         welcome = self.options[_O.XPUB_WELCOME_MSG]
         return (welcome,) if welcome else ()
 
@@ -167,7 +167,7 @@ class XSub(Pattern):
     #: an XSUB passes on whatever its publishers chose to send it).
     filters = False
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         options[_O.LINGER] = 0  # libzmq's default: closing never waits to send (un)subscriptions
         self.fq = FairQueue()
@@ -175,7 +175,7 @@ class XSub(Pattern):
         self.subscriptions = SubscriptionCounts()
         self.prefetched: Any = None
 
-    def greeting(self) -> tuple:
+    def greeting(self) -> tuple[Any, ...]:
         """One subscribe message per topic (built on demand: subscribing stays O(1))."""
         return tuple(bytes((SUBSCRIBE_PREFIX,)) + t for t in self.subscriptions.snapshot())
 

@@ -29,12 +29,12 @@ class Dealer(Pattern):
     socket_type = SocketType.DEALER
     options_accepted = frozenset({_O.PROBE_ROUTER})
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.lb = LoadBalancer()
         self.fq = FairQueue()
 
-    def greeting(self) -> tuple:
+    def greeting(self) -> tuple[Any, ...]:
         return (b"",) if self.options[_O.PROBE_ROUTER] else ()
 
     def attach(self, pipe: Pipe) -> bool | None:
@@ -73,7 +73,7 @@ class Router(Pattern):
     socket_type = SocketType.ROUTER
     options_accepted = frozenset({_O.ROUTER_MANDATORY, _O.ROUTER_HANDOVER, _O.PROBE_ROUTER})
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.fq = FairQueue()
         self.out: dict[bytes, Pipe] = {}
@@ -86,7 +86,7 @@ class Router(Pattern):
             if rid not in self.out:
                 return rid
 
-    def greeting(self) -> tuple:
+    def greeting(self) -> tuple[Any, ...]:
         return (b"",) if self.options[_O.PROBE_ROUTER] else ()
 
     def attach(self, pipe: Pipe) -> bool | Pipe | None:
@@ -149,7 +149,7 @@ class Router(Pattern):
         msg = self.fq.recv()
         if msg is None:
             return None
-        rid = self.fq.last_pipe.routing_id
+        rid = self.fq.last_pipe.routing_id  # type: ignore[union-attr]  # set by a recv
         if msg.__class__ is list:
             return [rid, *msg]
         return [rid, msg]
@@ -168,7 +168,7 @@ class Req(Dealer):
     options_accepted = frozenset({_O.REQ_CORRELATE, _O.REQ_RELAXED, _O.PROBE_ROUTER})
     lock_step = True
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.receiving_reply = False
         self.reply_pipe: Pipe | None = None
@@ -222,7 +222,7 @@ class Req(Dealer):
             self.reply_pipe = None
             return join_parts(body)
 
-    def _strip_envelope(self, parts: list) -> list | None:
+    def _strip_envelope(self, parts: list[Any]) -> list[Any] | None:
         if self.options[_O.REQ_CORRELATE]:
             if len(parts) < 3 or as_bytes(parts[0]) != _REQUEST_ID.pack(self.request_id):
                 return None
@@ -250,11 +250,11 @@ class Rep(Router):
     options_accepted = frozenset()
     lock_step = True
 
-    def __init__(self, options) -> None:
+    def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
         self.sending_reply = False
         self.reply_to: Pipe | None = None
-        self.backtrace: list = []
+        self.backtrace: list[Any] = []
 
     def xprepare_send(self, first: Any) -> bool:
         self._check_sending()

@@ -48,7 +48,7 @@ class Stream(Router):
         self._more_out = False  # the next frame sent is a data frame (a routing id came last)
         self._current_out: Pipe | None = None  # where that data frame goes (None: dropped)
 
-    def greeting(self) -> tuple:
+    def greeting(self) -> tuple[Any, ...]:
         return ()
 
     def check_connect(self) -> None:
@@ -101,13 +101,13 @@ class Stream(Router):
                 self._more_out = True
                 continue
             self._more_out = False
-            pipe, self._current_out = self._current_out, None
-            if pipe is None:
+            target, self._current_out = self._current_out, None
+            if target is None:
                 continue
             if len(part) == 0:
-                self._close(pipe)
+                self._close(target)
             else:
-                pipe.write(part)  # a later pair whose connection is at its HWM is dropped
+                target.write(part)  # a later pair whose connection is at its HWM is dropped
         return True
 
     def _close(self, pipe: Pipe) -> None:

@@ -8,7 +8,7 @@ matches without slicing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -48,7 +48,7 @@ class SubscriptionCounts(_ByLength):
         super().__init__()
         self._counts: dict[bytes, int] = {}
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         return iter(self._counts)
 
     def snapshot(self) -> tuple[bytes, ...]:

@@ -144,8 +144,8 @@ class TopWords(Bolt):
         self.counts: dict[str, int] = {}
         self.updates = 0
         self._published = 0.0
-        self._context: zmq.Context | None = None
-        self._pub: zmq.Socket | None = None
+        self._context: zmq.SyncContext | None = None
+        self._pub: zmq.SyncSocket | None = None
         if self.endpoint:
             self._context = zmq.Context()
             self._pub = self._context.socket(zmq.PUB)
@@ -173,6 +173,7 @@ class TopWords(Bolt):
         if self._pub is not None:
             self._publish(final=True)
             self._pub.close()
+        if self._context is not None:
             self._context.term()
 
 
@@ -256,7 +257,8 @@ def run_demo(
     """Run the demo (see the module doc) and return the final top words.  ``spark``: a
     session to run on; else one is started on ``master`` (default ``local[workers]``) and
     stopped at the end."""
-    from .topology import SparkRun, bind_address, session_builder
+    from .endpoints import bind_address
+    from .topology import SparkRun, session_builder
 
     out = out or sys.stdout
     total = len(book_lines(lines))
@@ -312,7 +314,7 @@ def run_demo(
             session.stop()
 
 
-def _report(sub: zmq.Socket, token: str) -> dict[str, Any] | None:
+def _report(sub: zmq.SyncSocket, token: str) -> dict[str, Any] | None:
     """The next message on ``sub`` if it is a report of this run's top bolt, else None
     (anything else reaching the port is skipped)."""
     frames = sub.recv_multipart()
@@ -325,7 +327,7 @@ def _report(sub: zmq.Socket, token: str) -> dict[str, Any] | None:
     return report
 
 
-def _follow(run: Any, sub: zmq.Socket, token: str, display: Display, timeout: float
+def _follow(run: Any, sub: zmq.SyncSocket, token: str, display: Display, timeout: float
             ) -> dict[str, Any]:
     """Show progress until the run is done; stop it; return the top bolt's final report."""
     latest: dict[str, Any] = {"top": [], "words": 0, "distinct": 0}

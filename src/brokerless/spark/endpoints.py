@@ -6,12 +6,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import brokerless as zmq
 
 
 def attach(
-    sock: zmq.Socket,
+    sock: zmq.Socket[Any],
     endpoints: Iterable[str],
     bind: bool,
     error: Callable[[str, str, zmq.ZMQError], Exception],
@@ -33,7 +34,12 @@ def bind_address(host: str) -> str:
     """Where to bind for peers that reach this machine at ``host``: that address itself when
     it is a loopback one (nothing else can reach it anyway), else every interface."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        # each address's host: a str for AF_INET and AF_INET6, the families given here
+        addresses = {
+            address[0]
+            for *_, address in socket.getaddrinfo(host, None)
+            if isinstance(address[0], str)
+        }
     except OSError:
         return "*"
     if addresses and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):

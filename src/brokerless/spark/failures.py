@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["JobEnd", "JobFailure", "describe", "job_failure"]
 
@@ -92,12 +93,14 @@ def job_failure(error: BaseException | None) -> JobFailure:
     return JobFailure(JobEnd.OTHER, cause)
 
 
-def _condition(java: object) -> str | None:
-    """A Spark exception's error condition (``SparkThrowable.getCondition``), if it has one."""
+def _condition(java: Any) -> str | None:
+    """A Spark exception's error condition (``SparkThrowable.getCondition``), if it has one;
+    ``java`` is a py4j proxy of a Java exception."""
     try:
-        return java.getCondition()  # type: ignore[attr-defined]
+        condition: str | None = java.getCondition()  # a Java String: py4j gives a str or None
     except Exception:  # not a SparkThrowable
         return None
+    return condition
 
 
 def _task_raised(message: str) -> bool:

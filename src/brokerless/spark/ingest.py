@@ -200,7 +200,7 @@ class ReliableSender:
         window: int = 10_000,
         timeout: float = 2.0,
         bind: bool = False,
-        context: zmq.Context | None = None,
+        context: zmq.SyncContext | None = None,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, not {window!r}")
@@ -255,8 +255,11 @@ class ReliableSender:
         """Send messages (journaled with one fsync); returns the last one's number.  Waits up
         to ``timeout`` seconds (None: for ever) for room in the window; raises zmq.Again
         when there is none."""
-        batch = [
-            [m] if isinstance(m, bytes | bytearray | memoryview) else list(m) for m in messages
+        # A single frame may be any bytes-like object (not iterated as a sequence of ints); the
+        # frames are carried as the bytes the signature names.
+        batch: list[list[bytes]] = [
+            [m] if isinstance(m, bytes | bytearray | memoryview) else list(m)  # type: ignore[list-item]
+            for m in messages
         ]
         if len(batch) > self.window:
             raise ValueError(f"{len(batch)} messages at once: more than window={self.window}")

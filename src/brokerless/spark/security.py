@@ -139,7 +139,12 @@ class PeerSecurity:
                 raise opt.OptionError(f'brokerless {what}: option "{name}" must be 1 to 255 bytes')
         return cls("PLAIN", server, username=username, password=password)
 
-    def apply(self, sock: zmq.Socket, context: zmq.Context) -> ThreadAuthenticator | None:
+    def _credentials(self) -> tuple[str, str]:
+        """PLAIN's username and password (from_options sets both for PLAIN)."""
+        assert self.username is not None and self.password is not None
+        return self.username, self.password
+
+    def apply(self, sock: zmq.SyncSocket, context: zmq.SyncContext) -> ThreadAuthenticator | None:
         """Set these options on ``sock`` (before it binds or connects); returns the ZAP handler
         started in ``context`` for a PLAIN server (stop it after ``sock`` closes)."""
         if self.mechanism == "CURVE":
@@ -150,15 +155,18 @@ class PeerSecurity:
             else:
                 sock.curve_serverkey = self.server_key
         elif self.mechanism == "PLAIN" and not self.server:
-            sock.plain_username = self.username.encode()
-            sock.plain_password = self.password.encode()
+            username, password = self._credentials()
+            sock.plain_username = username.encode()
+            sock.plain_password = password.encode()
         if self.zap_domain is not None:
             sock.zap_domain = self.zap_domain.encode()
         if self.mechanism != "PLAIN" or not self.server:
             return None
         sock.plain_server = 1
         authenticator = ThreadAuthenticator(context)
-        authenticator.configure_plain(self.zap_domain, {self.username: self.password})
+        username, password = self._credentials()
+        assert self.zap_domain is not None, "from_options gives a PLAIN server its domain"
+        authenticator.configure_plain(self.zap_domain, {username: password})
         authenticator.start()
         return authenticator
 

@@ -60,20 +60,30 @@ def session_builder(master: str, app_name: str = "brokerless") -> SparkSession.B
     return builder
 
 
+def master_url(sc: SparkContext) -> str:
+    """``sc.master``, which pyspark types as optional: a SparkContext does not start without
+    one."""
+    master = sc.master
+    if master is None:
+        raise RuntimeError("the SparkContext has no master URL")
+    return master
+
+
 def task_slots(sc: SparkContext) -> int:
     """How many tasks Spark can run at once now: the most workers a barrier stage can have."""
     try:  # what Spark's own barrier check counts (executors' cores / spark.task.cpus)
-        jsc = sc._jsc.sc()  # type: ignore[union-attr]
+        jsc = sc._jsc.sc()
         profile = jsc.resourceProfileManager().defaultResourceProfile()
         return int(jsc.maxNumConcurrentTasks(profile))
     except Exception:  # the JVM method is internal: count from the master URL instead
         pass
     cpus = _task_cpus(sc)
-    local = _LOCAL.fullmatch(sc.master)
+    master = master_url(sc)
+    local = _LOCAL.fullmatch(master)
     if local:
         cores = (os.cpu_count() or 1) if local[1] == "*" else int(local[1] or 1)
         return cores // cpus
-    cluster = _LOCAL_CLUSTER.fullmatch(sc.master)
+    cluster = _LOCAL_CLUSTER.fullmatch(master)
     if cluster:
         return int(cluster[1]) * (int(cluster[2]) // cpus)
     return sc.defaultParallelism // cpus
@@ -86,7 +96,7 @@ def _task_cpus(sc: SparkContext) -> int:
 def slot_shortage(sc: SparkContext, name: str, workers: int, slots: int) -> str:
     """Why a topology of ``workers`` workers cannot run on ``sc``'s ``slots`` slots, and what
     to change: a hint that fits the kind of master."""
-    master = sc.master
+    master = master_url(sc)
     cpus = _task_cpus(sc)
     per_task = f" ({cpus} cores per task: spark.task.cpus={cpus})" if cpus > 1 else ""
     if in_process(master):

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -154,7 +154,7 @@ def _column(schema: StructType, name: str, option: str) -> int:
     return names.index(name)
 
 
-def _frames(column: pa.Array) -> list[bytes]:
+def _frames(column: pa.Array[Any]) -> list[bytes]:
     """A binary or string column as message frames (null: an empty frame)."""
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return [b"" if value is None else value.encode() for value in column.to_pylist()]
@@ -168,7 +168,9 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    # Arrow batches, as DataSourceStreamArrowWriter.write takes them (pyspark's own override of
+    # the row writer's write is no more compatible)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:  # type: ignore[override]
         context = TaskContext.get()
         assert context is not None, "write() runs in a Spark task"
         batch_id = context.getLocalProperty(_BATCH_ID)
@@ -207,7 +209,7 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
             zmq_context.destroy(linger=0)
         return WriterCommitMessage()
 
-    def _open(self, sock: zmq.Socket) -> None:
+    def _open(self, sock: zmq.SyncSocket) -> None:
         """Set up the sink's socket (its security options are set) and attach it."""
         config = self.config
         pub = config.socket_type == "PUB"
@@ -230,7 +232,7 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
 
 
 def _send_rows(
-    sock: zmq.Socket,
+    sock: zmq.SyncSocket,
     config: SinkConfig,
     batch_id: int,
     partition_id: int,

@@ -275,7 +275,7 @@ class _Receiver:
         )
         self._thread.start()
 
-    def _open(self, config: SourceConfig) -> zmq.Socket:
+    def _open(self, config: SourceConfig) -> zmq.SyncSocket:
         kind = {"SUB": zmq.SUB, "PULL": zmq.PULL, "ROUTER": zmq.ROUTER}[config.socket_type]
         sock = self._context.socket(kind)
         sock.setsockopt(zmq.LINGER, _ACK_LINGER_MS if config.ack else 0)
@@ -460,14 +460,14 @@ class BrokerlessStreamReader(DataSourceStreamReader):
             )
         return wal
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"seq": self._log().first_seq - 1}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.config.max_rows_per_batch
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         begin = start["seq"]
         end = self._check_known(begin).durable_seq
         if isinstance(limit, ReadMaxRows):
@@ -475,10 +475,10 @@ class BrokerlessStreamReader(DataSourceStreamReader):
         self._offered = max(self._offered, end)
         return {"seq": end}
 
-    def reportLatestOffset(self) -> dict:
+    def reportLatestOffset(self) -> dict[str, int]:
         return {"seq": self._log().durable_seq}
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         after, upto = start["seq"], end["seq"]
         self._check_known(upto)  # a batch an earlier run planned is replayed with these records
         count = upto - after
@@ -493,7 +493,7 @@ class BrokerlessStreamReader(DataSourceStreamReader):
         while chunk := list(islice(records, _ROWS_PER_ARROW_BATCH)):
             yield _to_arrow(chunk, partition.socket_type)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         self._log()
         assert self._receiver is not None
         self._receiver.commit(end["seq"])

@@ -99,7 +99,14 @@ from brokerless.stream.testing import CompletedTopology, finite_topology, run_to
 
 from .endpoints import bind_address
 from .failures import JobEnd, JobFailure, job_failure
-from .session import in_process, is_local, session_builder, slot_shortage, task_slots
+from .session import (
+    in_process,
+    is_local,
+    master_url,
+    session_builder,
+    slot_shortage,
+    task_slots,
+)
 from .task import run_task
 
 __all__ = [
@@ -155,6 +162,8 @@ class SparkRun(ControlledRun):
     ended, ``worker_info`` what each worker of this attempt reported when it started (pid,
     host, endpoint), ``failure`` why the run gave up (None while it has not)."""
 
+    phase: Phase
+
     def __init__(
         self,
         topology: Topology | str,
@@ -173,7 +182,8 @@ class SparkRun(ControlledRun):
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
         try:
-            shipped = cloudpickle.dumps((definition, plan.config))
+            # pyspark's own copy of cloudpickle has no annotations
+            shipped = cloudpickle.dumps((definition, plan.config))  # type: ignore[no-untyped-call]
         except Exception as exc:
             raise TopologyError(
                 f"topology {plan.name!r} cannot be sent to Spark's executors ({exc})"
@@ -187,7 +197,7 @@ class SparkRun(ControlledRun):
         self.spark, self._owns_session = _session(spark, master, n)
         sc = self.spark.sparkContext
         try:
-            if in_process(sc.master) and task_slots(sc) < n:  # it will never have more
+            if in_process(master_url(sc)) and task_slots(sc) < n:  # it will never have more
                 raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
             self.control_endpoint = self._open_control(
@@ -206,7 +216,7 @@ class SparkRun(ControlledRun):
             "keys": self._keys,  # CURVE (security.py): in the closure, never on a command line
             "capture": capture,
             "driver_timeout": driver_timeout,
-            "sys_path": list(sys.path) if is_local(sc.master) else [],
+            "sys_path": list(sys.path) if is_local(master_url(sc)) else [],
         }
         self._new_attempt(n)
         self._await_slots(time.monotonic())
@@ -290,7 +300,7 @@ class SparkRun(ControlledRun):
         """A new wait for slots, before a new attempt: up to ``start_timeout`` from now."""
         self.phase = Phase.WAITING_FOR_SLOTS
         self._slots_deadline = now + self.start_timeout
-        self._next_count = now
+        self._next_count: float = now
         self._refused: tuple[int, int] | None = None  # Spark's numbers when it last refused
         self._told = False
 
@@ -331,7 +341,7 @@ class SparkRun(ControlledRun):
             sc, group, f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd
         )
         self.phase = Phase.STARTING
-        self._start_deadline = now + self.start_timeout
+        self._start_deadline: float = now + self.start_timeout
 
     def _attempt_job(self) -> dict[str, Any]:
         """What each task of the current attempt is given.  Replay from the start needs only

@@ -14,7 +14,7 @@ import select
 import signal
 import socket
 import threading
-from typing import Any
+from multiprocessing.connection import Connection
 
 import paramiko
 
@@ -28,7 +28,7 @@ def serve_tunnel(
     host: str,
     port: int,
     remoteip: str,
-    ready: Any,
+    ready: Connection,
     keyfile: str | None = None,
     password: str | None = None,
 ) -> None:
@@ -45,6 +45,7 @@ def serve_tunnel(
         return
     ready.send(None)
     transport = client.get_transport()
+    assert transport is not None, "the client is connected"
     while True:
         connection, peer = listener.accept()
         try:
@@ -56,9 +57,10 @@ def serve_tunnel(
 
 
 def _copy_both_ways(connection: socket.socket, channel: paramiko.Channel) -> None:
+    watched: list[socket.socket | paramiko.Channel] = [connection, channel]
     with connection, channel:
         while True:
-            readable, _, _ = select.select([connection, channel], [], [])
+            readable, _, _ = select.select(watched, [], [])
             for source, sink in ((connection, channel), (channel, connection)):
                 if source in readable:
                     data = source.recv(CHUNK)

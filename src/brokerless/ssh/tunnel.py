@@ -41,7 +41,10 @@ import time
 from collections.abc import Iterator
 from getpass import getpass, getuser
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..socket import Socket
 
 #: The ssh client command, and options to put before brokerless's own.
 SSH_COMMAND: tuple[str, ...] = ("ssh",)
@@ -58,7 +61,7 @@ try:
 
     from .forward import serve_tunnel
 except ImportError:
-    _paramiko = None
+    _paramiko = None  # type: ignore[assignment]  # paramiko is optional: see _paramiko_client
 
     class SSHException(Exception):  # type: ignore[no-redef]
         """ssh refused or failed: the host key, the login, the forward (paramiko's own class
@@ -154,7 +157,7 @@ def _try_passwordless_paramiko(server: str, keyfile: str | None) -> bool:
 
 
 def tunnel_connection(
-    socket: Any,
+    socket: Socket[Any],
     addr: str,
     server: str,
     keyfile: str | None = None,
@@ -254,15 +257,17 @@ def openssh_tunnel(
     raise SSHException(f"ssh tunnel {forward} via {server} failed: {message or 'no reason given'}")
 
 
-def _wait_ready(ssh: subprocess.Popen) -> bool:
+def _wait_ready(ssh: subprocess.Popen[str]) -> bool:
     """Whether ssh printed the ready line (its forward listens) within READY_TIMEOUT."""
     deadline = time.monotonic() + READY_TIMEOUT
+    output = ssh.stdout
+    assert output is not None, "ssh runs with stdout=PIPE"
     with selectors.DefaultSelector() as selector:
-        selector.register(ssh.stdout, selectors.EVENT_READ)
+        selector.register(output, selectors.EVENT_READ)
         while (left := deadline - time.monotonic()) > 0:
             if not selector.select(left):
                 break
-            line = ssh.stdout.readline()
+            line = output.readline()
             if not line:
                 return False  # ssh ended: it says why on stderr
             if line.strip() == _READY:
@@ -326,7 +331,7 @@ with open({secret!r}) as secret:
 # -- paramiko -------------------------------------------------------------------------------------
 
 
-def _paramiko_client() -> Any:
+def _paramiko_client() -> _paramiko.SSHClient:
     if _paramiko is None:
         raise ImportError(
             "paramiko is not installed: pip install paramiko, or use openssh_tunnel "

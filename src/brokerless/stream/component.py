@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from .config import Config
@@ -46,8 +46,9 @@ def declared_streams(outputs: Sequence[str | Stream]) -> dict[str, Stream]:
     """Normalise an ``outputs`` declaration; raises ValueError saying what is wrong."""
     if isinstance(outputs, str | Stream):
         outputs = [outputs]
-    if all(isinstance(item, str) for item in outputs):
-        outputs = [Stream(list(outputs))] if outputs else []
+    names = [item for item in outputs if isinstance(item, str)]
+    if len(names) == len(outputs):
+        outputs = [Stream(names)] if names else []
     streams: dict[str, Stream] = {}
     for item in outputs:
         if not isinstance(item, Stream):
@@ -94,6 +95,32 @@ class TopologyContext:
         return self.component_tasks[component]
 
 
+class Collector(Protocol):
+    """What a running component's emits, acks and errors go through (its executor's)."""
+
+    def report_error(self, error: BaseException) -> None: ...
+
+
+class SpoutCollector(Collector, Protocol):
+    def emit(
+        self, values: Sequence[Any], stream: str, msg_id: Any, direct_task: int | None
+    ) -> list[int]: ...
+
+
+class BoltCollector(Collector, Protocol):
+    def emit(
+        self,
+        values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None,
+        stream: str,
+        direct_task: int | None,
+    ) -> list[int]: ...
+
+    def ack(self, tup: Tuple) -> None: ...
+
+    def fail(self, tup: Tuple) -> None: ...
+
+
 class _NotRunning:
     """Stands in for the collector until the component runs in a topology."""
 
@@ -111,9 +138,9 @@ class Component:
     """Base of spouts and bolts."""
 
     #: Output declaration: field names of the default stream, or a list of :class:`Stream`.
-    outputs: ClassVar[Sequence[str | Stream]] = ()
+    outputs: Sequence[str | Stream] = ()
 
-    _collector: Any = _NOT_RUNNING
+    _collector: Collector = _NOT_RUNNING
 
     def report_error(self, error: BaseException) -> None:
         """Record an error (with component, task and traceback) in the topology's error log."""
@@ -124,6 +151,8 @@ class Spout(Component):
     """A source of tuples.  The executor calls ``next_tuple`` repeatedly (not while
     ``max_spout_pending`` tuples are in flight); ``ack``/``fail`` get the ``msg_id`` of a spout
     tuple once its whole tree is processed, or when it failed or timed out."""
+
+    _collector: SpoutCollector
 
     def open(self, conf: Config, context: TopologyContext) -> None:
         """Called once per task before anything else."""
@@ -167,6 +196,8 @@ class Bolt(Component):
     """Processes tuples.  By default every emit in ``process`` is anchored to the input tuple
     (``auto_anchor``), the input is acked when ``process`` returns (``auto_ack``), and failed
     when it raises."""
+
+    _collector: BoltCollector
 
     #: Ack the input tuple when ``process`` returns (unless it was acked or failed already).
     auto_ack: ClassVar[bool] = True

@@ -169,7 +169,7 @@ def _attempt_and_index(identity: bytes) -> tuple[int, int]:
     return int(attempt), int(index)
 
 
-def _limit(sock: zmq.Socket) -> None:
+def _limit(sock: zmq.SyncSocket) -> None:
     """The control channel's limits on what ``sock`` takes in (see the module doc)."""
     sock.maxmsgsize = MAX_FRAME
     sock.rcvhwm = _RCVHWM
@@ -233,7 +233,7 @@ class ControlledRun(TopologyRun):
         self.workers = 0
         self.state = AttemptState()
         self.hung_threads: list[str] = []  # threads stuck in user code when workers stopped
-        endpoint = self._control.getsockopt(zmq.LAST_ENDPOINT).decode()
+        endpoint = self._control.last_endpoint.decode()
         if advertise is not None:
             endpoint = tcp_endpoint(advertise, int(endpoint.rsplit(":", 1)[1]))
         return endpoint
@@ -472,7 +472,7 @@ class ControlledRun(TopologyRun):
 
 
 def close_control(
-    control: zmq.Socket, authenticator: ThreadAuthenticator | None, context: zmq.Context
+    control: zmq.SyncSocket, authenticator: ThreadAuthenticator | None, context: zmq.SyncContext
 ) -> None:
     """Close the driver's control socket, then its ZAP handler, then its context."""
     control.close(linger=0)
@@ -492,7 +492,7 @@ class WorkerChannel:
 
     def __init__(
         self,
-        context: zmq.Context,
+        context: zmq.SyncContext,
         endpoint: str,
         key: bytes,
         attempt: int,
@@ -570,7 +570,10 @@ class WorkerChannel:
             )
         if self._control in ready:
             while self._control.poll(0):
-                command = self._signer.unpack(self._control.recv_multipart(), self.identity)
+                # the driver's commands are tuples (signed: no one else's get this far)
+                command: tuple[Any, ...] | None = self._signer.unpack(
+                    self._control.recv_multipart(), self.identity
+                )
                 if command is None:
                     continue
                 if command[0] == "challenge":

@@ -263,9 +263,10 @@ class _BoltCollector:
                 tracked.append(anchor)
         if not tracked:
             return self.state.output.send(stream, values, direct_task, None)
-        if len(tracked) == 1 and len(tracked[0]._anchors) == 1:
+        # The ignores below: tracked holds only tuples whose _anchors is a dict (checked above).
+        if len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
             parent = tracked[0]
-            (root,) = parent._anchors
+            (root,) = parent._anchors  # type: ignore[misc]
 
             def make_anchors() -> dict[int, int]:
                 edge = _new_id(64)
@@ -278,7 +279,7 @@ class _BoltCollector:
                 for parent in tracked:
                     edge = _new_id(64)
                     parent._ack_val ^= edge
-                    for r in parent._anchors:
+                    for r in parent._anchors:  # type: ignore[union-attr]
                         out[r] = out.get(r, 0) ^ edge
                 return out
 
@@ -395,7 +396,9 @@ class Executor:
         state.collector = collector(self, state)
         self.states[task] = state
         try:
-            component = plan.components[self.component].factory()
+            factory = plan.components[self.component].factory
+            assert factory is not None, "spouts and bolts have a factory (ackers do not)"
+            component = factory()
             if not isinstance(component, kind):
                 raise TypeError(f"{component!r} is not a {kind.__name__}")
             component._collector = state.collector

@@ -14,11 +14,23 @@ import copy
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .serializer import SerializationError, stable_hash
 
 Chooser = Callable[[tuple[Any, ...]], list[int]]
+
+
+class CustomStreamGrouping(Protocol):
+    """A user's grouping object (Storm's ``CustomStreamGrouping``); it may also have
+    ``prepare(binding, stream, target_tasks)``, called once before the first choice."""
+
+    def choose_tasks(self, source_task: int, values: tuple[Any, ...]) -> Sequence[int]: ...
+
+
+#: A user's grouping function: ``(values, target_tasks) -> task ids``.
+CustomChooser = Callable[[tuple[Any, ...], list[int]], Sequence[int]]
+UserGrouping = CustomChooser | CustomStreamGrouping | type[CustomStreamGrouping]
 
 
 @dataclass(frozen=True)
@@ -79,7 +91,7 @@ class Shuffle(Grouping):
 
 
 class NoneGrouping(Shuffle):
-    """"Don't care": the same as shuffle."""
+    """ "Don't care": the same as shuffle."""
 
     def __repr__(self) -> str:
         return "none()"
@@ -106,8 +118,9 @@ class _KeyGrouping(Grouping):
     def problem(self, fields: tuple[str, ...]) -> str | None:
         unknown = [n for n in self.names if n not in fields]
         if unknown:
-            return (f"{self!r} names unknown field(s) {unknown}; "
-                    f"the stream has fields {list(fields)}")
+            return (
+                f"{self!r} names unknown field(s) {unknown}; the stream has fields {list(fields)}"
+            )
         return None
 
     def _key_hasher(self, binding: Binding) -> Callable[[tuple[Any, ...], int], int]:
@@ -197,7 +210,7 @@ class Custom(Grouping):
     instance) with ``prepare(context, stream, target_tasks)`` (optional) and
     ``choose_tasks(source_task, values) -> task ids``."""
 
-    def __init__(self, chooser: Any) -> None:
+    def __init__(self, chooser: UserGrouping) -> None:
         if not callable(chooser) and not hasattr(chooser, "choose_tasks"):
             raise TypeError(
                 f"custom() needs a function or a class with choose_tasks, not {chooser!r}"
@@ -278,6 +291,6 @@ def local_or_shuffle() -> Grouping:
     return LocalOrShuffle()
 
 
-def custom(chooser: Any) -> Grouping:
+def custom(chooser: UserGrouping) -> Grouping:
     """A user-defined grouping; see :class:`Custom`."""
     return Custom(chooser)

@@ -174,7 +174,7 @@ class SocketMessaging(Messaging):
 
     def __init__(
         self,
-        context: zmq.Context,
+        context: zmq.SyncContext,
         transport: str = "ipc",
         directory: str | None = None,
         host: str = "127.0.0.1",
@@ -192,9 +192,9 @@ class SocketMessaging(Messaging):
         self._advertise = advertise
         self._keys = keys
         self._authenticator: ThreadAuthenticator | None = None
-        self._port: zmq.Socket | None = None
+        self._port: zmq.SyncSocket | None = None
         self._endpoint = ""
-        self._peers: dict[int, tuple[str, zmq.Socket]] = {}
+        self._peers: dict[int, tuple[str, zmq.SyncSocket]] = {}
         self._interrupted = False
         self._part_limit = 0  # over CURVE: the largest packed part (see the module doc)
 
@@ -214,7 +214,7 @@ class SocketMessaging(Messaging):
         else:
             address = f"tcp://{self._host}:0"
         port.bind(address)
-        endpoint = port.getsockopt(zmq.LAST_ENDPOINT).decode()
+        endpoint = port.last_endpoint.decode()
         if self._transport == "tcp" and self._advertise is not None:
             endpoint = tcp_endpoint(self._advertise, int(endpoint.rsplit(":", 1)[1]))
         self._endpoint = endpoint
@@ -255,6 +255,7 @@ class SocketMessaging(Messaging):
         if self._interrupted:
             raise Shutdown
         port = self._port
+        assert port is not None, "bind() comes first"
         if port.poll(max(0, int(timeout * 1000))):
             routing_id, *frames = port.recv_multipart()
             return f"peer {routing_id.hex()}", unpack(frames) if self._part_limit else frames

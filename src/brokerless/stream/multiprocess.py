@@ -221,8 +221,10 @@ class MultiprocessRun(ControlledRun):
             self.processes.append(process)
             job = dict(self._job, index=index, attempt=self.attempt, restore=restore)
             data = pickle.dumps(job)
-            process.stdin.write(_LENGTH.pack(len(data)) + data)
-            process.stdin.flush()
+            stdin = process.stdin
+            assert stdin is not None, "the worker runs with stdin=PIPE"
+            stdin.write(_LENGTH.pack(len(data)) + data)
+            stdin.flush()
 
     def _attempt_failed(self, cause: str) -> int | None:
         """The current attempt lost a worker: raise (after stopping) when it was the last one

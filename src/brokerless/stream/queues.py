@@ -35,8 +35,19 @@ class Shutdown(BaseException):
 
 
 class BoundedQueue:
-    __slots__ = ("_bounded", "_capacity", "_closed", "_lock", "_readable", "_reader_waits",
-                 "_room", "_unbounded", "_writers_waiting", "max_depth", "puts")
+    __slots__ = (
+        "_bounded",
+        "_capacity",
+        "_closed",
+        "_lock",
+        "_readable",
+        "_reader_waits",
+        "_room",
+        "_unbounded",
+        "_writers_waiting",
+        "max_depth",
+        "puts",
+    )
 
     def __init__(self, capacity: int | None = None) -> None:
         self._capacity = capacity
@@ -67,16 +78,19 @@ class BoundedQueue:
         """Queue ``items`` in order in the bounded part, waiting for room as needed."""
         if not items:
             return
+        capacity = self._capacity
+        if capacity is None:
+            raise TypeError("this queue has no bounded part (capacity None): push instead")
         with self._lock:
             bounded = self._bounded
             done, n = 0, len(items)
             while True:
                 if self._closed:
                     raise Shutdown
-                room = self._capacity - len(bounded)
+                room = capacity - len(bounded)
                 if room > 0:
                     take = min(room, n - done)
-                    bounded.extend(items[done:done + take] if take != n else items)
+                    bounded.extend(items[done : done + take] if take != n else items)
                     done += take
                     self._queued(take)
                     if done == n:

@@ -63,7 +63,7 @@ def run_keys(security: str) -> RunKeys | None:
     return RunKeys(z85.decode(public), z85.decode(secret))
 
 
-def serve_to_run(sock: zmq.Socket, keys: RunKeys | None) -> None:
+def serve_to_run(sock: zmq.SyncSocket, keys: RunKeys | None) -> None:
     """Make ``sock`` (before it binds) a CURVE server that only the run's clients get into."""
     if keys is None:
         return
@@ -74,7 +74,7 @@ def serve_to_run(sock: zmq.Socket, keys: RunKeys | None) -> None:
     sock.zap_enforce_domain = 1
 
 
-def connect_to_run(sock: zmq.Socket, keys: RunKeys | None) -> None:
+def connect_to_run(sock: zmq.SyncSocket, keys: RunKeys | None) -> None:
     """Make ``sock`` (before it connects) a CURVE client of the run's servers."""
     if keys is None:
         return
@@ -93,7 +93,7 @@ class _RunKeyOnly:
         return hmac.compare_digest(key, self._public)
 
 
-def admit_only_run(context: zmq.Context, keys: RunKeys | None) -> ThreadAuthenticator | None:
+def admit_only_run(context: zmq.SyncContext, keys: RunKeys | None) -> ThreadAuthenticator | None:
     """Start ``context``'s ZAP handler admitting only the run's key (None when ``keys`` is);
     stop it after the context's server sockets are closed and before the context ends."""
     if keys is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pickle
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgpack
@@ -33,14 +33,14 @@ class Serializer(Protocol):
 _packers = threading.local()
 
 
-def packer() -> Any:
+def packer() -> Callable[[Any], bytes]:
     """This thread's msgpack ``Packer.pack`` (a Packer is not thread-safe, and reusing one is
     several times faster than ``msgpack.packb``, which makes a new one per call)."""
     try:
-        return _packers.pack
+        pack: Callable[[Any], bytes] = _packers.pack
     except AttributeError:
         pack = _packers.pack = msgpack.Packer(use_bin_type=True).pack
-        return pack
+    return pack
 
 
 class MsgpackSerializer:
@@ -50,7 +50,8 @@ class MsgpackSerializer:
         return packer()(values)
 
     def loads(self, data: bytes) -> Sequence[Any]:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        values: Sequence[Any] = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        return values
 
 
 class PickleSerializer:
@@ -61,7 +62,8 @@ class PickleSerializer:
         return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
 
     def loads(self, data: bytes) -> Sequence[Any]:
-        return pickle.loads(data)
+        values: Sequence[Any] = pickle.loads(data)
+        return values
 
 
 def dumps_values(

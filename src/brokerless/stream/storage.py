@@ -114,7 +114,8 @@ class ArrowStorage(CheckpointStorage):
                     "install fsspec (and its package for that scheme)"
                 ) from None
             filesystem, root = fsspec.core.url_to_fs(url)
-            self._fs = fs.PyFileSystem(fs.FSSpecHandler(filesystem))
+            # pyarrow implements FSSpecHandler's methods; its stubs leave them abstract
+            self._fs = fs.PyFileSystem(fs.FSSpecHandler(filesystem))  # type: ignore[abstract]
         self._root = root.rstrip("/")
 
     def _path(self, path: str) -> str:

@@ -251,7 +251,11 @@ class _Planner:
             streams = declared_streams(instance.outputs)
         except ValueError as exc:
             raise self.error(f"{where}: outputs: {exc}") from None
-        finite = d.kind == "spout" and type(instance).exhausted is not Spout.exhausted
+        finite = (
+            d.kind == "spout"
+            and isinstance(instance, Spout)  # as checked above: narrows the type for mypy
+            and type(instance).exhausted is not Spout.exhausted
+        )
         return streams, finite, instance
 
     def check_inputs(
@@ -351,7 +355,7 @@ class _Planner:
         components: dict[str, ComponentPlan] = {}
         executors: list[ExecutorPlan] = []
         next_task = 1
-        layout = [
+        layout: list[tuple[str, str, Callable[[], Component] | None, int, int]] = [
             (d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
             for d in declarations
         ]

@@ -47,8 +47,16 @@ class Tuple:
     its spout tuple's tree (None when it is not anchored to any spout tuple).
     """
 
-    __slots__ = ("_ack_val", "_anchors", "_fields", "_settled", "component", "stream", "task",
-                 "values")
+    __slots__ = (
+        "_ack_val",
+        "_anchors",
+        "_fields",
+        "_settled",
+        "component",
+        "stream",
+        "task",
+        "values",
+    )
 
     def __init__(
         self,
@@ -84,7 +92,9 @@ class Tuple:
     def __getitem__(self, key: int | str) -> Any:
         if key.__class__ is str:
             return self.values[self._fields.index(key)]
-        return self.values[key]
+        # an int: the str case is above (``__class__ is`` is cheaper than isinstance, and mypy
+        # does not narrow on it)
+        return self.values[key]  # type: ignore[index]
 
     def get(self, name: str, default: Any = None) -> Any:
         """The value of field ``name``, or ``default`` when the stream has no such field."""

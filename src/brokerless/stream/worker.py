@@ -418,6 +418,8 @@ class Worker:
     # -- sender and receiver threads -----------------------------------------------------------
 
     def _send_loop(self) -> None:
+        messaging = self.messaging
+        assert messaging is not None, "the sender thread runs only between workers"
         take = self.transfer.take
         try:
             while True:
@@ -425,28 +427,30 @@ class Worker:
                 batches: dict[int, list[bytes]] = {}
                 for worker, frame, payload in items:
                     if worker is None:  # refresh: send what came before, then reconnect
-                        self._flush(batches)
-                        self.messaging.connect(payload)
+                        self._flush(messaging, batches)
+                        messaging.connect(payload)
                         continue
                     frames = batches.get(worker)
                     if frames is None:
                         frames = batches[worker] = []
                     frames.append(frame)
                     frames.append(payload)
-                self._flush(batches)
+                self._flush(messaging, batches)
                 self._sender_handled += len(items)
         except Shutdown:
             pass
 
-    def _flush(self, batches: dict[int, list[bytes]]) -> None:
-        send = self.messaging.send
+    def _flush(self, messaging: Messaging, batches: dict[int, list[bytes]]) -> None:
+        send = messaging.send
         for worker, frames in batches.items():
             send(worker, frames)
             self.sent += len(frames) >> 1
         batches.clear()
 
     def _receive_loop(self) -> None:
-        recv = self.messaging.recv
+        messaging = self.messaging
+        assert messaging is not None, "the receiver thread runs only between workers"
+        recv = messaging.recv
         try:
             while not self._stopping:
                 batch = recv(_RECV_WAIT)

@@ -42,13 +42,14 @@ def _console_handler(action: Callable[[], Any]) -> Any:
     import ctypes
     from ctypes import wintypes
 
-    @ctypes.WINFUNCTYPE(wintypes.BOOL, wintypes.DWORD)  # type: ignore[attr-defined]
     def handler(event: int) -> int:
         if event == _CTRL_C_EVENT:
             action()
         return 0
 
-    return handler
+    # (not a decorator: the prototype is Windows-only, so untyped where mypy runs elsewhere)
+    prototype = ctypes.WINFUNCTYPE(wintypes.BOOL, wintypes.DWORD)  # type: ignore[attr-defined]
+    return prototype(handler)
 
 
 def _set_console_ctrl_handler(handler: Any, add: bool) -> None:

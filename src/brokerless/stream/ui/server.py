@@ -74,7 +74,8 @@ class TopologyUI:
         self._stats_at = 0.0
         self._server = ThreadingHTTPServer((host, port), _handler(self))
         self._server.daemon_threads = True
-        bound_host, bound_port = self._server.server_address[:2]
+        # server_address as bound (typeshed types it as the bind argument: str or bytes)
+        bound_host, bound_port = self._server.socket.getsockname()[:2]
         self.url = f"http://{bound_host}:{bound_port}/"
         self._thread = threading.Thread(
             target=self._server.serve_forever,
