@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -511,4 +512,16 @@ def test_demo_runs_the_spark_pipeline():
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert b"Equal to a plain collections.Counter over the same text." in done.stdout
+    out = done.stdout.decode()
+    assert "Equal to a plain collections.Counter over the same text." in out
+    # The live display's last line is the final state, and agrees with the final table (it
+    # showed the top bolt's last report before it, a little behind its counts).
+    progress = re.findall(r"^\[ *[\d.]+ s\] (.*)$", out, re.M)
+    last = re.fullmatch(
+        r"300/300 lines \(100%\), ([\d,]+) words counted, .*; top: (.*)", progress[-1]
+    )
+    assert last, progress
+    total = re.search(r"^Top 3 words of .* \(300 lines, ([\d,]+) words,", out, re.M)
+    assert total and total[1] == last[1], out
+    table = re.findall(r"^ +\d\. (\S+) +([\d,]+)$", out, re.M)
+    assert len(table) == 3 and last[2] == ", ".join(f"{w} {c}" for w, c in table), out
