@@ -13,7 +13,14 @@ from pyspark.sql import SparkSession
 
 import brokerless as zmq
 
-__all__ = ["in_process", "is_local", "session_builder", "slot_shortage", "task_slots"]
+__all__ = [
+    "in_process",
+    "is_local",
+    "python_workers_on_this_interpreter",
+    "session_builder",
+    "slot_shortage",
+    "task_slots",
+]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
@@ -58,6 +65,17 @@ def session_builder(master: str, app_name: str = "brokerless") -> SparkSession.B
             )
         )
     return builder
+
+
+def python_workers_on_this_interpreter(sc: SparkContext) -> None:
+    """On a local master, start Spark's Python workers with this interpreter unless
+    ``PYSPARK_PYTHON`` names one.  PySpark's default is ``python3`` from PATH, which from a
+    virtual environment that is not activated (``.venv/bin/python job.py``) cannot import
+    brokerless; ``session_builder`` does this for the sessions it builds, this for a session
+    built elsewhere.  Python functions take the interpreter when they are made, so call it
+    before registering or defining them."""
+    if is_local(master_url(sc)) and "PYSPARK_PYTHON" not in os.environ:
+        sc.pythonExec = sys.executable
 
 
 def master_url(sc: SparkContext) -> str:

@@ -103,6 +103,7 @@ from .session import (
     in_process,
     is_local,
     master_url,
+    python_workers_on_this_interpreter,
     session_builder,
     slot_shortage,
     task_slots,
@@ -487,10 +488,12 @@ def _session(
 ) -> tuple[SparkSession, bool]:
     """The session to run on, and whether the run started it (and so stops it)."""
     if spark is not None:
+        python_workers_on_this_interpreter(spark.sparkContext)
         return spark, False
     if master is None:
         active = SparkSession.getActiveSession()
         if active is not None:
+            python_workers_on_this_interpreter(active.sparkContext)
             return active, False
         master = f"local[{workers}]"
     existed = SparkContext._active_spark_context is not None
