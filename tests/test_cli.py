@@ -444,6 +444,27 @@ def test_ctrl_c_stops_a_socket_command_cleanly(context, kind):
     rebound.bind(f"{LOCAL}:{port}")
 
 
+@pytest.mark.parametrize("kind", ["pub", "push", "req", "dealer"])
+def test_ctrl_c_stops_a_sending_command_cleanly(context, kind):
+    """A command reading stdin (pub, push, dealer: waiting for the next line; req: waiting for
+    its reply) ends with 130 on Ctrl-C."""
+    peer = context.socket(
+        {"pub": libzmq.SUB, "push": libzmq.PULL, "req": libzmq.REP, "dealer": libzmq.ROUTER}[kind]
+    )
+    if kind == "pub":
+        peer.subscribe(b"")
+    port = peer.bind_to_random_port(LOCAL)
+    with started(kind, f"{LOCAL}:{port}", stdin=True) as process:
+        lines = 300 if kind == "pub" else 1  # a PUB drops lines until the subscription is in
+        for _ in range(lines):
+            process.stdin.write(b"m\n")
+            process.stdin.flush()
+            if peer.poll(100 if kind == "pub" else 30_000):
+                break
+        assert peer.recv_multipart(libzmq.NOBLOCK)[-1] == b"m"  # it is in its loop
+        interrupt(process)  # stdin still open: it waits for more input (req: for the reply)
+
+
 def test_ctrl_c_stops_a_push_waiting_to_deliver():
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never speaks ZMTP
         port = silent.getsockname()[1]
