@@ -18,7 +18,12 @@ BIN := $(VENV)/bin
 # it, and uv pip, which the other targets and people use.  uv uses the interpreters it is
 # given, never one it would download.
 UV := $(BIN)/uv
-INSTALL := UV_PYTHON_DOWNLOADS=never $(UV) pip install --python $(BIN)/python
+UV_PIP := UV_PYTHON_DOWNLOADS=never $(UV) pip install --python $(BIN)/python
+# $(call install,ARGS): from uv's cache alone when it holds all that is needed, else from the
+# index.  Where the index's answers carry no caching headers (as on these machines) uv keeps
+# nothing it downloaded for later, so each new venv would download and build PySpark again:
+# 1-2 minutes, against seconds from the cache.
+install = $(UV_PIP) --offline -q $(1) 2>/dev/null && echo "installed $(1) from uv's cache" || $(UV_PIP) $(1)
 DEMO := the top words of The Adventures of Sherlock Holmes, counted live by a topology on Spark local mode
 
 .PHONY: demo tour test test-all docs test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
@@ -26,15 +31,15 @@ DEMO := the top words of The Adventures of Sherlock Holmes, counted live by a to
 $(UV):
 	test -x $(BIN)/python || $(PY) -m venv --without-pip $(VENV)
 	$(PY) -m pip --python $(BIN)/python install --disable-pip-version-check uv
-	$(INSTALL) pip
+	$(call install,pip)
 
 $(BIN)/.installed: pyproject.toml $(UV)
-	$(INSTALL) -e '.[test]'
+	$(call install,-e '.[test]')
 	touch $@
 
 # The demo needs only the spark extra: a smaller first set-up than the test suite's.
 $(BIN)/.installed-demo: pyproject.toml $(UV)
-	$(INSTALL) -e '.[spark]'
+	$(call install,-e '.[spark]')
 	touch $@
 
 demo:
@@ -54,7 +59,7 @@ test: $(BIN)/.installed
 # pyenv's shims answer python3.X only for the versions PYENV_VERSION lists, so it lists them.
 # PYTEST_ARGS narrows the run, e.g. make test-all PYTEST_ARGS="tests/test_cli.py -x".
 $(BIN)/.installed-nox: $(UV)
-	$(INSTALL) 'nox>=2025.2'
+	$(call install,'nox>=2025.2')
 	touch $@
 
 test-all: $(BIN)/.installed-nox
