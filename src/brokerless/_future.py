@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 from types import FunctionType, MemberDescriptorType
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
@@ -44,6 +44,9 @@ from .error import Again
 from .poll import Poller as SyncPoller
 from .socket import EndpointContext
 from .socket import Socket as SyncSocket
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
 
 NOBLOCK = int(Flag.NOBLOCK)
 POLLIN = int(PollEvent.POLLIN)

@@ -37,7 +37,7 @@ from .transport.inproc import InprocTransport
 from .transport.network import NetworkTransport
 
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self  # typing's from Python 3.11
 
 #: The class of the sockets a context makes (``zmq.Context[MySocket]``).
 _SocketT = TypeVar("_SocketT", bound=Socket, covariant=True)

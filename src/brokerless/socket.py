@@ -59,7 +59,7 @@ from .transport.session import Session
 from .utils import jsonapi
 
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self  # typing's from Python 3.11
 
     from .context import Context
 

@@ -67,7 +67,7 @@ def words(line: str) -> list[str]:
 @lru_cache(maxsize=4)
 def book_lines(limit: int | None = None) -> tuple[str, ...]:
     """The book's non-blank lines (the first ``limit`` of them), from the package's data."""
-    text = resources.files(__package__).joinpath("data", "sherlock.txt").read_text("utf-8")
+    text = resources.files(__package__).joinpath("data").joinpath("sherlock.txt").read_text("utf-8")
     lines = tuple(line for line in text.splitlines() if line.strip())
     return lines if limit is None else lines[:limit]
 

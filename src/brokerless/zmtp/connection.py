@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import Any
 
 from ..constants import SocketType
@@ -91,8 +91,9 @@ from .mechanisms import Mechanism, NullMechanism
 from .mechanisms.zap import parse_reply
 
 
-class State(StrEnum):
-    """Where a connection is (see the module docstring); each compares equal to its name."""
+class State(str, Enum):
+    """Where a connection is (see the module docstring); each compares equal to its name, and
+    prints as it (as enum.StrEnum, which Python 3.10 lacks)."""
 
     GREETING = "GREETING"
     HANDSHAKE = "HANDSHAKE"
@@ -100,6 +101,9 @@ class State(StrEnum):
     IDENTITY = "IDENTITY"
     TRAFFIC = "TRAFFIC"
     ERROR = "ERROR"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 GREETING = State.GREETING
