@@ -23,7 +23,7 @@ UV_PIP := UV_PYTHON_DOWNLOADS=never $(UV) pip install --python $(BIN)/python
 # index.  Where the index's answers carry no caching headers (as on these machines) uv keeps
 # nothing it downloaded for later, so each new venv would download and build PySpark again:
 # 1-2 minutes, against seconds from the cache.
-install = $(UV_PIP) --offline -q $(1) 2>/dev/null && echo "installed $(1) from uv's cache" || $(UV_PIP) $(1)
+install = @echo "uv pip install $(1)"; $(UV_PIP) --offline -q $(1) 2>/dev/null && echo "  (all from uv's cache)" || $(UV_PIP) $(1)
 DEMO := the top words of The Adventures of Sherlock Holmes, counted live by a topology on Spark local mode
 
 .PHONY: demo tour test test-all docs test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
