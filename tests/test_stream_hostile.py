@@ -35,8 +35,9 @@ from brokerless.stream.protocol import (
     WORKER_TASK,
     task_frame,
 )
+from brokerless.stream.transfer import Credits
 from brokerless.stream.tuple import Fields, Tuple
-from brokerless.stream.worker import Credits, Worker
+from brokerless.stream.worker import Worker
 from brokerless.zmtp.commands import fold, parse_command, parse_metadata
 from brokerless.zmtp.greeting import GREETING_SIZE, rest_of_greeting, signature
 

@@ -83,13 +83,13 @@ from pyspark.sql.types import (
 
 import brokerless as zmq
 from brokerless.auth.thread import ThreadAuthenticator
+from brokerless.stream.wal import Record, WriteAheadLog, read_range
 
-from . import ingest
-from . import options as opt
 from .endpoints import attach
+from .ingest import AckTable, Admit, decode_message, encode_ack, payload_of, record_frames
+from .options import OptionError, boolean, check_known, choice, endpoints, positive_int
 from .security import OPTIONS as SECURITY_OPTIONS
 from .security import PeerSecurity
-from .wal import Record, WriteAheadLog, read_range
 
 __all__ = ["SCHEMA", "BrokerlessStreamReader", "SourceConfig", "SourceError", "WalRange"]
 
@@ -185,23 +185,21 @@ class SourceConfig:
           towards the peers (``security.py``); e.g. ``curveServer=true`` with
           ``curveSecretKey`` for a bound source that encrypts what its peers send.
         """
-        opt.check_known(options, _OPTIONS + SECURITY_OPTIONS, _WHAT)
-        ack = opt.boolean(options, "ack", False, _WHAT)
+        check_known(options, _OPTIONS + SECURITY_OPTIONS, _WHAT)
+        ack = boolean(options, "ack", False, _WHAT)
         if ack and options.get("socketType") is not None:
-            raise opt.OptionError(
+            raise OptionError(
                 'brokerless source: option "socketType" does not apply with ack=true (the '
                 "source is then a ROUTER, its peers ReliableSenders)"
             )
-        socket_type = "ROUTER" if ack else opt.choice(options, "socketType", ("SUB", "PULL"), _WHAT)
+        socket_type = "ROUTER" if ack else choice(options, "socketType", ("SUB", "PULL"), _WHAT)
         raw_topics = options.get("topics")
         if raw_topics is not None and socket_type != "SUB":
-            raise opt.OptionError(
-                'brokerless source: option "topics" applies to socketType SUB only'
-            )
+            raise OptionError('brokerless source: option "topics" applies to socketType SUB only')
         topics = tuple(t.encode() for t in raw_topics.split(",")) if raw_topics else (b"",)
         wal_path = options.get("walPath")
         if not wal_path:
-            raise opt.OptionError(
+            raise OptionError(
                 'brokerless source: option "walPath" is required: a directory for the '
                 "write-ahead log, normally <checkpointLocation>/brokerless-wal (Spark does not "
                 "tell a source where the query's checkpoint is)"
@@ -209,21 +207,21 @@ class SourceConfig:
         if wal_path.startswith("file:"):
             wal_path = wal_path.removeprefix("file:").removeprefix("//")
         elif "://" in wal_path:
-            raise opt.OptionError(
+            raise OptionError(
                 f'brokerless source: option "walPath" must be a local or mounted directory, '
                 f"not {wal_path!r} (the log is written with POSIX file calls)"
             )
         return cls(
-            endpoints=opt.endpoints(options, "endpoints", _WHAT),
+            endpoints=endpoints(options, "endpoints", _WHAT),
             socket_type=socket_type,
             topics=topics,
-            bind=opt.boolean(options, "bind", False, _WHAT),
+            bind=boolean(options, "bind", False, _WHAT),
             wal_path=os.path.abspath(wal_path),
-            max_rows_per_batch=opt.positive_int(options, "maxRowsPerBatch", None, _WHAT),
-            num_partitions=opt.positive_int(options, "numPartitions", 1, _WHAT),
-            fsync=opt.boolean(options, "fsync", True, _WHAT),
-            max_message_size=opt.positive_int(options, "maxMessageSize", _MAX_MESSAGE_SIZE, _WHAT),
-            rcvhwm=opt.positive_int(options, "rcvhwm", _RCVHWM, _WHAT),
+            max_rows_per_batch=positive_int(options, "maxRowsPerBatch", None, _WHAT),
+            num_partitions=positive_int(options, "numPartitions", 1, _WHAT),
+            fsync=boolean(options, "fsync", True, _WHAT),
+            max_message_size=positive_int(options, "maxMessageSize", _MAX_MESSAGE_SIZE, _WHAT),
+            rcvhwm=positive_int(options, "rcvhwm", _RCVHWM, _WHAT),
             ack=ack,
             security=PeerSecurity.from_options(options, _WHAT),
         )
@@ -252,7 +250,7 @@ class _Receiver:
         #: checkpoint) can name no record past it.
         self.recovered_seq = self.wal.durable_seq
         self.error: BaseException | None = None
-        self._acks: ingest.AckTable | None = None
+        self._acks: AckTable | None = None
         self._authenticator: ThreadAuthenticator | None = None
         self._context = zmq.Context()
         self._stopping = threading.Event()
@@ -260,7 +258,7 @@ class _Receiver:
         self._stopped = self._terminating = False
         try:
             if config.ack:
-                self._acks = ingest.AckTable(config.wal_path)
+                self._acks = AckTable(config.wal_path)
                 self._acks.load(self.wal.first_seq, self.wal.durable_seq)
             self._socket = self._open(config)
         except BaseException:
@@ -347,19 +345,19 @@ class _Receiver:
             except zmq.Again:
                 break
             taken += 1
-            message = ingest.decode_message(frames[1:])
+            message = decode_message(frames[1:])
             if message is None:
                 continue  # not a ReliableSender's: dropped
             sender, seq, base, payload = message
             admitted = acks.admit(sender, seq, base)
-            if admitted is ingest.Admit.LOG:
-                self.wal.append(ingest.record_frames(sender, seq, payload), now)
-            if admitted is not ingest.Admit.REFUSED:
+            if admitted is Admit.LOG:
+                self.wal.append(record_frames(sender, seq, payload), now)
+            if admitted is not Admit.REFUSED:
                 answer[sender] = frames[0]
         self.wal.flush()
         acks.flushed()
         for sender, route in answer.items():
-            reply = [route, *ingest.encode_ack(sender, acks.durable_upto(sender))]
+            reply = [route, *encode_ack(sender, acks.durable_upto(sender))]
             try:
                 sock.send_multipart(reply, zmq.NOBLOCK)
             except zmq.ZMQError:  # that connection is gone: the sender asks again
@@ -517,7 +515,7 @@ _ARROW_SCHEMA = pa.schema(
 
 def _to_arrow(records: list[Record], socket_type: str) -> pa.RecordBatch:
     if socket_type == "ROUTER":  # ack=true: the sender and its number come first
-        frames = [list(ingest.payload_of(r.frames)) for r in records]
+        frames = [list(payload_of(r.frames)) for r in records]
     else:
         frames = [r.frames for r in records]
     topics = [f[0] for f in frames] if socket_type == "SUB" else [None] * len(records)

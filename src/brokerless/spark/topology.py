@@ -163,6 +163,7 @@ class SparkRun(ControlledRun):
     host, endpoint), ``failure`` why the run gave up (None while it has not)."""
 
     phase: Phase
+    mode = "spark"
 
     def __init__(
         self,

@@ -40,10 +40,11 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgpack
 
+from .component import ComponentKind
 from .protocol import (
     ACK,
     ACK_INIT,
@@ -63,9 +64,6 @@ from .queues import BoundedQueue
 from .topology import TopologyPlan
 from .tuple import Fields, Tuple
 
-if TYPE_CHECKING:
-    from .executor import Executor
-
 _repr = reprlib.Repr()  # bounded: a hostile payload's repr costs little and stays short
 _repr.maxstring = _repr.maxother = 40
 _repr.maxlist = _repr.maxdict = 4
@@ -77,6 +75,15 @@ _Check = Callable[[int, list[Any], Any], Any]
 #: source task -> stream -> (source component, the stream's fields, how many, the worker to
 #: return a credit to or None on an edge inside a cycle)
 _Sources = dict[int, dict[str, tuple[str, Fields, int, int | None]]]
+
+
+class Receiver(Protocol):
+    """An executor as the receive side sees it (``executor.Executor`` is one)."""
+
+    kind: ComponentKind
+    component: str
+    task_ids: tuple[int, ...]
+    queue: BoundedQueue
 
 
 class BadMessage(ValueError):
@@ -100,21 +107,21 @@ class Inbound:
         self,
         plan: TopologyPlan,
         task_worker: dict[int, int],
-        executors: Iterable[Executor],
+        executors: Iterable[Receiver],
         credited: Iterable[int],
         window: int,
     ) -> None:
         self._loads = plan.config.serializer.loads
         self._checkpointed = plan.checkpointed
         self._spout_tasks = frozenset(
-            t for c in plan.components.values() if c.kind == "spout" for t in c.tasks
+            t for c in plan.components.values() if c.kind is ComponentKind.SPOUT for t in c.tasks
         )
         self._credited = frozenset(credited)
         self._window = window
-        checks: dict[str, _Check | None] = {
-            "bolt": None,  # checked in read(), the hot path of remote tuples
-            "spout": self._to_spout,
-            "acker": self._to_acker,
+        checks: dict[ComponentKind, _Check | None] = {
+            ComponentKind.BOLT: None,  # checked in read(), the hot path of remote tuples
+            ComponentKind.SPOUT: self._to_spout,
+            ComponentKind.ACKER: self._to_acker,
         }
         sources: dict[str, _Sources] = {}
         #: task frame -> (task, its check (None: a bolt's), its queue (None: the worker's),
@@ -124,7 +131,7 @@ class Inbound:
         }
         for executor in executors:
             table = None
-            if executor.kind == "bolt":
+            if executor.kind is ComponentKind.BOLT:
                 table = sources.get(executor.component)
                 if table is None:
                     table = sources[executor.component] = _sources(

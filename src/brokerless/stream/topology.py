@@ -22,6 +22,7 @@ from .component import (
     DEFAULT_STREAM,
     Bolt,
     Component,
+    ComponentKind,
     ReplayableSpout,
     Spout,
     StatefulBolt,
@@ -44,7 +45,7 @@ class TopologyError(ValueError):
 @dataclass(frozen=True)
 class _Declaration:
     name: str
-    kind: str  # "spout" or "bolt"
+    kind: ComponentKind  # a spout or a bolt
     factory: Callable[[], Component]
     parallelism: Any
     tasks: Any
@@ -54,7 +55,7 @@ class _Declaration:
 @dataclass(frozen=True)
 class ComponentPlan:
     name: str
-    kind: str  # "spout", "bolt" or "acker"
+    kind: ComponentKind
     factory: Callable[[], Component] | None
     tasks: tuple[int, ...]
     executors: tuple[int, ...]
@@ -133,7 +134,9 @@ class Topology:
         tasks: int | None = None,
     ) -> Topology:
         """Add a spout; ``component`` is a Spout class or a zero-argument factory."""
-        self._declarations.append(_Declaration(name, "spout", component, parallelism, tasks, None))
+        self._declarations.append(
+            _Declaration(name, ComponentKind.SPOUT, component, parallelism, tasks, None)
+        )
         return self
 
     def bolt(
@@ -147,7 +150,9 @@ class Topology:
     ) -> Topology:
         """Add a bolt.  ``inputs`` maps a component (its default stream) or a
         ``(component, stream)`` pair to a grouping; a list of names means shuffle."""
-        self._declarations.append(_Declaration(name, "bolt", component, parallelism, tasks, inputs))
+        self._declarations.append(
+            _Declaration(name, ComponentKind.BOLT, component, parallelism, tasks, inputs)
+        )
         return self
 
     def with_component(self, name: str, component: Callable[[], Component]) -> Topology:
@@ -194,7 +199,7 @@ class _Planner:
         if problems:
             raise self.error("config: " + "; ".join(problems))
         declarations = self.topology._declarations
-        if not any(d.kind == "spout" for d in declarations):
+        if not any(d.kind is ComponentKind.SPOUT for d in declarations):
             raise self.error("it has no spout: add one with .spout(name, SpoutClass)")
         seen: set[str] = set()
         for d in declarations:
@@ -230,7 +235,7 @@ class _Planner:
             )
         if not callable(d.factory):
             raise self.error(f"{where}: {d.factory!r} is not a class or a factory function")
-        if d.kind == "bolt" and not d.inputs:
+        if d.kind is ComponentKind.BOLT and not d.inputs:
             raise self.error(f"bolt {d.name!r} has no inputs: pass inputs={{'spout': shuffle()}}")
 
     def inspect(self, d: _Declaration) -> tuple[dict[str, Stream], bool, Component]:
@@ -241,7 +246,7 @@ class _Planner:
             instance = d.factory()
         except Exception as exc:
             raise self.error(f"{where}: creating it with {d.factory!r} failed: {exc!r}") from exc
-        expected = Spout if d.kind == "spout" else Bolt
+        expected = Spout if d.kind is ComponentKind.SPOUT else Bolt
         if not isinstance(instance, expected):
             raise self.error(
                 f"{where}: {d.factory!r} made a {type(instance).__name__}, not a "
@@ -252,7 +257,7 @@ class _Planner:
         except ValueError as exc:
             raise self.error(f"{where}: outputs: {exc}") from None
         finite = (
-            d.kind == "spout"
+            d.kind is ComponentKind.SPOUT
             and isinstance(instance, Spout)  # as checked above: narrows the type for mypy
             and type(instance).exhausted is not Spout.exhausted
         )
@@ -261,10 +266,10 @@ class _Planner:
     def check_inputs(
         self,
         d: _Declaration,
-        kinds: dict[str, str],
+        kinds: dict[str, ComponentKind],
         streams: dict[str, dict[str, Stream]],
     ) -> dict[tuple[str, str], Grouping]:
-        if d.kind == "spout":
+        if d.kind is ComponentKind.SPOUT:
             return {}
         where = f"bolt {d.name!r}"
         raw = d.inputs
@@ -308,10 +313,12 @@ class _Planner:
         return checked
 
     def check_reachable(
-        self, kinds: dict[str, str], inputs: dict[str, dict[tuple[str, str], Grouping]]
+        self, kinds: dict[str, ComponentKind], inputs: dict[str, dict[tuple[str, str], Grouping]]
     ) -> None:
         downstream = _edges(inputs)
-        reached = _reach([name for name, kind in kinds.items() if kind == "spout"], downstream)
+        reached = _reach(
+            [name for name, kind in kinds.items() if kind is ComponentKind.SPOUT], downstream
+        )
         for name in kinds:
             if name not in reached:
                 raise self.error(
@@ -355,13 +362,13 @@ class _Planner:
         components: dict[str, ComponentPlan] = {}
         executors: list[ExecutorPlan] = []
         next_task = 1
-        layout: list[tuple[str, str, Callable[[], Component] | None, int, int]] = [
+        layout: list[tuple[str, ComponentKind, Callable[[], Component] | None, int, int]] = [
             (d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
             for d in declarations
         ]
         ackers = self.config.ackers
         if ackers:
-            layout.append((ACKER, "acker", None, ackers, ackers))
+            layout.append((ACKER, ComponentKind.ACKER, None, ackers, ackers))
         for name, kind, factory, parallelism, n_tasks in layout:
             tasks = tuple(range(next_task, next_task + n_tasks))
             next_task += n_tasks
