@@ -1,5 +1,6 @@
 """The acker executor: the system component that applies ACK_INIT/ACK/FAIL messages to its
-tasks' ledgers (``acker.py``) and tells spout tasks which trees are decided."""
+tasks' ledgers (``acker.py``) and tells spout tasks which trees are decided.  Its
+``processed`` counts messages (a batch from an executor of its worker holds many)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from .acker import AckerLedger
 from .component import Component, ComponentKind
 from .executor import Executor
-from .protocol import ACKED
+from .protocol import ACKED, BATCH
 
 
 class AckerExecutor(Executor[Component]):
@@ -31,18 +32,18 @@ class AckerExecutor(Executor[Component]):
             items = take(batch, max(0.0, next_rotation - time.monotonic()))
             for task, message, _ in items:
                 try:
-                    decided = ledgers[task].update(message)
-                    if decided is not None:
-                        kind, root, spout_task = decided
+                    # a batch from an executor of this worker, or one message from another
+                    messages = message[1] if message[0] == BATCH else (message,)
+                    metrics.processed += len(messages)
+                    for kind, root, spout_task in ledgers[task].update_many(messages):
                         if kind == ACKED:
                             metrics.acked += 1
                         else:
                             metrics.failed += 1
-                        outbox.control(spout_task, [kind, root])
+                        outbox.control(spout_task, (kind, root))
                 except Exception as exc:
                     self._dropped(task, exc)
             outbox.flush()
-            metrics.processed += len(items)
             self.handled += len(items)
             now = time.monotonic()
             for ledger in ledgers.values():

@@ -10,6 +10,9 @@ credits back to the worker a remote tuple came from (in batches of half a window
 Acking is Storm's XOR scheme (``acker.py``): a tuple emitted anchored to inputs gets a fresh
 edge id per root, XORed into each anchor's ``_ack_val``; acking an input sends its acker task
 ``ACK(root, edge ^ ack_val)`` for each root it belongs to, failing it ``FAIL(root)``.
+
+The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``); the
+counters count every tuple.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from .component import Bolt, ComponentKind
 from .executor import Executor, TaskState
+from .metrics import LATENCY_SAMPLE
 from .protocol import ACK, FAIL
 from .queues import Shutdown
 from .tuple import Tuple
@@ -36,6 +40,16 @@ class BoltCollector:
         self.executor = executor
         self.state = state
         self.component = executor.component
+        # the common case, one anchor in one tree: that anchor and its root
+        self._parent: Tuple | None = None
+        self._root = 0
+        self._one_tree = self._edge_in_one_tree  # one bound method for every emit
+
+    def _edge_in_one_tree(self) -> dict[int, int]:
+        """The anchors of one copy of a tuple anchored to ``_parent`` alone, of one tree."""
+        edge = _new_id(64)
+        self._parent._ack_val ^= edge  # type: ignore[union-attr]  # set before it is used
+        return {self._root: edge}
 
     def emit(
         self,
@@ -46,7 +60,15 @@ class BoltCollector:
     ) -> list[int]:
         if anchors is None:
             current = self.state.current
-            anchors = (current,) if current is not None and self.state.component.auto_anchor else ()
+            if current is None or not self.state.component.auto_anchor:
+                anchors = ()
+            else:
+                roots = current._anchors
+                if roots and len(roots) == 1 and not current._settled:  # the common case
+                    self._parent = current
+                    (self._root,) = roots
+                    return self.state.output.send(stream, values, direct_task, self._one_tree)
+                anchors = (current,)
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
         tracked = []
@@ -63,13 +85,9 @@ class BoltCollector:
         make_anchors: Callable[[], dict[int, int]]
         # The ignores below: tracked holds only tuples whose _anchors is a dict (checked above).
         if len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
-            parent = tracked[0]
-            (root,) = parent._anchors  # type: ignore[misc]
-
-            def make_anchors() -> dict[int, int]:
-                edge = _new_id(64)
-                parent._ack_val ^= edge
-                return {root: edge}
+            self._parent = parent = tracked[0]
+            (self._root,) = parent._anchors  # type: ignore[misc]
+            make_anchors = self._one_tree
         else:
 
             def make_anchors() -> dict[int, int]:
@@ -91,8 +109,9 @@ class BoltCollector:
         roots = tup._anchors
         if roots:
             send, ack_val = executor.outbox.control, tup._ack_val
+            ackers = executor.acker_tasks
             for root, edge in roots.items():
-                send(executor.acker_for(root), [ACK, root, edge ^ ack_val])
+                send(ackers[root % len(ackers)], (ACK, root, edge ^ ack_val))
         executor.metrics.acked += 1
 
     def fail(self, tup: Tuple) -> None:
@@ -103,7 +122,7 @@ class BoltCollector:
         roots = tup._anchors
         if roots:
             for root in roots:
-                executor.outbox.control(executor.acker_for(root), [FAIL, root])
+                executor.outbox.control(executor.acker_for(root), (FAIL, root))
         executor.metrics.failed += 1
 
     def report_error(self, error: BaseException) -> None:
@@ -157,7 +176,10 @@ class BoltExecutor(Executor[Bolt]):
             return
         bolt = state.component
         state.current = tup
-        start = time.perf_counter_ns()
+        metrics = self.metrics
+        sampled = not metrics.processed & LATENCY_SAMPLE
+        if sampled:
+            start = time.perf_counter_ns()
         try:
             bolt.process(tup)
         except Shutdown:
@@ -169,8 +191,8 @@ class BoltExecutor(Executor[Bolt]):
                 collector.ack(tup)
         finally:
             state.current = None
-        metrics = self.metrics
-        metrics.latency.add(time.perf_counter_ns() - start)
+        if sampled:
+            metrics.latency.add(time.perf_counter_ns() - start)
         metrics.processed += 1
 
     def _process_failed(self, state: TaskState[Bolt], tup: Tuple, error: Exception) -> None:

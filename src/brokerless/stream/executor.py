@@ -90,7 +90,7 @@ class Executor(Generic[_C]):
         self.stopping = False
         acker_tasks = worker.plan.acker_tasks
         self.acking = bool(acker_tasks)
-        self._acker_tasks = acker_tasks
+        self.acker_tasks = acker_tasks
         self.states: dict[int, TaskState[_C]] = {}
         self.outbox = Outbox(worker.exchange)
         self.thread = threading.Thread(
@@ -98,7 +98,7 @@ class Executor(Generic[_C]):
         )
 
     def acker_for(self, root: int) -> int:
-        return self._acker_tasks[root % len(self._acker_tasks)]
+        return self.acker_tasks[root % len(self.acker_tasks)]
 
     def report(self, task: int, error: BaseException) -> None:
         self.metrics.errors += 1
@@ -183,9 +183,13 @@ class Executor(Generic[_C]):
         except Shutdown:
             raise
         except Exception as exc:
-            self.report(state.task, exc)
-            self._call_failed(state, method.__name__, exc)
+            self._raised(state, method, exc)
             return None
+
+    def _raised(self, state: TaskState[_C], method: Callable[..., Any], error: Exception) -> None:
+        """A method of ``state``'s component raised ``error``: report it (see ``_call``)."""
+        self.report(state.task, error)
+        self._call_failed(state, method.__name__, error)
 
     def _call_failed(self, state: TaskState[_C], method: str, error: Exception) -> None:
         """A component method raised ``error`` (reported): go on, it returned None."""

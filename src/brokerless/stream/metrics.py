@@ -19,6 +19,9 @@ from typing import Any
 
 from .component import ComponentKind
 
+#: Latencies are sampled, as Storm samples its statistics: an executor times the tuples whose
+#: count ``& LATENCY_SAMPLE`` is 0 (1 in 16, the first one included); counters count them all.
+LATENCY_SAMPLE = 15
 _SLOTS = 8 + 61 * 4  # exact below 8 ns, then 4 buckets per power of two up to 2**64 ns
 
 

@@ -13,20 +13,23 @@ item says what it is:
     [CREDIT, executor id, count]                       receiving worker -> sending worker
     [BARRIER, source task, checkpoint id]              task -> downstream bolt task
 
-Inside a worker the same lists travel through the queues without being encoded (a barrier as
-a :class:`Barrier`), and two more, from the worker to its executors, never on the wire:
+Inside a worker the same messages travel through the queues without being encoded (a barrier
+as a :class:`Barrier`), and three more, never on the wire: from the worker to its executors
 ``[CHECKPOINT, id]`` (spouts: inject the barrier) and ``[COMMIT, id]`` (the checkpoint is
-complete; see ``checkpoint.py``).  What a worker accepts from the network is checked first
-(``inbound.py``).
+complete; see ``checkpoint.py``), and between executors ``[BATCH, [message, ...]]``: the acker
+traffic one executor sends one task in one flush (ACK_INIT, ACK, FAIL, ACKED, FAILED, each a
+tuple), one queue item for all of it (``transfer.py``).  What a worker accepts from the network
+is checked first (``inbound.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .serializer import packer
 
-TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT, BARRIER, CHECKPOINT, COMMIT = range(10)
+TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT, BARRIER, CHECKPOINT, COMMIT, BATCH = range(11)
 KIND_NAMES = (
     "TUPLE",
     "ACK_INIT",
@@ -38,6 +41,7 @@ KIND_NAMES = (
     "BARRIER",
     "CHECKPOINT",
     "COMMIT",
+    "BATCH",
 )
 WORKER_TASK = 0  # the task id that addresses the worker itself
 MAX_BATCH = 1024  # pairs in one batch: what a worker's sender takes from its queue at once
@@ -50,7 +54,7 @@ def task_frame(task: int) -> bytes:
     return task.to_bytes(4, "little")
 
 
-def encode(message: list[Any]) -> bytes:
+def encode(message: Sequence[Any]) -> bytes:
     return packer()(message)
 
 

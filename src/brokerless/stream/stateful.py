@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from .bolt_executor import BoltExecutor
@@ -223,7 +223,7 @@ class CheckpointedSpoutExecutor(_Checkpointed[Spout], SpoutExecutor):
                 assert isinstance(spout, ReplayableSpout)  # checked when the plan was built
                 self._call(state, spout.seek, self._restore(checkpoints, state.task, False))
 
-    def _settle(self, message: list[Any]) -> None:
+    def _settle(self, message: Sequence[Any]) -> None:
         kind = message[0]
         if kind == CHECKPOINT:
             self._checkpoint(message[1])

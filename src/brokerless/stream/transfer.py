@@ -9,7 +9,9 @@ wake-up) per destination instead of one per tuple:
 
 * control messages (acker traffic) and tuples that must not wait (on an edge inside a cycle)
   go first, without waiting: to a local executor's queue, or onto the worker's transfer queue
-  as ``(worker, task frame, payload)`` for its sender thread;
+  as ``(worker, task frame, payload)`` for its sender thread.  The acker traffic for one local
+  task travels as one ``[BATCH, [message, ...]]`` item per flush: an ack costs its consumer a
+  loop step, not a queue item;
 * then tuples for executors in this worker, waiting for room in their queues (back pressure);
 * then tuples for executors in other workers, waiting for :class:`Credits` towards each (see
   ``worker.py``: a worker has at most one window of tuples in flight to a remote executor).
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol import CREDIT, WORKER_TASK, encode, task_frame
+from .protocol import BATCH, CREDIT, WORKER_TASK, encode, task_frame
 from .queues import BoundedQueue, Shutdown
 
 _WORKER_FRAME = task_frame(WORKER_TASK)
@@ -94,24 +96,42 @@ class Outbox:
     """What one executor emitted since it last flushed, grouped by destination (see the
     module doc)."""
 
-    __slots__ = ("_blocking", "_credited", "_exchange", "_pushed", "_transfer", "size")
+    __slots__ = (
+        "_blocking",
+        "_control",
+        "_credited",
+        "_exchange",
+        "_lists",
+        "_pushed",
+        "_transfer",
+        "size",
+    )
 
     def __init__(self, exchange: Exchange) -> None:
         self._exchange = exchange
-        self._pushed: dict[BoundedQueue, list[Any]] = {}
-        self._blocking: dict[BoundedQueue, list[Any]] = {}
+        self._control: dict[int, list[Any]] = {}  # local task -> its acker traffic
+        #: (queue, blocking) -> the items for it; the lists stay, emptied by each flush
+        self._lists: dict[tuple[BoundedQueue, bool], list[Any]] = {}
+        self._pushed: list[tuple[BoundedQueue, list[Any]]] = []
+        self._blocking: list[tuple[BoundedQueue, list[Any]]] = []
         self._transfer: list[Any] = []  # for other workers, no credit needed
         self._credited: dict[int, list[Any]] = {}  # executor id -> for other workers
+        #: items held; whoever appends to an ``items_for`` list adds to it
         self.size = 0
 
-    def local(self, queue: BoundedQueue, item: Any, blocking: bool) -> None:
-        """A tuple for a task in this worker."""
-        by_queue = self._blocking if blocking else self._pushed
-        items = by_queue.get(queue)
+    def items_for(self, queue: BoundedQueue, blocking: bool) -> list[Any]:
+        """The list that items for ``queue`` go into until the next flush (the same list every
+        time: an emit path keeps it at hand, appends to it and counts in ``size``)."""
+        key = (queue, blocking)
+        items = self._lists.get(key)
         if items is None:
-            by_queue[queue] = [item]
-        else:
-            items.append(item)
+            items = self._lists[key] = []
+            (self._blocking if blocking else self._pushed).append((queue, items))
+        return items
+
+    def local(self, queue: BoundedQueue, item: Any, blocking: bool) -> None:
+        """A tuple (or barrier) for a task in this worker."""
+        self.items_for(queue, blocking).append(item)
         self.size += 1
 
     def remote(self, task: int, payload: bytes, blocking: bool) -> None:
@@ -129,17 +149,19 @@ class Outbox:
             self._transfer.append(item)
         self.size += 1
 
-    def control(self, task: int, message: list[Any]) -> None:
+    def control(self, task: int, message: tuple[Any, ...]) -> None:
         """A control message (acker traffic) for ``task``; never waits."""
-        exchange = self._exchange
-        queue = exchange.local_queues.get(task)
-        if queue is not None:
-            self.local(queue, (task, message, None), blocking=False)
+        batch = self._control.get(task)
+        if batch is not None:
+            batch.append(message)
+        elif task in self._exchange.local_queues:
+            self._control[task] = [message]
         else:
+            exchange = self._exchange
             self._transfer.append(
                 (exchange.task_worker[task], exchange.frames[task], encode(message))
             )
-            self.size += 1
+        self.size += 1
 
     def credit(self, worker: int, executor: int, count: int) -> None:
         """Give ``worker`` back ``count`` credits for ``executor`` (this worker's)."""
@@ -150,17 +172,22 @@ class Outbox:
         if not self.size:
             return
         exchange = self._exchange
-        if self._pushed:
-            for queue, items in self._pushed.items():
-                queue.push_many(items)
-            self._pushed.clear()
+        if self._control:
+            local_queues = exchange.local_queues
+            for task, batch in self._control.items():
+                self.local(local_queues[task], (task, [BATCH, batch], None), blocking=False)
+            self._control.clear()
+        for queue, items in self._pushed:
+            if items:
+                queue.push_many(items)  # (it copies them)
+                items.clear()
         if self._transfer:
             exchange.transfer.push_many(self._transfer)
             self._transfer = []
-        if self._blocking:
-            for queue, items in self._blocking.items():
+        for queue, items in self._blocking:
+            if items:
                 queue.put_many(items)
-            self._blocking.clear()
+                items.clear()
         if self._credited:
             take, push_many = exchange.credits.take, exchange.transfer.push_many
             for executor, items in self._credited.items():
