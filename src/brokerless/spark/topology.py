@@ -18,12 +18,13 @@ as a series of *attempts*: an attempt is one Spark job of N partitions in one ba
 submitted from a background thread under a job group of its own; each task is one worker
 (``task.py``).  Tuples go worker to worker over brokerless tcp; Spark carries none of them.
 
-*The supervisor.*  One state machine owns the attempts: :meth:`SparkRun._supervise`, the only
-code that submits, abandons or gives up on one.  It runs after every look at the control
-channel -- whichever thread looks: a caller waiting for answers, or the run's background
-thread, which looks every ``_TICK`` seconds so that a run nobody is asking anything still
-recovers -- always under the run's lock, and it never waits: each call moves the run at most
-one step through its :class:`Phase`::
+*The supervisor.*  One loop owns the attempts: the run's supervisor thread
+(:func:`_supervise_in_background`), which every ``_TICK`` seconds takes in what the workers sent
+and takes one step of :meth:`SparkRun._supervise`, the only code that submits, abandons or gives
+up on an attempt -- under the run's lock, never waiting, so each step moves the run at most one
+step through its :class:`Phase`.  Nothing else moves it: a caller waiting for the workers
+(to start, or to answer a question) looks at the control channel with the lock let go between
+looks, and finds the new attempt, or the run's failure, when the supervisor has made it::
 
     WAITING_FOR_SLOTS --enough slots--> STARTING --all workers started--> RUNNING
           ^    ^                           |  |                              |
@@ -221,7 +222,7 @@ class SparkRun(ControlledRun):
         }
         self._new_attempt(n)
         self._await_slots(time.monotonic())
-        self._ticking = threading.Event()  # set: the background thread ends
+        self._ticking = threading.Event()  # set: the supervisor thread ends
         # a run dropped without stop(): its tasks would serve nobody until the session ends
         self._abandoned = weakref.finalize(
             self,
@@ -232,15 +233,14 @@ class SparkRun(ControlledRun):
             self._ticking,
         )
         self._ticker = threading.Thread(
-            target=_look_in_background,
+            target=_supervise_in_background,
             args=(weakref.ref(self), self._ticking),
             name=f"{self._group}:supervisor",
             daemon=True,
         )
         self._ticker.start()
         try:
-            with self._lock:
-                self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
+            self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
         except BaseException:
             self.stop()
             raise
@@ -254,12 +254,19 @@ class SparkRun(ControlledRun):
     # -- the supervisor ----------------------------------------------------------------------
 
     def _check_alive(self) -> None:
-        """After every look at the control channel: move the attempts on; raise why the run
-        gave up, if it did."""
-        if self.failure is None and not self._stopped:
-            self._supervise()
+        """After every look at the control channel: raise why the run gave up, if it did."""
         if self.failure is not None:
             raise self.failure
+
+    def _supervise_step(self) -> None:
+        """What the supervisor thread does every ``_TICK``: take in what the workers sent, move
+        the attempts on by one step, and wake whoever waits for that."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._pump(0)
+            self._supervise()
+            self._attempt_changed.notify_all()
 
     def _accepting_questions(self) -> bool:
         return self.phase is Phase.RUNNING
@@ -451,16 +458,16 @@ class SparkRun(ControlledRun):
         return self._job is not None and self._job.finished.is_set()
 
 
-def _look_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
-    """The run's background thread: look at the control channel every ``_TICK`` seconds (so
-    the supervisor runs while nobody asks the run anything) until the run stops, fails or is
-    dropped.  It holds the run only while it looks: a run nobody else holds is dropped."""
+def _supervise_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
+    """The run's supervisor thread: one step (:meth:`SparkRun._supervise_step`) every
+    ``_TICK`` seconds until the run stops, fails or is dropped.  It holds the run only while it
+    steps: a run nobody else holds is dropped."""
     while not ending.wait(_TICK):
         run = ref()
         if run is None:
             return
         try:
-            run._look()
+            run._supervise_step()
         except BaseException:  # the run gave up: its callers hear why (run.failure)
             return
         finally:

@@ -139,6 +139,7 @@ class MultiprocessRun(ControlledRun):
         #: Why the current attempt lost a worker (None: it has not): the supervisor starts
         #: the next one (:meth:`_run_attempts`).
         self._lost_cause: str | None = None
+        self._starting = False  # an attempt's workers are being started: not asked anything
         self._directory = tempfile.mkdtemp(prefix="brokerless-stream-")
         if plan.checkpointed and plan.config.checkpoint_dir is None:
             checkpoints = f"{self._directory}/checkpoints"
@@ -203,6 +204,15 @@ class MultiprocessRun(ControlledRun):
         None, or why the attempt lost a worker before that."""
         n = self.plan.config.num_workers
         state = self._spawn(n, restore)
+        self._starting = True
+        try:
+            return self._await_start(state, n)
+        finally:
+            self._starting = False
+
+    def _await_start(self, state: AttemptState, n: int) -> str | None:
+        """Wait until the ``n`` workers of ``state``'s attempt are bound, start them, and wait
+        until they run; returns None, or why the attempt lost a worker before that."""
 
         def ready() -> bool:
             return len(state.ready) == n or self._lost_cause is not None
@@ -284,7 +294,7 @@ class MultiprocessRun(ControlledRun):
             self._lost_cause = cause
 
     def _accepting_questions(self) -> bool:
-        return self._lost_cause is None
+        return self._lost_cause is None and not self._starting
 
     def _supervise_once(self) -> None:
         super()._supervise_once()

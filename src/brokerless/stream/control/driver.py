@@ -64,7 +64,8 @@ class ControlledRun(TopologyRun):
         ``advertise`` as its host when given).  Makes the run's keys: the signing key and,
         unless the plan's config says ``security="none"``, the CURVE keys (``_keys``)."""
         self._lock = threading.RLock()
-        #: Notified when a new attempt's workers all run (questions wait for that).
+        #: Notified when the run's supervisor has moved it on (a new attempt's workers all run,
+        #: say); whoever waits for the workers sleeps on it, the lock let go (``_wait``).
         self._attempt_changed = threading.Condition(self._lock)
         self._signer = Signer(new_key())
         self._keys = run_keys(self.plan.config.security)
@@ -229,14 +230,19 @@ class ControlledRun(TopologyRun):
 
     def _wait(self, done: Callable[[], Any], timeout: float | None, what: str) -> None:
         """Take in what the workers send until ``done()``; TimeoutError after ``timeout``
-        seconds (None: :meth:`_check_alive` is what ends a wait that cannot succeed)."""
+        seconds (None: :meth:`_check_alive` is what ends a wait that cannot succeed).  Between
+        looks the lock is let go, so that the run's supervisor moves the attempts on."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not done():
-            self._raise_if_stopped(f"it stopped while waiting for {what}")
-            remaining = 0.1 if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{self.plan.name!r}: timed out waiting for {what}")
-            self._pump(min(remaining, 0.1))
+        with self._lock:
+            while True:
+                self._raise_if_stopped(f"it stopped while waiting for {what}")
+                self._pump(0)
+                if done():
+                    return
+                remaining = self.poll_interval if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"{self.plan.name!r}: timed out waiting for {what}")
+                self._attempt_changed.wait(min(remaining, self.poll_interval))
 
     def _ask(self, kind: str, timeout: float = 30.0) -> list[Any]:
         """Ask every worker; returns their answers in worker order, all from one attempt (a
@@ -261,12 +267,9 @@ class ControlledRun(TopologyRun):
                 self._question = None
 
     def _await_attempt(self) -> None:
-        """Until the current attempt's workers are all there to answer.  The lock is let go
-        meanwhile: whatever starts the next attempt (the run's supervisor) needs it."""
-        while not self._accepting_questions():
-            self._raise_if_stopped("it stopped while waiting for the workers to start")
-            self._attempt_changed.wait(self.poll_interval)
-            self._pump(0)
+        """Until the current attempt's workers are all there to answer (the lock let go
+        meanwhile: whatever starts the next attempt, the run's supervisor, needs it)."""
+        self._wait(self._accepting_questions, None, "the workers to start")
 
     def _answered(self, key: tuple[str, int], n: int, epoch: int) -> bool:
         """Every worker answered question ``key`` -- or the workers asked are gone."""
