@@ -34,9 +34,11 @@ import click
 
 from brokerless.stream.component import DEFAULT_STREAM, ComponentKind
 from brokerless.stream.local import run_local
-from brokerless.stream.multiprocess import load_topology, run_multiprocess, worker_main
+from brokerless.stream.multiprocess import run_multiprocess
+from brokerless.stream.plan import TopologyPlan
 from brokerless.stream.run import TopologyRun
-from brokerless.stream.topology import Topology, TopologyError, TopologyPlan
+from brokerless.stream.topology import Topology, TopologyError, load_topology
+from brokerless.stream.worker_process import worker_main
 
 from .runner import run_command
 from .status import INTERRUPTED

@@ -118,3 +118,21 @@ def slot_shortage(sc: SparkContext, name: str, workers: int, slots: int) -> str:
         f"topology {name!r} needs {workers} Spark task slots at once (one barrier task per "
         f"worker) but Spark master {master!r} has {slots}{per_task}: {fewer}{more}"
     )
+
+
+def session_for(
+    spark: SparkSession | None, master: str | None, workers: int
+) -> tuple[SparkSession, bool]:
+    """The session to run on, and whether the run started it (and so stops it)."""
+    if spark is not None:
+        return spark, False
+    if master is None:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active, False
+        master = f"local[{workers}]"
+    existed = SparkContext._active_spark_context is not None
+    session = session_builder(master).getOrCreate()
+    if not existed:
+        session.sparkContext.setLogLevel("ERROR")
+    return session, not existed

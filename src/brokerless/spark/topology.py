@@ -88,23 +88,25 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
-from pyspark import SparkContext, cloudpickle
+from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
 from brokerless.stream import Config, Topology, TopologyError
 from brokerless.stream.control import ControlledRun, WorkerProcessError, close_control
 from brokerless.stream.messaging import tcp_endpoint
-from brokerless.stream.multiprocess import load_topology
 from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
+from brokerless.stream.topology import load_topology
 
 from .endpoints import bind_address
 from .failures import JobEnd, JobFailure, job_failure
+from .job import BarrierJob, abandon
 from .session import (
     in_process,
     is_local,
     master_url,
     session_builder,
+    session_for,
     slot_shortage,
     task_slots,
 )
@@ -133,28 +135,6 @@ class Phase(enum.Enum):
     RUNNING = "running"
     STOPPED = "stopped"
     FAILED = "failed"
-
-
-class _Job:
-    """One submission's barrier job, collected in a background thread under its own group."""
-
-    def __init__(self, sc: SparkContext, group: str, description: str, rdd: Any) -> None:
-        self.group = group
-        self.error: BaseException | None = None
-        self.finished = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(sc, description, rdd), name=f"{group}:job", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, sc: SparkContext, description: str, rdd: Any) -> None:
-        try:
-            sc.setJobGroup(self.group, description, interruptOnCancel=True)
-            rdd.collect()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            self.finished.set()
 
 
 class SparkRun(ControlledRun):
@@ -195,8 +175,8 @@ class SparkRun(ControlledRun):
         self.start_timeout = start_timeout
         self.restarts: list[str] = []
         self.failure: BaseException | None = None
-        self._job: _Job | None = None
-        self.spark, self._owns_session = _session(spark, master, n)
+        self._job: BarrierJob | None = None
+        self.spark, self._owns_session = session_for(spark, master, n)
         sc = self.spark.sparkContext
         try:
             if in_process(master_url(sc)) and task_slots(sc) < n:  # it will never have more
@@ -226,7 +206,7 @@ class SparkRun(ControlledRun):
         # a run dropped without stop(): its tasks would serve nobody until the session ends
         self._abandoned = weakref.finalize(
             self,
-            _abandon,
+            abandon,
             sc,
             self._groups,
             partial(close_control, self._control, self._authenticator, self._context),
@@ -345,7 +325,7 @@ class SparkRun(ControlledRun):
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(run_task, job))
         group = f"{self._group}-{self.attempt}.{len(self._groups) + 1}"
         self._groups.append(group)
-        self._job = _Job(
+        self._job = BarrierJob(
             sc, group, f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd
         )
         self.phase = Phase.STARTING
@@ -472,40 +452,6 @@ def _supervise_in_background(ref: Callable[[], SparkRun | None], ending: threadi
             return
         finally:
             run = None
-
-
-def _abandon(
-    sc: SparkContext,
-    groups: list[str],
-    close: Callable[[], None],
-    ticking: threading.Event,
-) -> None:
-    """What stop() would have ended, for a run dropped without it."""
-    ticking.set()
-    for group in groups:
-        try:
-            sc.cancelJobGroup(group)
-        except Exception:  # the session has ended: so have its jobs
-            pass
-    close()
-
-
-def _session(
-    spark: SparkSession | None, master: str | None, workers: int
-) -> tuple[SparkSession, bool]:
-    """The session to run on, and whether the run started it (and so stops it)."""
-    if spark is not None:
-        return spark, False
-    if master is None:
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            return active, False
-        master = f"local[{workers}]"
-    existed = SparkContext._active_spark_context is not None
-    session = session_builder(master).getOrCreate()
-    if not existed:
-        session.sparkContext.setLogLevel("ERROR")
-    return session, not existed
 
 
 # -- entry points -------------------------------------------------------------------------------

@@ -80,13 +80,14 @@ from .grouping import (
 from .local import LocalRun, run_local
 from .metrics import ComponentStats, ErrorReport, Statistics
 from .multiprocess import MultiprocessRun, run_multiprocess
+from .plan import TopologyPlan
 from .queues import Shutdown
 from .run import TopologyRun
 from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer
 from .spouts import SequenceSpout, WALSpout
 from .state import KeyValueState
 from .testing import CompletedTopology, FixedTupleSpout, complete_topology
-from .topology import Topology, TopologyError, TopologyPlan
+from .topology import Topology, TopologyError
 from .tuple import Tuple
 
 __all__ = [

@@ -54,10 +54,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .component import ComponentKind
+from .plan import TopologyPlan
 from .serializer import MsgpackSerializer, Serializer
 from .state import KeyValueState, decode_snapshot
 from .storage import CheckpointStorage, open_storage
-from .topology import TopologyError, TopologyPlan
+from .topology import TopologyError
 
 __all__ = [
     "CheckpointCoordinator",

@@ -36,8 +36,8 @@ from .component import Component, ComponentKind, TopologyContext
 from .emit import Emitter
 from .host import Host
 from .metrics import ExecutorMetrics
+from .plan import ExecutorPlan
 from .queues import BoundedQueue, Shutdown
-from .topology import ExecutorPlan
 from .transfer import Outbox
 
 log = logging.getLogger("brokerless.stream")

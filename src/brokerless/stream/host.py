@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from .topology import TopologyPlan
+from .plan import TopologyPlan
 from .transfer import Exchange
 
 

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 import msgpack
 
 from .component import ComponentKind
+from .plan import TopologyPlan
 from .protocol import (
     ACK,
     ACK_INIT,
@@ -61,7 +62,6 @@ from .protocol import (
     task_frame,
 )
 from .queues import BoundedQueue
-from .topology import TopologyPlan
 from .tuple import Fields, Tuple
 
 _repr = reprlib.Repr()  # bounded: a hostile payload's repr costs little and stays short

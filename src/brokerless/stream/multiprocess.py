@@ -4,17 +4,17 @@ Theory of operation
 -------------------
 The driver (:class:`MultiprocessRun`, in the caller's process) binds a ROUTER on an ipc path
 in a private temporary directory -- the *control* channel -- and starts N processes of
-``python -m brokerless.stream worker``.  Each reads its job from its stdin (the topology,
-pickled, or a ``module:attr`` reference; the config; its index) -- after importing the
-driver's main script as ``__mp_main__``, as multiprocessing's spawn does (``main_module.py``),
-so that components defined in that script resolve -- builds the same plan and the
-same assignment as every other worker, connects a DEALER to the control channel, binds its
-virtual port and reports ``ready`` with the endpoint.  When all are ready the driver sends
+``python -m brokerless.stream worker`` (``worker_process.py``).  Each reads its job from its
+stdin (the topology, pickled, or a ``module:attr`` reference; the config; its index) -- after
+importing the driver's main script as ``__mp_main__``, as multiprocessing's spawn does
+(``main_module.py``), so that components defined in that script resolve -- builds the same plan
+and the same assignment as every other worker, connects a DEALER to the control channel, binds
+its virtual port and reports ``ready`` with the endpoint.  When all are ready the driver sends
 everyone the list of endpoints (``start``); that is the two-phase start-up a Spark barrier
 stage will reuse.  From then on tuples go worker to worker; the control channel only carries
 questions (``activity`` rounds for completion, ``stats``), the worker's errors and -- when
 capturing -- the tuples it emitted, and at the end ``stop`` and each worker's ``final``
-report.  The control channel itself (``control.py``) is shared with the Spark runner; its
+report.  The control channel itself (``control/``) is shared with the Spark runner; its
 messages are pickled and signed with a key the driver gives each worker on its stdin, with
 the run's CURVE keys (``security.py``) that encrypt the control and worker-to-worker
 connections unless the config says ``security="none"``.
@@ -28,74 +28,42 @@ owns the attempts (:meth:`MultiprocessRun._run_attempts`: start, decide, start t
 looking at the control channel only notes a loss, and the run's supervisor thread, which
 drives its checkpoints, is what then calls that loop; questions wait for the new attempt.
 
-No orphans: a worker keeps its stdin open and exits at once when it reaches end-of-file, which
-happens when the driver process ends for any reason, even SIGKILL.  Workers ignore SIGINT: on
-Ctrl-C the driver stops them.  ``stop()`` asks each worker to stop and report, waits for the
-processes to exit, and kills any that do not.
+No orphans: a worker exits when the driver's process ends, whatever ended it (see
+``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
+stop and report, waits for the processes to exit, and kills any that do not.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
-import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import weakref
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
-from .assignment import assign
 from .config import Config
 from .control import (
     AttemptState,
     ControlledRun,
-    WorkerChannel,
     WorkerProcessError,
-    serve,
-    started_info,
 )
-from .main_module import check_not_preparing, describe_main, dumps_with_main, prepare_main
-from .messaging import SocketMessaging
+from .main_module import check_not_preparing, describe_main, dumps_with_main
 from .run import plan_for, with_ui
-from .topology import Topology, TopologyError
-from .worker import Worker
+from .topology import Topology, TopologyError, load_topology
+from .worker_process import write_job
 
 if TYPE_CHECKING:
     from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
-__all__ = [
-    "MultiprocessRun",
-    "WorkerProcessError",
-    "load_topology",
-    "run_multiprocess",
-    "worker_main",
-]
+__all__ = ["MultiprocessRun", "WorkerProcessError", "run_multiprocess"]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
-_LENGTH = struct.Struct("!Q")
-
-
-def load_topology(reference: str) -> Topology:
-    """``"package.module:name"`` -> the Topology it names (or that calling it returns)."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise TopologyError(f"topology reference {reference!r} must look like 'module:name'")
-    found: Any = getattr(import_module(module_name), attribute)
-    if not isinstance(found, Topology) and callable(found):
-        found = found()
-    if not isinstance(found, Topology):
-        raise TopologyError(f"{reference!r} is a {type(found).__name__}, not a Topology")
-    return found
 
 
 class MultiprocessRun(ControlledRun):
@@ -243,11 +211,9 @@ class MultiprocessRun(ControlledRun):
             )
             self.processes.append(process)
             job = dict(self._job, index=index, attempt=self.attempt, restore=restore)
-            data = pickle.dumps(job)
             stdin = process.stdin
             assert stdin is not None, "the worker runs with stdin=PIPE"
-            stdin.write(_LENGTH.pack(len(data)) + data)
-            stdin.flush()
+            write_job(stdin, job)
         return self.state
 
     def _next_attempt(self, cause: str) -> int | None:
@@ -374,71 +340,3 @@ def run_multiprocess(
         max_attempts=max_attempts,
     )
     return with_ui(run, ui)
-
-
-# -- the worker process -------------------------------------------------------------------------
-
-
-def _read_exactly(fd: int, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = os.read(fd, n - len(data))
-        if not chunk:
-            raise EOFError("the driver closed the job pipe")
-        data += chunk
-    return data
-
-
-def worker_main(stdin_fd: int = 0) -> int:
-    """The body of ``python -m brokerless.stream worker``: run one worker as its job (read
-    from stdin) says, until the driver says stop or goes away."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C
-    (length,) = _LENGTH.unpack(_read_exactly(stdin_fd, _LENGTH.size))
-    job = pickle.loads(_read_exactly(stdin_fd, length))
-    sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    stopping = threading.Event()
-
-    def orphaned() -> None:  # stdin ends when the driver's process ends
-        while os.read(stdin_fd, 4096):
-            pass
-        if not stopping.is_set():  # the driver died: its clean-up will not run
-            shutil.rmtree(job["directory"], ignore_errors=True)
-            os._exit(3)
-
-    threading.Thread(target=orphaned, name="driver-watch", daemon=True).start()
-    context = zmq.Context()
-    keys = job["keys"]
-    channel = WorkerChannel(
-        context, job["control"], job["key"], job["attempt"], job["index"], keys=keys
-    )
-    try:
-        prepare_main(job["main"])
-        shipped = job["topology"]
-        topology = load_topology(shipped) if isinstance(shipped, str) else pickle.loads(shipped)
-        config: Config = pickle.loads(job["config"])
-        plan = topology.build(config)
-        n = config.num_workers
-        messaging = (
-            SocketMessaging(context, job["transport"], job["directory"], keys=keys)
-            if n > 1
-            else None
-        )
-        worker = Worker(
-            plan,
-            assign(plan, n),
-            job["index"],
-            messaging,
-            capture=job["capture"],
-            restore=job["restore"],
-        )
-        endpoint = worker.bind()
-        channel.send(("ready", endpoint))
-        serve(worker, channel, started_info(worker, endpoint))
-        return 0
-    except Exception:
-        channel.send(("failed", traceback.format_exc()))
-        return 1
-    finally:
-        stopping.set()
-        channel.close()
-        context.term()

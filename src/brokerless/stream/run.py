@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checkpoint import CheckpointCoordinator, CheckpointStatistics, Step, TaskAck
 from .metrics import ErrorReport, Statistics
+from .plan import TopologyPlan
 from .storage import open_storage
-from .topology import Topology, TopologyPlan
+from .topology import Topology
 from .worker import Activity
 
 _SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a checkpointed run

@@ -42,12 +42,12 @@ from .checkpoint import TaskAck, snapshot_path
 from .component import Bolt, Component, ReplayableSpout, Spout, StatefulBolt
 from .executor import Executor, TaskFailed, TaskState
 from .host import Host
+from .plan import TopologyPlan
 from .protocol import BARRIER, CHECKPOINT, COMMIT, Barrier, encode
 from .queues import BoundedQueue, Shutdown
 from .spout_executor import SpoutExecutor
 from .state import KeyValueState, decode_snapshot, encode_snapshot
 from .storage import open_storage
-from .topology import TopologyPlan
 from .tuple import Tuple
 
 __all__ = ["CheckpointedBoltExecutor", "CheckpointedSpoutExecutor", "TaskCheckpoints"]

@@ -1,4 +1,5 @@
-"""Topologies: the builder users write, and the validated plan the runtime executes.
+"""Topologies: the builder users write, checked and planned into the ``plan.TopologyPlan``
+the runtime executes.
 
     topo = (Topology("word-count")
             .spout("sentences", SentenceSpout, parallelism=2)
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from .component import (
@@ -31,9 +33,8 @@ from .component import (
 )
 from .config import Config
 from .grouping import Grouping, Shuffle
+from .plan import ACKER, ComponentPlan, ExecutorPlan, Subscription, TopologyPlan
 from .tuple import Fields
-
-ACKER = "__acker"
 
 Inputs = Mapping[str | tuple[str, str], Grouping] | Sequence[str]
 
@@ -50,71 +51,6 @@ class _Declaration:
     parallelism: Any
     tasks: Any
     inputs: Any
-
-
-@dataclass(frozen=True)
-class ComponentPlan:
-    name: str
-    kind: ComponentKind
-    factory: Callable[[], Component] | None
-    tasks: tuple[int, ...]
-    executors: tuple[int, ...]
-    streams: Mapping[str, Stream]
-    schemas: Mapping[str, Fields]
-    inputs: Mapping[tuple[str, str], Grouping]
-    finite: bool  # a spout that says when it is exhausted
-    stateful: bool = False  # a StatefulBolt
-
-
-@dataclass(frozen=True)
-class ExecutorPlan:
-    id: int
-    component: str
-    tasks: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Subscription:
-    component: str
-    grouping: Grouping
-    blocking: bool  # False on an edge inside a cycle: puts there never block (no deadlock)
-
-
-class TopologyPlan:
-    """A validated topology with task and executor ids: what workers run."""
-
-    def __init__(
-        self,
-        name: str,
-        config: Config,
-        components: dict[str, ComponentPlan],
-        executors: tuple[ExecutorPlan, ...],
-        subscribers: dict[tuple[str, str], list[Subscription]],
-    ) -> None:
-        self.name = name
-        self.config = config
-        self.components = components
-        self.executors = executors
-        self.subscribers = subscribers
-        self.task_component = {t: c.name for c in components.values() for t in c.tasks}
-        self.acker_tasks = components[ACKER].tasks if ACKER in components else ()
-        self.component_tasks = {name: c.tasks for name, c in components.items()}
-        #: (source, target) component pairs inside a cycle: puts there never block.
-        self.cycle_edges = frozenset(
-            (source, sub.component)
-            for (source, _), subs in subscribers.items()
-            for sub in subs
-            if not sub.blocking
-        )
-        #: A topology with stateful bolts: checkpointed (see ``checkpoint.py``).
-        self.checkpointed = any(c.stateful for c in components.values())
-
-    def schema(self, component: str, stream: str) -> Fields:
-        return self.components[component].schemas[stream]
-
-    def __repr__(self) -> str:
-        parts = ", ".join(f"{c.name}:{list(c.tasks)}" for c in self.components.values())
-        return f"<TopologyPlan {self.name!r} {parts}>"
 
 
 class Topology:
@@ -431,3 +367,16 @@ def _split(tasks: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
         groups.append(tasks[start:end])
         start = end
     return groups
+
+
+def load_topology(reference: str) -> Topology:
+    """``"package.module:name"`` -> the Topology it names (or that calling it returns)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise TopologyError(f"topology reference {reference!r} must look like 'module:name'")
+    found: Any = getattr(import_module(module_name), attribute)
+    if not isinstance(found, Topology) and callable(found):
+        found = found()
+    if not isinstance(found, Topology):
+        raise TopologyError(f"{reference!r} is a {type(found).__name__}, not a Topology")
+    return found

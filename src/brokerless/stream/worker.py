@@ -65,11 +65,11 @@ from .executor import Executor
 from .inbound import BadMessage, Inbound
 from .messaging import Messaging
 from .metrics import ErrorReport
+from .plan import TopologyPlan
 from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, MAX_BATCH, WORKER_TASK, task_frame
 from .queues import BoundedQueue, Shutdown
 from .spout_executor import SpoutExecutor
 from .stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor, TaskCheckpoints
-from .topology import TopologyPlan
 from .transfer import Credits, Exchange
 
 log = logging.getLogger("brokerless.stream")

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..component import ComponentKind
 from ..metrics import ErrorReport, Statistics
-from ..topology import TopologyPlan
+from ..plan import TopologyPlan
 
 #: Errors listed by ``/api/stats`` (the newest; ``errors_total`` counts them all).
 MAX_ERRORS = 100
