@@ -12,14 +12,15 @@ item says what it is:
     [ACKED, root] / [FAILED, root]                     acker -> spout
     [CREDIT, executor id, count]                       receiving worker -> sending worker
     [BARRIER, source task, checkpoint id]              task -> downstream bolt task
+    [BATCH, [message, ...]]                            acker traffic for one task, in one pair
 
-Inside a worker the same messages travel through the queues without being encoded (a barrier
-as a :class:`Barrier`), and three more, never on the wire: from the worker to its executors
-``[CHECKPOINT, id]`` (spouts: inject the barrier) and ``[COMMIT, id]`` (the checkpoint is
-complete; see ``checkpoint.py``), and between executors ``[BATCH, [message, ...]]``: the acker
-traffic one executor sends one task in one flush (ACK_INIT, ACK, FAIL, ACKED, FAILED, each a
-tuple), one queue item for all of it (``transfer.py``).  What a worker accepts from the network
-is checked first (``inbound.py``).
+A BATCH holds the acker traffic (ACK_INIT, ACK, FAIL, ACKED, FAILED) one executor sends one
+task in one flush (``transfer.py``): one pair on the wire, one queue item in the receiving
+worker.  Inside a worker the same messages travel through the queues without being encoded
+(a barrier as a :class:`Barrier`, acker traffic as tuples), and two more, never on the wire,
+from the worker to its executors: ``[CHECKPOINT, id]`` (spouts: inject the barrier) and
+``[COMMIT, id]`` (the checkpoint is complete; see ``checkpoint.py``).  What a worker accepts
+from the network is checked first (``inbound.py``).
 """
 
 from __future__ import annotations

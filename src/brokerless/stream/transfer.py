@@ -9,9 +9,10 @@ wake-up) per destination instead of one per tuple:
 
 * control messages (acker traffic) and tuples that must not wait (on an edge inside a cycle)
   go first, without waiting: to a local executor's queue, or onto the worker's transfer queue
-  as ``(worker, task frame, payload)`` for its sender thread.  The acker traffic for one local
-  task travels as one ``[BATCH, [message, ...]]`` item per flush: an ack costs its consumer a
-  loop step, not a queue item;
+  as ``(worker, task frame, payload)`` for its sender thread.  The acker traffic for one task
+  travels as one ``[BATCH, [message, ...]]`` per flush -- one queue item for a task in this
+  worker, one pair for a task in another: an ack costs its consumer a loop step, not a queue
+  item or a pair;
 * then tuples for executors in this worker, waiting for room in their queues (back pressure);
 * then tuples for executors in other workers, waiting for :class:`Credits` towards each (see
   ``worker.py``: a worker has at most one window of tuples in flight to a remote executor).
@@ -31,6 +32,9 @@ from .protocol import BATCH, CREDIT, WORKER_TASK, encode, task_frame
 from .queues import BoundedQueue, Shutdown
 
 _WORKER_FRAME = task_frame(WORKER_TASK)
+#: Acker messages in one BATCH pair at most (a few dozen bytes each: far below the virtual
+#: port's MAXMSGSIZE, whose headroom is protocol.HEADER_ROOM).
+_MAX_WIRE_BATCH = 4096
 
 
 class Credits:
@@ -103,6 +107,7 @@ class Outbox:
         "_exchange",
         "_lists",
         "_pushed",
+        "_remote_control",
         "_transfer",
         "size",
     )
@@ -110,6 +115,7 @@ class Outbox:
     def __init__(self, exchange: Exchange) -> None:
         self._exchange = exchange
         self._control: dict[int, list[Any]] = {}  # local task -> its acker traffic
+        self._remote_control: dict[int, list[Any]] = {}  # task in another worker -> the same
         #: (queue, blocking) -> the items for it; the lists stay, emptied by each flush
         self._lists: dict[tuple[BoundedQueue, bool], list[Any]] = {}
         self._pushed: list[tuple[BoundedQueue, list[Any]]] = []
@@ -157,10 +163,11 @@ class Outbox:
         elif task in self._exchange.local_queues:
             self._control[task] = [message]
         else:
-            exchange = self._exchange
-            self._transfer.append(
-                (exchange.task_worker[task], exchange.frames[task], encode(message))
-            )
+            remote = self._remote_control.get(task)
+            if remote is None:
+                self._remote_control[task] = [message]
+            else:
+                remote.append(message)
         self.size += 1
 
     def credit(self, worker: int, executor: int, count: int) -> None:
@@ -177,6 +184,14 @@ class Outbox:
             for task, batch in self._control.items():
                 self.local(local_queues[task], (task, [BATCH, batch], None), blocking=False)
             self._control.clear()
+        if self._remote_control:
+            for task, batch in self._remote_control.items():
+                worker, frame = exchange.task_worker[task], exchange.frames[task]
+                for start in range(0, len(batch), _MAX_WIRE_BATCH):
+                    part = batch[start : start + _MAX_WIRE_BATCH]
+                    payload = encode(part[0] if len(part) == 1 else [BATCH, part])
+                    self._transfer.append((worker, frame, payload))
+            self._remote_control.clear()
         for queue, items in self._pushed:
             if items:
                 queue.push_many(items)  # (it copies them)
