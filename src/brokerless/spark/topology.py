@@ -92,7 +92,7 @@ from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
 from brokerless.stream import Config, Topology, TopologyError
-from brokerless.stream.control import ControlledRun, WorkerProcessError, close_control
+from brokerless.stream.control import ControlledRun, Kind, WorkerProcessError, close_control
 from brokerless.stream.messaging import tcp_endpoint
 from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
@@ -378,7 +378,7 @@ class SparkRun(ControlledRun):
         the next attempt -- or give up when it was the last attempt allowed."""
         self.restarts.append(f"attempt {self.attempt}: " + cause.replace("\n", "\n    "))
         for index in range(self.workers):  # survivors stop now rather than when Spark kills them
-            self._send(index, ("stop",))
+            self._send(index, (Kind.STOP,))
         job = self._job
         if job is not None and not job.finished.is_set():
             self.spark.sparkContext.cancelJobGroup(job.group)

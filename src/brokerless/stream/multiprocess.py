@@ -48,11 +48,7 @@ from typing import TYPE_CHECKING, Any
 import brokerless as zmq
 
 from .config import Config
-from .control import (
-    AttemptState,
-    ControlledRun,
-    WorkerProcessError,
-)
+from .control import AttemptState, ControlledRun, Kind, WorkerProcessError
 from .main_module import check_not_preparing, describe_main, dumps_with_main
 from .run import plan_for, with_ui
 from .topology import Topology, TopologyError, load_topology
@@ -192,7 +188,7 @@ class MultiprocessRun(ControlledRun):
         if self._lost_cause is None:
             endpoints = [state.ready[i] for i in range(n)]
             for index in range(n):
-                self._send(index, ("start", endpoints))
+                self._send(index, (Kind.START, endpoints))
             self._wait(started, self.start_timeout, "workers to start")
         return self._lost_cause
 

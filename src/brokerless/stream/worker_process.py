@@ -29,7 +29,7 @@ import brokerless as zmq
 
 from .assignment import assign
 from .config import Config
-from .control import WorkerChannel, serve, started_info
+from .control import Kind, WorkerChannel, serve, started_info
 from .main_module import prepare_main
 from .messaging import SocketMessaging
 from .topology import load_topology
@@ -98,11 +98,11 @@ def worker_main(stdin_fd: int = 0) -> int:
             restore=job["restore"],
         )
         endpoint = worker.bind()
-        channel.send(("ready", endpoint))
+        channel.send((Kind.READY, endpoint))
         serve(worker, channel, started_info(worker, endpoint))
         return 0
     except Exception:
-        channel.send(("failed", traceback.format_exc()))
+        channel.send((Kind.FAILED, traceback.format_exc()))
         return 1
     finally:
         stopping.set()

@@ -83,7 +83,15 @@ Modules: ``wire`` (the messages' signing, the workers' ids, the limits), ``drive
 """
 
 from .driver import AttemptState, ControlledRun, close_control
-from .wire import MAX_FRAME, DriverGone, Signer, WorkerProcessError, new_key, worker_identity
+from .wire import (
+    MAX_FRAME,
+    DriverGone,
+    Kind,
+    Signer,
+    WorkerProcessError,
+    new_key,
+    worker_identity,
+)
 from .worker import WorkerChannel, serve, started_info
 
 __all__ = [
@@ -91,6 +99,7 @@ __all__ = [
     "AttemptState",
     "ControlledRun",
     "DriverGone",
+    "Kind",
     "Signer",
     "WorkerChannel",
     "WorkerProcessError",

@@ -22,6 +22,7 @@ from ..worker import Activity
 from .wire import (
     HEARTBEAT_MS,
     SNDHWM,
+    Kind,
     Signer,
     attempt_and_index,
     limit,
@@ -35,7 +36,7 @@ class AttemptState:
 
     ready: dict[int, str] = field(default_factory=dict)  # index -> virtual port endpoint
     started: dict[int, dict[str, Any]] = field(default_factory=dict)  # index -> info
-    replies: dict[tuple[str, int], dict[int, Any]] = field(default_factory=dict)  # to _question
+    replies: dict[tuple[Kind, int], dict[int, Any]] = field(default_factory=dict)  # to _question
     finals: dict[int, dict[str, Any]] = field(default_factory=dict)
     captured: list[tuple[str, str, tuple[Any, ...]]] = field(default_factory=list)
     errors: list[ErrorReport] = field(default_factory=list)
@@ -82,7 +83,7 @@ class ControlledRun(TopologyRun):
         control.heartbeat_timeout = 5 * HEARTBEAT_MS
         control.bind(bind)
         self._asked = 0
-        self._question: tuple[str, int] | None = None  # what _ask waits for
+        self._question: tuple[Kind, int] | None = None  # what _ask waits for
         self._stopped = False
         self.attempt = 0
         self.workers = 0
@@ -170,16 +171,16 @@ class ControlledRun(TopologyRun):
         if attempt != self.attempt:
             return
         kind = message[0]
-        if kind == "hello":
+        if kind == Kind.HELLO:
             if self.state.routes.get(index) != (connection, identity):
-                challenge = ("challenge", self._signer.challenge(connection))
+                challenge = (Kind.CHALLENGE, self._signer.challenge(connection))
                 try:
                     self._control.send_multipart(
                         [connection, *self._signer.pack(challenge, identity)], zmq.NOBLOCK
                     )
                 except zmq.ZMQError:  # gone already, or reads nothing: it proves nothing
                     pass
-        elif kind == "proof":
+        elif kind == Kind.PROOF:
             if hmac.compare_digest(message[1], self._signer.challenge(connection)):
                 self._route(index, connection, identity)
         else:
@@ -207,25 +208,25 @@ class ControlledRun(TopologyRun):
     def _handle(self, index: int, message: tuple[Any, ...]) -> None:
         state = self.state
         kind = message[0]
-        if kind == "ready":
+        if kind == Kind.READY:
             state.ready[index] = message[1]
-        elif kind == "started":
+        elif kind == Kind.STARTED:
             state.started[index] = message[1]
-        elif kind == "events":
+        elif kind == Kind.EVENTS:
             state.captured += message[1]
             state.errors += message[2]
-        elif kind in ("activity", "stats"):
+        elif kind in (Kind.ACTIVITY, Kind.STATS):
             if (kind, message[1]) == self._question:  # not a late or repeated answer
                 state.replies.setdefault(self._question, {})[index] = message[2]
-        elif kind == "final":
+        elif kind == Kind.FINAL:
             final = message[1]
             self.hung_threads += final["hung"]
             state.finals[index] = final
-        elif kind == "failed":
+        elif kind == Kind.FAILED:
             state.failures[index] = message[1]
-        elif kind == "checkpointed":
+        elif kind == Kind.CHECKPOINTED:
             self._drive_checkpoints(message[1])
-        elif kind == "lost":
+        elif kind == Kind.LOST:
             state.lost[index] = message[1]
 
     def _wait(self, done: Callable[[], Any], timeout: float | None, what: str) -> None:
@@ -244,7 +245,7 @@ class ControlledRun(TopologyRun):
                     raise TimeoutError(f"{self.plan.name!r}: timed out waiting for {what}")
                 self._attempt_changed.wait(min(remaining, self.poll_interval))
 
-    def _ask(self, kind: str, timeout: float = 30.0) -> list[Any]:
+    def _ask(self, kind: Kind, timeout: float = 30.0) -> list[Any]:
         """Ask every worker; returns their answers in worker order, all from one attempt (a
         new attempt meanwhile is asked again, once its workers are all there)."""
         with self._lock:
@@ -271,7 +272,7 @@ class ControlledRun(TopologyRun):
         meanwhile: whatever starts the next attempt, the run's supervisor, needs it)."""
         self._wait(self._accepting_questions, None, "the workers to start")
 
-    def _answered(self, key: tuple[str, int], n: int, epoch: int) -> bool:
+    def _answered(self, key: tuple[Kind, int], n: int, epoch: int) -> bool:
         """Every worker answered question ``key`` -- or the workers asked are gone."""
         return (
             self.epoch != epoch
@@ -289,7 +290,7 @@ class ControlledRun(TopologyRun):
         """Ask the ``running`` workers to stop; wait (up to ``timeout`` seconds) for their
         final reports, a failure, or none of them being ``alive()`` any more."""
         for index in running:
-            self._send(index, ("stop",))
+            self._send(index, (Kind.STOP,))
         deadline = time.monotonic() + timeout
         state = self.state
         while (
@@ -312,13 +313,13 @@ class ControlledRun(TopologyRun):
 
     def activity(self) -> list[Activity]:
         self._raise_if_stopped("its workers are gone")
-        return self._ask("activity")
+        return self._ask(Kind.ACTIVITY)
 
     def statistics(self) -> Statistics:
         if self._stopped:
             finals = self.state.finals
             return Statistics.merge(finals[i]["snapshot"] for i in sorted(finals))
-        return Statistics.merge(self._ask("stats"))
+        return Statistics.merge(self._ask(Kind.STATS))
 
     def errors(self) -> list[ErrorReport]:
         self._look()
@@ -333,7 +334,9 @@ class ControlledRun(TopologyRun):
 
     def _broadcast(self, step: Step, checkpoint: int) -> None:
         for index in range(self.workers):
-            self._send(index, (step.value, checkpoint))
+            self._send(
+                index, (Kind.CHECKPOINT if step is Step.CHECKPOINT else Kind.COMMIT, checkpoint)
+            )
 
     def _supervise_once(self) -> None:
         if not self._stopped:

@@ -3,6 +3,7 @@ end takes in (see the package doc)."""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
 import os
@@ -21,6 +22,31 @@ RCVHWM = 16  # messages a control socket holds per connection for a reader that 
 SNDHWM = 1000  # commands the driver queues for one connection
 MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 MONITOR_HEADER = struct.Struct("=HI")
+
+
+class Kind(enum.StrEnum):
+    """What a control message is: its first item (see the package doc for each one's fields
+    and direction).  ``ACTIVITY`` and ``STATS`` go both ways: the question, then each answer."""
+
+    # worker -> driver
+    HELLO = "hello"
+    PROOF = "proof"
+    READY = "ready"
+    STARTED = "started"
+    EVENTS = "events"
+    FINAL = "final"
+    FAILED = "failed"
+    CHECKPOINTED = "checkpointed"
+    LOST = "lost"
+    # driver -> worker
+    CHALLENGE = "challenge"
+    START = "start"
+    STOP = "stop"
+    CHECKPOINT = "checkpoint"
+    COMMIT = "commit"
+    # both ways
+    ACTIVITY = "activity"
+    STATS = "stats"
 
 
 class WorkerProcessError(RuntimeError):

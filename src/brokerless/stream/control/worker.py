@@ -22,6 +22,7 @@ from .wire import (
     REPORT_BYTES,
     WORKER_POLL,
     DriverGone,
+    Kind,
     Signer,
     limit,
     worker_identity,
@@ -71,7 +72,7 @@ class WorkerChannel:
     ) -> None:
         """Report captured tuples and errors, in as many messages as keep each to about
         ``REPORT_BYTES``."""
-        payload = pickle.dumps(("events", captured, errors), pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((Kind.EVENTS, captured, errors), pickle.HIGHEST_PROTOCOL)
         count = len(captured) + len(errors)
         if len(payload) <= REPORT_BYTES or count == 1:
             self._send_payload(payload)
@@ -99,7 +100,7 @@ class WorkerChannel:
                 event, _ = MONITOR_HEADER.unpack(header[: MONITOR_HEADER.size])
                 if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     self._lost_since = None
-                    self.send(("hello",))  # a new connection: the driver asks for a proof
+                    self.send((Kind.HELLO,))  # a new connection: the driver asks for a proof
                 elif self._lost_since is None:
                     self._lost_since = time.monotonic()
         lost = self._lost_since
@@ -120,8 +121,8 @@ class WorkerChannel:
                 )
                 if command is None:
                     continue
-                if command[0] == "challenge":
-                    self.send(("proof", command[1]))
+                if command[0] == Kind.CHALLENGE:
+                    self.send((Kind.PROOF, command[1]))
                     continue
                 return command
         return None
@@ -162,33 +163,33 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
     checkpoints = worker.checkpoints
     try:
         if worker.started:
-            channel.send(("started", info))
+            channel.send((Kind.STARTED, info))
         while True:
             command = channel.recv(WORKER_POLL)
             if command is not None:
                 kind = command[0]
-                if kind == "start":
+                if kind == Kind.START:
                     worker.start(command[1])
-                    channel.send(("started", info))
-                elif kind == "activity":
-                    channel.send(("activity", command[1], worker.activity()))
-                elif kind == "stats":
-                    channel.send(("stats", command[1], worker.snapshot()))
-                elif kind == "checkpoint":
+                    channel.send((Kind.STARTED, info))
+                elif kind == Kind.ACTIVITY:
+                    channel.send((Kind.ACTIVITY, command[1], worker.activity()))
+                elif kind == Kind.STATS:
+                    channel.send((Kind.STATS, command[1], worker.snapshot()))
+                elif kind == Kind.CHECKPOINT:
                     worker.checkpoint(command[1])
-                elif kind == "commit":
+                elif kind == Kind.COMMIT:
                     worker.commit(command[1])
-                elif kind == "stop":
+                elif kind == Kind.STOP:
                     break
             events()
             if checkpoints is not None:
                 acks = checkpoints.take_acks()
                 if acks:
-                    channel.send(("checkpointed", acks))
+                    channel.send((Kind.CHECKPOINTED, acks))
                 if worker.failure is not None:  # the run rolls back
-                    channel.send(("lost", worker.failure))
+                    channel.send((Kind.LOST, worker.failure))
                     break
     finally:
         hung = worker.stop()
     events()
-    channel.send(("final", {"snapshot": worker.snapshot(), "hung": hung}))
+    channel.send((Kind.FINAL, {"snapshot": worker.snapshot(), "hung": hung}))
