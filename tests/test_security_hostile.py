@@ -1,9 +1,11 @@
 """Hostile PLAIN and CURVE peers over tcp cost only their own connection (issue 13).
 
-A PULL bound on tcp as a PLAIN or CURVE server takes numbered messages from two good clients (a
+A PULL bound on tcp as a PLAIN or CURVE server (with a ZAP handler that knows the good clients'
+user or key) takes numbered messages from two good clients (a
 brokerless and a libzmq PUSH) while raw TCP clients attack it: malformed and oversized HELLOs,
 INITIATEs with forged cookies, boxes or vouches, data frames before READY, and, after a complete
-handshake, a replayed, reordered or altered MESSAGE and an unencrypted frame.  The server must
+handshake, a replayed, reordered or altered MESSAGE and an unencrypted frame; and clients the
+ZAP handler refuses.  The server must
 close each attacking connection at once (well within HANDSHAKE_IVL, so the fault closed it, not
 the timer), report it on its monitor with libzmq's event and code (``Outcome.check`` says where
 libzmq reports more), deliver what the attacker sent before its
@@ -33,7 +35,14 @@ from zmq.utils import z85
 
 import brokerless as zmq
 
-from .security_helpers import ZapHandler, handshake_events, make_keys, plain_policy, secure
+from .security_helpers import (
+    ZapHandler,
+    handshake_events,
+    keys_policy,
+    make_keys,
+    plain_policy,
+    secure,
+)
 from .test_faults import Stream, frame, greeting, read_exact, wait_closed
 
 pytestmark = pytest.mark.timeout(60)
@@ -73,13 +82,23 @@ def open_greeting(sock: socket.socket, mechanism: bytes) -> None:
 # -- a CURVE client by hand (RFC 26) -------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Keys:
+    """The attacked server's public key and the key pair its ZAP handler admits (raw)."""
+
+    server: bytes
+    client: tuple[bytes, bytes]
+
+
 class RawCurve:
     """One CurveZMQ client connection's keys and nonces; each method returns a command or data
     frame to send, or reads one the server sent."""
 
-    def __init__(self, server_public: bytes) -> None:
-        self.server = server_public
-        self.public, self.secret = sodium.crypto_box_keypair()
+    def __init__(self, keys: Keys, known: bool = False) -> None:
+        """With ``known``, the permanent key pair is the one the server's ZAP handler knows
+        (an insider's), else one of its own."""
+        self.server = keys.server
+        self.public, self.secret = keys.client if known else sodium.crypto_box_keypair()
         self.short_public, self.short_secret = sodium.crypto_box_keypair()
         self.nonce = 0
         self.server_short = self.cookie = b""
@@ -190,38 +209,37 @@ def dropped(code: int, *delivered: bytes) -> Outcome:
 
 
 Connect = Callable[[], socket.socket]
-#: An attack: (its connection, the server's public key, a factory of more connections) -> what
-#: it expects.
-Attack = Callable[[socket.socket, bytes, Connect], Outcome]
+#: An attack: (its connection, the keys, a factory of more connections) -> what it expects.
+Attack = Callable[[socket.socket, Keys, Connect], Outcome]
 
 
-def curve_malformed_hello(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
+def curve_malformed_hello(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     open_greeting(sock, b"CURVE")
     sock.sendall(frame(b"\x05HELLO\x01\x00" + bytes(150), command=True))
     return failed(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO)
 
 
-def curve_oversized_hello(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
+def curve_oversized_hello(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     open_greeting(sock, b"CURVE")
-    sock.sendall(frame(RawCurve(server).hello()[2:] + bytes(5000), command=True))
+    sock.sendall(frame(RawCurve(keys).hello()[2:] + bytes(5000), command=True))
     return failed(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO)
 
 
-def curve_hello_of_version_2(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
+def curve_hello_of_version_2(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     open_greeting(sock, b"CURVE")
-    sock.sendall(RawCurve(server).hello(version=b"\x02\x00"))
+    sock.sendall(RawCurve(keys).hello(version=b"\x02\x00"))
     return failed(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO)
 
 
-def curve_hello_for_another_server(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
+def curve_hello_for_another_server(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     """A bad box: HELLO's signature box sealed for another server key."""
     open_greeting(sock, b"CURVE")
-    sock.sendall(RawCurve(server).hello(server=sodium.crypto_box_keypair()[0]))
+    sock.sendall(RawCurve(keys).hello(server=sodium.crypto_box_keypair()[0]))
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
-def curve_short_initiate(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_short_initiate(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -229,8 +247,8 @@ def curve_short_initiate(sock: socket.socket, server: bytes, connect: Connect) -
     return failed(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE)
 
 
-def curve_oversized_bogus_initiate(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_oversized_bogus_initiate(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -238,8 +256,8 @@ def curve_oversized_bogus_initiate(sock: socket.socket, server: bytes, connect: 
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
-def curve_forged_cookie(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_forged_cookie(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -250,15 +268,15 @@ def curve_forged_cookie(sock: socket.socket, server: bytes, connect: Connect) ->
 
 
 def curve_cookie_of_another_connection(
-    sock: socket.socket, server: bytes, connect: Connect
+    sock: socket.socket, keys: Keys, connect: Connect
 ) -> Outcome:
     """The cookie of a handshake on another connection, brought by this one's INITIATE."""
     other = connect()  # open until the test ends: its own end is no event of this attack's
-    donor = RawCurve(server)
+    donor = RawCurve(keys)
     open_greeting(other, b"CURVE")
     other.sendall(donor.hello())
     donor.read_welcome(other)
-    client = RawCurve(server)
+    client = RawCurve(keys)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -266,9 +284,10 @@ def curve_cookie_of_another_connection(
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
-def curve_forged_vouch(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    """A vouch signed with a key other than the permanent key the INITIATE claims."""
-    client = RawCurve(server)
+def curve_forged_vouch(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    """An INITIATE that claims the known client's permanent key, its vouch signed with another
+    (the attacker does not have the known client's secret key)."""
+    client = RawCurve(keys, known=True)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -276,8 +295,8 @@ def curve_forged_vouch(sock: socket.socket, server: bytes, connect: Connect) -> 
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
-def curve_vouch_for_another_server(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_vouch_for_another_server(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys, known=True)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -285,8 +304,8 @@ def curve_vouch_for_another_server(sock: socket.socket, server: bytes, connect: 
     return failed(_E.PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE)
 
 
-def curve_data_frame_before_ready(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_data_frame_before_ready(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys)
     open_greeting(sock, b"CURVE")
     sock.sendall(client.hello())
     client.read_welcome(sock)
@@ -296,16 +315,16 @@ def curve_data_frame_before_ready(sock: socket.socket, server: bytes, connect: C
     return failed(_E.PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND)
 
 
-def curve_replayed_message(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_replayed_message(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys, known=True)
     client.handshake(sock)
     once = client.message(ATTACKER + b":0:")
     sock.sendall(once + once + client.message(ATTACKER + b":1:"))
     return dropped(_E.PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE, b"0")
 
 
-def curve_reordered_message(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_reordered_message(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys, known=True)
     client.handshake(sock)
     first, second = client.next_nonce(), client.next_nonce()
     sock.sendall(
@@ -314,8 +333,8 @@ def curve_reordered_message(sock: socket.socket, server: bytes, connect: Connect
     return dropped(_E.PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE, b"1")
 
 
-def curve_altered_box(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_altered_box(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys, known=True)
     client.handshake(sock)
     first = client.message(ATTACKER + b":0:")
     altered = bytearray(client.message(ATTACKER + b":1:"))
@@ -324,11 +343,21 @@ def curve_altered_box(sock: socket.socket, server: bytes, connect: Connect) -> O
     return dropped(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC, b"0")
 
 
-def curve_unencrypted_frame(sock: socket.socket, server: bytes, connect: Connect) -> Outcome:
-    client = RawCurve(server)
+def curve_unencrypted_frame(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    client = RawCurve(keys, known=True)
     client.handshake(sock)
     sock.sendall(client.message(ATTACKER + b":0:") + frame(ATTACKER + b":1:"))
     return dropped(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED, b"0")
+
+
+def curve_unknown_client_key(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
+    """A well-formed handshake with a client key the server's ZAP handler does not know."""
+    client = RawCurve(keys)
+    open_greeting(sock, b"CURVE")
+    sock.sendall(client.hello())
+    client.read_welcome(sock)
+    sock.sendall(client.initiate())
+    return Outcome(_E.HANDSHAKE_FAILED_AUTH, 400)
 
 
 def plain_hello(username: bytes, password: bytes, trailing: bytes = b"") -> bytes:
@@ -336,13 +365,13 @@ def plain_hello(username: bytes, password: bytes, trailing: bytes = b"") -> byte
     return frame(b"\x05HELLO" + credentials + trailing, command=True)
 
 
-def plain_malformed_hello(sock: socket.socket, _: bytes, connect: Connect) -> Outcome:
+def plain_malformed_hello(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     open_greeting(sock, b"PLAIN")
     sock.sendall(plain_hello(b"admin", b"secret", trailing=b"more"))
     return failed(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO)
 
 
-def plain_data_frame_before_ready(sock: socket.socket, _: bytes, connect: Connect) -> Outcome:
+def plain_data_frame_before_ready(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     open_greeting(sock, b"PLAIN")
     sock.sendall(plain_hello(b"admin", b"secret"))
     assert read_command(sock) == b"\x07WELCOME"
@@ -351,7 +380,7 @@ def plain_data_frame_before_ready(sock: socket.socket, _: bytes, connect: Connec
     return failed(_E.PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND)
 
 
-def plain_wrong_password(sock: socket.socket, _: bytes, connect: Connect) -> Outcome:
+def plain_wrong_password(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     open_greeting(sock, b"PLAIN")
     sock.sendall(plain_hello(b"admin", b"wrong"))
     return Outcome(_E.HANDSHAKE_FAILED_AUTH, 400)
@@ -374,6 +403,7 @@ ATTACKS: dict[str, list[Attack]] = {
         curve_reordered_message,
         curve_altered_box,
         curve_unencrypted_frame,
+        curve_unknown_client_key,
     ],
     "plain": [plain_malformed_hello, plain_data_frame_before_ready, plain_wrong_password],
 }
@@ -406,8 +436,9 @@ def serve(mechanism: str, make, lmake, ctx, handlers: list[ZapHandler]) -> Serve
     """A PULL bound on tcp as a ``mechanism`` server, its two good clients connected and
     through their handshakes, its monitor drained."""
     keys = make_keys(zmq)
-    if mechanism == "plain":
-        handlers.append(ZapHandler(zmq, ctx, plain_policy))
+    known = {z85.decode(keys["client_public"])}  # the good clients' key, as ZAP passes it
+    policy = plain_policy if mechanism == "plain" else keys_policy(known)
+    handlers.append(ZapHandler(zmq, ctx, policy))
     pull = make(zmq.PULL, RCVHWM=0)
     monitor = pull.get_monitor_socket(handshake_events(zmq) | zmq.EVENT_DISCONNECTED)
     pushes = {b"bl": make(zmq.PUSH, SNDHWM=0), b"lib": lmake(libzmq.PUSH, SNDHWM=0)}
@@ -453,9 +484,9 @@ def connections():
 
 #: Where brokerless does better than libzmq 4.3.5: libzmq checks only the vouch's first key
 #: (the client's short-term one) and lets a vouch for another server through; and after its ZAP
-#: handler refused a PLAIN client it sends ERROR but keeps the connection open until the peer
-#: closes it or HANDSHAKE_IVL (30 s) runs out.
-BEYOND_LIBZMQ = {curve_vouch_for_another_server, plain_wrong_password}
+#: handler refused a client it sends ERROR but keeps the connection open until the peer closes
+#: it or HANDSHAKE_IVL (30 s) runs out.
+BEYOND_LIBZMQ = {curve_vouch_for_another_server, curve_unknown_client_key, plain_wrong_password}
 
 
 def attacks(mechanism: str) -> list:
@@ -479,9 +510,12 @@ def test_a_hostile_handshake_costs_only_its_own_connection(
         server.stream.step()
     raw = connections(server.port)
     started = time.monotonic()
-    expected = attack(
-        raw, z85.decode(server.keys["server_public"]), partial(connections, server.port)
+    keys = Keys(
+        z85.decode(server.keys["server_public"]),
+        (z85.decode(server.keys["client_public"]), z85.decode(server.keys["client_secret"])),
     )
+    expected = attack(raw, keys, partial(connections, server.port))
+
     wait_closed(raw, server.stream)
     took = time.monotonic() - started
     assert took < DEADLINE_MS / 1000, f"closed after {took:.1f} s"  # the fault, not HANDSHAKE_IVL
