@@ -163,12 +163,18 @@ class RawCurve:
         )
         return frame(b"\x07MESSAGE" + short + box)
 
-    def handshake(self, sock: socket.socket) -> None:
+    def welcomed(self, sock: socket.socket) -> RawCurve:
+        """Greeting, HELLO and the server's WELCOME on ``sock``: INITIATE comes next."""
         open_greeting(sock, b"CURVE")
         sock.sendall(self.hello())
         self.read_welcome(sock)
+        return self
+
+    def handshake(self, sock: socket.socket) -> RawCurve:
+        self.welcomed(sock)
         sock.sendall(self.initiate())
         self.read_ready(sock)
+        return self
 
 
 # -- the attacks: each sends its fault and says what the server's monitor reports ----------------
@@ -239,28 +245,19 @@ def curve_hello_for_another_server(sock: socket.socket, keys: Keys, connect: Con
 
 
 def curve_short_initiate(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys).welcomed(sock)
     sock.sendall(frame(b"\x08INITIATE" + client.cookie + bytes(100), command=True))
     return failed(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE)
 
 
 def curve_oversized_bogus_initiate(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys).welcomed(sock)
     sock.sendall(frame(b"\x08INITIATE" + client.cookie + os.urandom(1 << 16), command=True))
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
 def curve_forged_cookie(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys).welcomed(sock)
     cookie = bytearray(client.cookie)
     cookie[40] ^= 0x01
     sock.sendall(client.initiate(cookie=bytes(cookie)))
@@ -272,14 +269,8 @@ def curve_cookie_of_another_connection(
 ) -> Outcome:
     """The cookie of a handshake on another connection, brought by this one's INITIATE."""
     other = connect()  # open until the test ends: its own end is no event of this attack's
-    donor = RawCurve(keys)
-    open_greeting(other, b"CURVE")
-    other.sendall(donor.hello())
-    donor.read_welcome(other)
-    client = RawCurve(keys)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    donor = RawCurve(keys).welcomed(other)
+    client = RawCurve(keys).welcomed(sock)
     sock.sendall(client.initiate(cookie=donor.cookie))
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
@@ -287,28 +278,19 @@ def curve_cookie_of_another_connection(
 def curve_forged_vouch(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     """An INITIATE that claims the known client's permanent key, its vouch signed with another
     (the attacker does not have the known client's secret key)."""
-    client = RawCurve(keys, known=True)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys, known=True).welcomed(sock)
     sock.sendall(client.initiate(vouch_secret=sodium.crypto_box_keypair()[1]))
     return failed(_E.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
 def curve_vouch_for_another_server(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys, known=True)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys, known=True).welcomed(sock)
     sock.sendall(client.initiate(vouched_server=sodium.crypto_box_keypair()[0]))
     return failed(_E.PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE)
 
 
 def curve_data_frame_before_ready(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys).welcomed(sock)
     # (a data frame that reads as a command of another name: libzmq, which takes any frame as
     # a command here, then names the fault as brokerless does)
     sock.sendall(frame(b"\x04DATA" + ATTACKER, more=True) + client.initiate())
@@ -316,16 +298,14 @@ def curve_data_frame_before_ready(sock: socket.socket, keys: Keys, connect: Conn
 
 
 def curve_replayed_message(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys, known=True)
-    client.handshake(sock)
+    client = RawCurve(keys, known=True).handshake(sock)
     once = client.message(ATTACKER + b":0:")
     sock.sendall(once + once + client.message(ATTACKER + b":1:"))
     return dropped(_E.PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE, b"0")
 
 
 def curve_reordered_message(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys, known=True)
-    client.handshake(sock)
+    client = RawCurve(keys, known=True).handshake(sock)
     first, second = client.next_nonce(), client.next_nonce()
     sock.sendall(
         client.message(ATTACKER + b":1:", second) + client.message(ATTACKER + b":0:", first)
@@ -334,8 +314,7 @@ def curve_reordered_message(sock: socket.socket, keys: Keys, connect: Connect) -
 
 
 def curve_altered_box(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys, known=True)
-    client.handshake(sock)
+    client = RawCurve(keys, known=True).handshake(sock)
     first = client.message(ATTACKER + b":0:")
     altered = bytearray(client.message(ATTACKER + b":1:"))
     altered[-3] ^= 0x01
@@ -344,18 +323,14 @@ def curve_altered_box(sock: socket.socket, keys: Keys, connect: Connect) -> Outc
 
 
 def curve_unencrypted_frame(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
-    client = RawCurve(keys, known=True)
-    client.handshake(sock)
+    client = RawCurve(keys, known=True).handshake(sock)
     sock.sendall(client.message(ATTACKER + b":0:") + frame(ATTACKER + b":1:"))
     return dropped(_E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED, b"0")
 
 
 def curve_unknown_client_key(sock: socket.socket, keys: Keys, connect: Connect) -> Outcome:
     """A well-formed handshake with a client key the server's ZAP handler does not know."""
-    client = RawCurve(keys)
-    open_greeting(sock, b"CURVE")
-    sock.sendall(client.hello())
-    client.read_welcome(sock)
+    client = RawCurve(keys).welcomed(sock)
     sock.sendall(client.initiate())
     return Outcome(_E.HANDSHAKE_FAILED_AUTH, 400)
 
