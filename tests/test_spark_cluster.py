@@ -2,7 +2,9 @@
 pyspark's own ``spark-class``, on 127.0.0.1 (``spark_cluster.py``).  The word count and the
 demo give exact results with one worker in each Worker's executor; a Worker JVM killed mid-run
 (its executor with it) makes the run wait for a slot -- saying so -- and recover with exact
-counts once the Worker is back; everything the cluster started is gone at the end.
+counts once the Worker is back, both for a finite input replayed from the start and for a
+checkpointed word count over live input (``live_input.py``), which rolls back to its last
+checkpoint; everything the cluster started is gone at the end.
 
 Marked ``cluster`` and left out of the default suite (the JVMs take minutes to start on a
 small machine): ``make test-cluster``, or ``pytest -m cluster tests/test_spark_cluster.py``.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from brokerless.spark.demo import run_demo, sherlock_topology, top_words, word_c
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import run_to_completion
 
+from .live_input import SECONDS, LiveInput
 from .processes import descendants
 from .spark_cluster import Daemon, StandaloneCluster
 from .stream_topologies import wait_for
@@ -155,3 +159,40 @@ def test_a_killed_worker_jvm_restarted_recovers_with_exact_counts(cluster, spark
     assert result.errors == []
     assert final_counts(result.emitted("count")) == word_counts(lines)
     assert result.statistics["lines"].acked == lines
+
+
+def test_a_live_word_count_that_loses_an_executor_counts_exactly_what_was_sent(
+    cluster, spark, tmp_path
+):
+    # The word count reads a log that a pyzmq PUSH feeds while it runs (for a minute under
+    # make test-cluster), so replay from the start is no answer: the second attempt restores
+    # the last complete checkpoint (its state, the spout's position in the log) and goes on.
+    # The log and the checkpoints are on this machine's disk, which every executor here reaches.
+    with LiveInput(str(tmp_path)) as live:
+        run = run_on_spark(live.topology(), spark=spark, workers=WORKERS, max_attempts=2)
+        with run:
+            live.send()
+            started = time.monotonic()
+            wait_for(
+                lambda: (
+                    run.checkpoint_statistics().completed >= 2
+                    and time.monotonic() - started > SECONDS / 2
+                ),
+                timeout=60 + SECONDS,
+                what="two checkpoints, half-way",
+            )
+            victim = hosting(cluster, run.worker_pids[1])
+            cluster.kill_worker(victim)  # the Worker JVM, its executor and Python workers
+            wait_for(
+                lambda: run.attempt == 2 and run.phase is Phase.WAITING_FOR_SLOTS,
+                timeout=120,
+                what="the second attempt to wait for a slot",
+            )
+            cluster.start_worker(cores=1)
+            live.wait_until_sent()
+            run.wait_until_done(300)
+            run.checkpoint()
+            assert run.attempt == 2 and len(run.restarts) == 1
+            assert "ExecutorLostFailure" in run.restarts[0]
+            assert run.checkpoint_statistics().restored_from >= 2  # not from the start
+    live.check()
