@@ -19,8 +19,9 @@ import brokerless as zmq
 from brokerless.spark.wal import WriteAheadLog
 from brokerless.stream import Config, Topology, fields, read_state
 from brokerless.stream.examples import SENTENCES
+from brokerless.stream.run import TopologyRun
 
-from .stream_topologies import EndingWALSpout, StatefulCount, WordSplit
+from .stream_topologies import EndingWALSpout, StatefulCount, WordSplit, wait_for
 
 SECONDS = float(os.environ.get("BROKERLESS_RECOVERY_SECONDS", "3"))
 RATE = 400  # sentences per second
@@ -108,7 +109,8 @@ def words(sent: list[str]) -> collections.Counter[str]:
 
 class LiveInput:
     """A word count's live input (a context manager): the ingest thread, its log in
-    ``directory``/wal, the checkpoints' location, and the sender, started by ``send``."""
+    ``directory``/wal, the checkpoints' location, and the sender, started by
+    ``send_until_half_way``."""
 
     def __init__(self, directory: str) -> None:
         self.wal = f"{directory}/wal"
@@ -122,14 +124,28 @@ class LiveInput:
     def topology(self) -> Topology:
         return live_word_count(self.wal, self.checkpoints)
 
-    def send(self) -> None:
+    def send_until_half_way(self, run: TopologyRun, timeout: float) -> None:
+        """Start the sender; return once it has sent for half its time and ``run`` has
+        completed two checkpoints (the moment to lose a worker)."""
         self.sender.start()
+        started = time.monotonic()
+        wait_for(
+            lambda: (
+                run.checkpoint_statistics().completed >= 2
+                and time.monotonic() - started > SECONDS / 2
+            ),
+            timeout=timeout + SECONDS,
+            what="two checkpoints, half-way",
+        )
 
-    def wait_until_sent(self) -> None:
-        """Until the sender has sent END and the log holds it."""
+    def finish(self, run: TopologyRun, timeout: float) -> None:
+        """Wait until the sender has sent END and the log holds it, then until ``run`` has
+        processed all of it (up to ``timeout`` seconds); take a checkpoint of it all."""
         self.sender.join(SECONDS + 30)
         assert not self.sender.is_alive(), "the sender is still sending"
         assert self.ingest.ended.wait(30), "END never reached the log"
+        run.wait_until_done(timeout)
+        run.checkpoint()
 
     def check(self) -> None:
         """The log holds everything sent, and the last checkpoint counts it exactly."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import io
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from brokerless.spark.demo import run_demo, sherlock_topology, top_words, word_c
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import run_to_completion
 
-from .live_input import SECONDS, LiveInput
+from .live_input import LiveInput
 from .processes import descendants
 from .spark_cluster import Daemon, StandaloneCluster
 from .stream_topologies import wait_for
@@ -171,16 +170,7 @@ def test_a_live_word_count_that_loses_an_executor_counts_exactly_what_was_sent(
     with LiveInput(str(tmp_path)) as live:
         run = run_on_spark(live.topology(), spark=spark, workers=WORKERS, max_attempts=2)
         with run:
-            live.send()
-            started = time.monotonic()
-            wait_for(
-                lambda: (
-                    run.checkpoint_statistics().completed >= 2
-                    and time.monotonic() - started > SECONDS / 2
-                ),
-                timeout=60 + SECONDS,
-                what="two checkpoints, half-way",
-            )
+            live.send_until_half_way(run, timeout=60)
             victim = hosting(cluster, run.worker_pids[1])
             cluster.kill_worker(victim)  # the Worker JVM, its executor and Python workers
             wait_for(
@@ -189,9 +179,7 @@ def test_a_live_word_count_that_loses_an_executor_counts_exactly_what_was_sent(
                 what="the second attempt to wait for a slot",
             )
             cluster.start_worker(cores=1)
-            live.wait_until_sent()
-            run.wait_until_done(300)
-            run.checkpoint()
+            live.finish(run, timeout=300)
             assert run.attempt == 2 and len(run.restarts) == 1
             assert "ExecutorLostFailure" in run.restarts[0]
             assert run.checkpoint_statistics().restored_from >= 2  # not from the start

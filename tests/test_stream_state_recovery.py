@@ -13,15 +13,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import pytest
 
+from brokerless.spark import run_on_spark, session_builder
 from brokerless.stream import run_local, run_multiprocess
 
 from .live_input import SECONDS, LiveInput
 from .processes import child_pids
-from .stream_topologies import wait_for
 
 pytestmark = pytest.mark.timeout(180 + 3 * SECONDS)
 
@@ -29,8 +28,6 @@ pytestmark = pytest.mark.timeout(180 + 3 * SECONDS)
 @pytest.fixture(scope="module")
 def spark_session():
     """A local Spark session with a task slot for each of the word count's two workers."""
-    from brokerless.spark import session_builder  # pyspark loads only for the Spark case
-
     with pytest.MonkeyPatch.context() as env:  # PySpark reads the workers' Python from here
         env.setenv("PYSPARK_PYTHON", sys.executable)
         session = (
@@ -50,33 +47,20 @@ def test_a_live_word_count_that_loses_a_worker_counts_exactly_what_was_sent(
     before = child_pids()
     with LiveInput(str(tmp_path)) as live:
         if mode == "spark":
-            from brokerless.spark import run_on_spark
-
             run = run_on_spark(live.topology(), spark=request.getfixturevalue("spark_session"))
         elif mode == "multiprocess":
             run = run_multiprocess(live.topology())
         else:
             run = run_local(live.topology())
         with run:
-            live.send()
-            started = time.monotonic()
-            wait_for(
-                lambda: (
-                    run.checkpoint_statistics().completed >= 2
-                    and time.monotonic() - started > SECONDS / 2
-                ),
-                timeout=30 + SECONDS,
-                what="two checkpoints, half-way",
-            )
+            live.send_until_half_way(run, timeout=30)
             if mode == "local":
                 run.kill_worker(1)
             elif mode == "multiprocess":
                 os.kill(run.pids[1], signal.SIGKILL)
             else:
                 os.kill(run.worker_pids[1], signal.SIGKILL)  # the task's Python worker
-            live.wait_until_sent()
-            run.wait_until_done(60 + SECONDS)
-            run.checkpoint()
+            live.finish(run, timeout=60 + SECONDS)
             assert len(run.restarts) == 1
             assert run.checkpoint_statistics().restored_from >= 2  # not from the start
     live.check()
