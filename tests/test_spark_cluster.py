@@ -4,7 +4,8 @@ demo give exact results with one worker in each Worker's executor; a Worker JVM 
 (its executor with it) makes the run wait for a slot -- saying so -- and recover with exact
 counts once the Worker is back, both for a finite input replayed from the start and for a
 checkpointed word count over live input (``live_input.py``), which rolls back to its last
-checkpoint; everything the cluster started is gone at the end.
+checkpoint; a session with dynamic allocation is refused at once; everything the cluster
+started is gone at the end.
 
 Marked ``cluster`` and left out of the default suite (the JVMs take minutes to start on a
 small machine): ``make test-cluster``, or ``pytest -m cluster tests/test_spark_cluster.py``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -77,6 +79,32 @@ def spark(cluster):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+#: A driver of its own (one SparkContext per process) on the cluster, with dynamic allocation.
+DYNAMIC_ALLOCATION = """
+import sys, time
+from brokerless.spark import run_on_spark, session_builder
+from brokerless.stream import TopologyError
+from brokerless.stream.examples import word_count_topology
+
+builder = session_builder(sys.argv[1], "brokerless-dynamic-allocation")
+for key, value in [
+    ("spark.ui.enabled", "false"),
+    ("spark.driver.host", "127.0.0.1"),
+    ("spark.dynamicAllocation.enabled", "true"),
+    ("spark.dynamicAllocation.shuffleTracking.enabled", "true"),
+]:
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+began = time.monotonic()
+try:
+    run_on_spark(word_count_topology(), spark=spark, workers=2).stop()
+except TopologyError as error:
+    print(f"after {time.monotonic() - began:.1f} s: {error}")
+finally:
+    spark.stop()
+"""
 
 
 def hosting(cluster: StandaloneCluster, pid: int) -> Daemon:
@@ -158,6 +186,29 @@ def test_a_killed_worker_jvm_restarted_recovers_with_exact_counts(cluster, spark
     assert result.errors == []
     assert final_counts(result.emitted("count")) == word_counts(lines)
     assert result.statistics["lines"].acked == lines
+
+
+def test_dynamic_allocation_is_refused_at_once_with_sparks_reason(cluster):
+    # README: Spark runs no barrier stage under dynamic allocation, so it cannot replace a
+    # lost executor for a topology; the run says so at once.  (Such an application starts
+    # with no executors and asks for some only for work it was given: a run that waited for
+    # slots waited start_timeout, then blamed the cluster's cores.)
+    driver = subprocess.run(
+        [sys.executable, "-c", DYNAMIC_ALLOCATION, cluster.url],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    found = re.search(r"^after ([\d.]+) s: (.*)", driver.stdout, re.M)
+    assert found, driver.stdout + driver.stderr[-3000:]
+    assert found[2].startswith(
+        "topology 'word-count' cannot run in a Spark session with dynamic allocation "
+        "(spark.dynamicAllocation.enabled=true): Spark runs no barrier stage then "
+        "(BarrierJobRunWithDynamicAllocationException)"
+    ), found[2]
+    assert "spark.cores.max" in found[2]
+    assert float(found[1]) < 30  # not after start_timeout (120 s) of waiting for slots
 
 
 def test_a_live_word_count_that_loses_an_executor_counts_exactly_what_was_sent(

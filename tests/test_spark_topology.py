@@ -39,7 +39,7 @@ from brokerless.spark import (
 from brokerless.spark import topology as spark_topology
 from brokerless.spark.demo import book_lines, run_demo, sherlock_topology, top_words, word_counts
 from brokerless.spark.failures import JobEnd, job_failure
-from brokerless.spark.session import slot_shortage
+from brokerless.spark.session import barrier_refusal, slot_shortage
 from brokerless.stream import Topology, TopologyError, WorkerProcessError, all_, shuffle
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
@@ -199,6 +199,22 @@ def test_the_slot_error_names_what_to_change_on_each_kind_of_master():
         assert "local[" not in shortage(master), master
     assert "more Workers (or Workers with more --cores)" in shortage("spark://host:7077")
     assert "spark.executor.instances" in shortage("yarn")
+
+
+def test_a_session_with_dynamic_allocation_is_refused_as_spark_would():
+    def refusal(master: str, **conf: str) -> str | None:
+        settings = {f"spark.dynamicAllocation.{key}": value for key, value in conf.items()}
+        return barrier_refusal(SimpleNamespace(master=master, getConf=lambda: settings), "t")
+
+    for master in ("spark://h:7077", "yarn", "local-cluster[2,1,512]"):
+        assert refusal(master) is None
+        assert refusal(master, enabled="false") is None
+        message = refusal(master, enabled="true")
+        assert message is not None
+        assert "BarrierJobRunWithDynamicAllocationException" in message
+        assert "spark.executor.instances, or spark.cores.max" in message
+    assert refusal("local[2]", enabled="true") is None  # Spark ignores it in-process
+    assert refusal("local[2]", enabled="true", testing="true") is not None  # unless testing
 
 
 @pytest.mark.timeout(180)

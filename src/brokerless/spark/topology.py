@@ -53,9 +53,11 @@ stops and raises one :class:`WorkerProcessError` naming each attempt's whole cau
 control channel ignores late messages from an older attempt, and questions (``statistics``,
 ``wait_until_done``) wait across a restart and are asked again of the new workers.  A
 worker whose own code raises (its executor cannot import the topology's module, say), a stage
-Spark will never run (dynamic allocation) and a job cancelled by someone else are not
-retried: every attempt would end the same way.  A failure found by the background thread is
-raised to the next caller.
+Spark will never run and a job cancelled by someone else are not retried: every attempt would
+end the same way.  A session with dynamic allocation, where Spark runs no barrier stage (and
+an application asks for no executors before it has work), is refused before anything waits
+or is submitted (:func:`~brokerless.spark.session.barrier_refusal`).  A failure found by the
+background thread is raised to the next caller.
 
 *Recovering state.*  A topology without stateful bolts recovers by replay from the start:
 every attempt begins from nothing -- spouts from their first tuple, bolts with empty state.
@@ -107,6 +109,7 @@ from brokerless.stream.testing import CompletedTopology, finite_topology, run_to
 from .endpoints import bind_address
 from .failures import JobEnd, JobFailure, job_failure
 from .session import (
+    barrier_refusal,
     in_process,
     is_local,
     master_url,
@@ -211,6 +214,9 @@ class SparkRun(ControlledRun):
         self.spark, self._owns_session = _session(spark, master, n)
         sc = self.spark.sparkContext
         try:
+            refusal = barrier_refusal(sc, plan.name)
+            if refusal is not None:
+                raise TopologyError(refusal)
             if in_process(master_url(sc)) and task_slots(sc) < n:  # it will never have more
                 raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
