@@ -23,23 +23,24 @@ from brokerless.stream import (
     WorkerProcessError,
     complete_topology,
     fields,
-    read_state,
     run_local,
     run_multiprocess,
     shuffle,
 )
 from brokerless.stream.assignment import assign
+from brokerless.stream.bolt_executor import BoltExecutor
 from brokerless.stream.checkpoint import CheckpointCoordinator, TaskAck, snapshot_path
 from brokerless.stream.examples import final_counts
-from brokerless.stream.executor import BoltExecutor, SpoutExecutor
 from brokerless.stream.messaging import LocalMessaging, LocalNetwork
 from brokerless.stream.protocol import BARRIER, Barrier, task_frame
+from brokerless.stream.spout_executor import SpoutExecutor
 from brokerless.stream.state import SnapshotError, decode_snapshot, encode_snapshot
 from brokerless.stream.stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor
 from brokerless.stream.storage import ArrowStorage, LocalStorage, open_storage
 from brokerless.stream.tuple import Tuple
 from brokerless.stream.worker import Worker
 
+from .live_input import counted
 from .stream_topologies import (
     FailingCount,
     HookedCount,
@@ -68,14 +69,6 @@ def word_count(count=StatefulCount, sentences=SENTENCES, **config) -> Topology:
         .bolt("split", WordSplit, parallelism=2, inputs={"sentences": shuffle()})
         .bolt("count", count, parallelism=2, tasks=4, inputs={"split": fields("word")})
     )
-
-
-def counted(location: str) -> collections.Counter:
-    """The counts in the last complete checkpoint, over every count task."""
-    total: collections.Counter = collections.Counter()
-    for state in read_state(location, "count").values():
-        total.update(state)
-    return total
 
 
 def pack(message) -> bytes:

@@ -57,7 +57,9 @@ STRICT_CLEAN = [
     "brokerless.zmtp.commands",
     "brokerless.zmtp.mechanisms",
     "brokerless.zmtp.mechanisms.base",
+    "brokerless.zmtp.mechanisms.curve",
     "brokerless.zmtp.mechanisms.null",
+    "brokerless.zmtp.mechanisms.plain",
     "brokerless.zmtp.mechanisms.zap",
 ]
 

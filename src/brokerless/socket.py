@@ -563,7 +563,11 @@ class Socket(SocketOptionAttrs, Generic[_R]):
         if track:
             parts, tracker = _tracked_parts(msg_parts, copy, self.copy_threshold)
         else:
-            parts = [p if p.__class__ is bytes else _to_part(p, copy) for p in msg_parts]
+            threshold = self.copy_threshold
+            parts = [
+                p if p.__class__ is bytes else _to_part(p, copy, False, threshold)
+                for p in msg_parts
+            ]
         if not parts:
             raise ValueError("send_multipart needs at least one part")
         if flags & SNDMORE:
@@ -1001,13 +1005,13 @@ def _to_part(
             f"a message part must be bytes or support the buffer protocol, "
             f"not {type(data).__name__}"
         ) from None
-    if track and not copy and view.nbytes >= copy_threshold:
+    if copy or view.nbytes < copy_threshold:  # copied: a buffer changed later changes nothing
+        return view.tobytes()
+    if track:
         return Frame._carrier(
             view if view.contiguous else view.tobytes(), tracker or MessageTracker()
         )
-    if not copy and not track:
-        return Frame(view if view.contiguous else view.tobytes())
-    return view.tobytes()
+    return Frame(view if view.contiguous else view.tobytes(), copy=False)
 
 
 def _tracked_parts(
@@ -1029,14 +1033,14 @@ def _frame_bytes(part: Frame) -> bytes:
 
 
 def _as_frame(part: Any, more: bool) -> Frame:
-    frame = Frame(part)  # a new frame: the sender's carrier is released once dropped
+    frame = Frame(part, copy=False)  # a new frame: the sender's carrier is released once dropped
     frame.more = more
     return frame
 
 
 def _wired_frame(part: Any, more: bool, source: Pipe | None) -> Frame:
     """A frame from a socket with tcp/ipc peers: it carries its connection's properties."""
-    frame = Frame(part)
+    frame = Frame(part, copy=False)
     frame.more = more
     if source is not None:
         frame._properties = source.metadata  # the connection's, shared by its messages

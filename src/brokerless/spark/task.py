@@ -28,7 +28,7 @@ from pyspark import BarrierTaskContext
 
 import brokerless as zmq
 from brokerless.stream.assignment import assign
-from brokerless.stream.control import WorkerChannel, serve, started_info
+from brokerless.stream.control import Kind, WorkerChannel, serve, started_info
 from brokerless.stream.messaging import SocketMessaging
 from brokerless.stream.worker import Worker
 
@@ -64,10 +64,17 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
                 if n > 1
                 else None
             )
-            worker = Worker(plan, assign(plan, n), index, messaging, capture=job["capture"])
+            worker = Worker(
+                plan,
+                assign(plan, n),
+                index,
+                messaging,
+                capture=job["capture"],
+                restore=job["restore"],
+            )
             endpoint = worker.bind()
         except Exception:
-            channel.send(("failed", traceback.format_exc()))
+            channel.send((Kind.FAILED, traceback.format_exc()))
             raise
         try:
             endpoints = barrier.allGather(endpoint)
@@ -78,7 +85,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
             worker.start(endpoints)
         except Exception:
             worker.stop()
-            channel.send(("failed", traceback.format_exc()))
+            channel.send((Kind.FAILED, traceback.format_exc()))
             raise
         serve(
             worker,

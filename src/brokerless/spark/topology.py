@@ -18,12 +18,13 @@ as a series of *attempts*: an attempt is one Spark job of N partitions in one ba
 submitted from a background thread under a job group of its own; each task is one worker
 (``task.py``).  Tuples go worker to worker over brokerless tcp; Spark carries none of them.
 
-*The supervisor.*  One state machine owns the attempts: :meth:`SparkRun._supervise`, the only
-code that submits, abandons or gives up on one.  It runs after every look at the control
-channel -- whichever thread looks: a caller waiting for answers, or the run's background
-thread, which looks every ``_TICK`` seconds so that a run nobody is asking anything still
-recovers -- always under the run's lock, and it never waits: each call moves the run at most
-one step through its :class:`Phase`::
+*The supervisor.*  One loop owns the attempts: the run's supervisor thread
+(:func:`_supervise_in_background`), which every ``_TICK`` seconds takes in what the workers sent
+and takes one step of :meth:`SparkRun._supervise`, the only code that submits, abandons or gives
+up on an attempt -- under the run's lock, never waiting, so each step moves the run at most one
+step through its :class:`Phase`.  Nothing else moves it: a caller waiting for the workers
+(to start, or to answer a question) looks at the control channel with the lock let go between
+looks, and finds the new attempt, or the run's failure, when the supervisor has made it::
 
     WAITING_FOR_SLOTS --enough slots--> STARTING --all workers started--> RUNNING
           ^    ^                           |  |                              |
@@ -46,24 +47,33 @@ count and the submission); no task ran, so that costs no attempt: the run waits 
 *A lost worker.*  When a worker's process or executor dies, Spark fails the barrier stage (and
 kills its other tasks), so the job ends with an error, which ``failures.py`` sorts by its type
 (:class:`~brokerless.spark.failures.JobEnd`).  A lost worker starts a new attempt: the run
-drops what the failed attempt reported (captured tuples, statistics, errors), tells whatever is
-left of it to stop, cancels its job group and waits for slots again -- up to ``max_attempts``
-in all, after which it stops and raises one :class:`WorkerProcessError` naming each attempt's
-whole cause.  The control channel ignores late messages from an older attempt, and questions
-(``statistics``, ``wait_until_done``) wait across a restart and are asked again of the new
-workers.  A worker whose own code raises (its executor cannot import the topology's module,
-say), a stage Spark will never run (dynamic allocation) and a job cancelled by someone else
-are not retried: every attempt would end the same way.  A failure found by the background
-thread is raised to the next caller.
+drops what the failed attempt reported (captured tuples, statistics, errors; a checkpointed
+topology keeps its tuples and errors: below), tells whatever is left of it to stop, cancels
+its job group and waits for slots again -- up to ``max_attempts`` in all, after which it
+stops and raises one :class:`WorkerProcessError` naming each attempt's whole cause.  The
+control channel ignores late messages from an older attempt, and questions (``statistics``,
+``wait_until_done``) wait across a restart and are asked again of the new workers.  A
+worker whose own code raises (its executor cannot import the topology's module, say), a stage
+Spark will never run and a job cancelled by someone else are not retried: every attempt would
+end the same way.  A session with dynamic allocation, where Spark runs no barrier stage (and
+an application asks for no executors before it has work), is refused before anything waits
+or is submitted (:func:`~brokerless.spark.session.barrier_refusal`).  A failure found by the
+background thread is raised to the next caller.
 
-*Recovering state: replay from the start.*  Every attempt begins from nothing -- spouts from
-their first tuple, bolts with empty state (:meth:`SparkRun._attempt_job` is what a new
-attempt's tasks are given).  For a finite, replayable input (a file, a fixed list, a log read
-from offset 0) that gives exact results with no snapshot of bolt state to coordinate across
-workers: a word count is right because the attempt that finishes counted every word once, and
-no half-done attempt's counts survive it.  The limit: a live, unbounded source cannot be
-replayed from its start; surviving a lost worker there needs checkpointed state (spout offsets
-and bolt state snapshotted together, restored on restart), which is not done here.
+*Recovering state.*  A topology without stateful bolts recovers by replay from the start:
+every attempt begins from nothing -- spouts from their first tuple, bolts with empty state.
+For a finite, replayable input (a file, a fixed list, a log read from offset 0) that gives
+exact results with no snapshot of bolt state to coordinate across workers: a word count is
+right because the attempt that finishes counted every word once, and no half-done attempt's
+counts survive it.  A live, unbounded source cannot be replayed from its start; a
+*checkpointed* topology (one with stateful bolts: ``stream/checkpoint.py``) recovers from its
+last complete checkpoint instead, as in the other modes.  The driver holds the checkpoint
+coordinator (``checkpoint_dir``, which the driver and every executor must reach) and the
+supervisor drives it while the run is ``RUNNING``; every task of an attempt restores the
+checkpoint :meth:`SparkRun._attempt_job` names; a task of such a topology that fails is
+reported by its worker (``lost``) and ends the attempt as a lost worker does; and what the
+earlier attempts reported (captured tuples, errors) is kept, since their effects up to the
+checkpoint are part of the run.
 
 *Stopping.*  ``stop()`` asks the workers to stop, collects their final reports (their threads
 end and every bolt's ``cleanup``/spout's ``close`` runs), waits for the job to end and cancels
@@ -87,24 +97,26 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
-from pyspark import SparkContext, cloudpickle
+from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
 from brokerless.stream import Config, Topology, TopologyError
-from brokerless.stream.control import ControlledRun, WorkerProcessError, close_control
+from brokerless.stream.control import ControlledRun, Kind, WorkerProcessError, close_control
 from brokerless.stream.messaging import tcp_endpoint
-from brokerless.stream.multiprocess import load_topology
 from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
+from brokerless.stream.topology import load_topology
 
 from .endpoints import bind_address
 from .failures import JobEnd, JobFailure, job_failure
+from .job import BarrierJob, abandon
 from .session import (
+    barrier_refusal,
     in_process,
     is_local,
     master_url,
-    python_workers_on_this_interpreter,
     session_builder,
+    session_for,
     slot_shortage,
     task_slots,
 )
@@ -135,28 +147,6 @@ class Phase(enum.Enum):
     FAILED = "failed"
 
 
-class _Job:
-    """One submission's barrier job, collected in a background thread under its own group."""
-
-    def __init__(self, sc: SparkContext, group: str, description: str, rdd: Any) -> None:
-        self.group = group
-        self.error: BaseException | None = None
-        self.finished = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(sc, description, rdd), name=f"{group}:job", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, sc: SparkContext, description: str, rdd: Any) -> None:
-        try:
-            sc.setJobGroup(self.group, description, interruptOnCancel=True)
-            rdd.collect()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            self.finished.set()
-
-
 class SparkRun(ControlledRun):
     """A topology running on Spark (see the module doc).  ``phase`` says where it is,
     ``attempt`` is the current attempt (1 at first), ``restarts`` says why each earlier one
@@ -164,6 +154,7 @@ class SparkRun(ControlledRun):
     host, endpoint), ``failure`` why the run gave up (None while it has not)."""
 
     phase: Phase
+    mode = "spark"
 
     def __init__(
         self,
@@ -182,6 +173,13 @@ class SparkRun(ControlledRun):
             raise ValueError(f"max_attempts must be an integer >= 1, not {max_attempts!r}")
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
+        if plan.checkpointed and plan.config.checkpoint_dir is None:
+            raise TopologyError(
+                f"topology {plan.name!r} has stateful bolts: on Spark it needs a checkpoint "
+                "location that the driver and every executor reach: Config(checkpoint_dir=...), "
+                "a directory they share or a Hadoop-compatible URL (hdfs://, s3://, ...)"
+            )
+        self._restore = self._open_checkpoints()  # the checkpoint the first attempt restores
         try:
             # pyspark's own copy of cloudpickle has no annotations
             shipped = cloudpickle.dumps((definition, plan.config))  # type: ignore[no-untyped-call]
@@ -194,10 +192,13 @@ class SparkRun(ControlledRun):
         self.start_timeout = start_timeout
         self.restarts: list[str] = []
         self.failure: BaseException | None = None
-        self._job: _Job | None = None
-        self.spark, self._owns_session = _session(spark, master, n)
+        self._job: BarrierJob | None = None
+        self.spark, self._owns_session = session_for(spark, master, n)
         sc = self.spark.sparkContext
         try:
+            refusal = barrier_refusal(sc, plan.name)
+            if refusal is not None:
+                raise TopologyError(refusal)
             if in_process(master_url(sc)) and task_slots(sc) < n:  # it will never have more
                 raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
@@ -221,26 +222,25 @@ class SparkRun(ControlledRun):
         }
         self._new_attempt(n)
         self._await_slots(time.monotonic())
-        self._ticking = threading.Event()  # set: the background thread ends
+        self._ticking = threading.Event()  # set: the supervisor thread ends
         # a run dropped without stop(): its tasks would serve nobody until the session ends
         self._abandoned = weakref.finalize(
             self,
-            _abandon,
+            abandon,
             sc,
             self._groups,
             partial(close_control, self._control, self._authenticator, self._context),
             self._ticking,
         )
         self._ticker = threading.Thread(
-            target=_look_in_background,
+            target=_supervise_in_background,
             args=(weakref.ref(self), self._ticking),
             name=f"{self._group}:supervisor",
             daemon=True,
         )
         self._ticker.start()
         try:
-            with self._lock:
-                self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
+            self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
         except BaseException:
             self.stop()
             raise
@@ -254,12 +254,19 @@ class SparkRun(ControlledRun):
     # -- the supervisor ----------------------------------------------------------------------
 
     def _check_alive(self) -> None:
-        """After every look at the control channel: move the attempts on; raise why the run
-        gave up, if it did."""
-        if self.failure is None and not self._stopped:
-            self._supervise()
+        """After every look at the control channel: raise why the run gave up, if it did."""
         if self.failure is not None:
             raise self.failure
+
+    def _supervise_step(self) -> None:
+        """What the supervisor thread does every ``_TICK``: take in what the workers sent, move
+        the attempts on by one step, and wake whoever waits for that."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._pump(0)
+            self._supervise()
+            self._attempt_changed.notify_all()
 
     def _accepting_questions(self) -> bool:
         return self.phase is Phase.RUNNING
@@ -270,6 +277,11 @@ class SparkRun(ControlledRun):
         if self.phase is Phase.WAITING_FOR_SLOTS:
             if now >= self._next_count:
                 self._count_slots(now)
+            return
+        lost = self.state.lost  # a checkpointed topology's task failed: roll back
+        if lost:
+            index, why = next(iter(lost.items()))
+            self._worker_lost(f"worker {index} of {self.plan.name!r} failed: {why}", now)
             return
         failures = self.state.failures
         if failures:
@@ -284,6 +296,9 @@ class SparkRun(ControlledRun):
         assert job is not None
         if job.finished.is_set():
             self._job_ended(job_failure(job.error), now)
+        elif self.phase is Phase.RUNNING:
+            if self._coordinator is not None:
+                self._drive_checkpoints(())
         elif self.phase is Phase.STARTING:
             if len(self.state.started) == self.workers:
                 self.phase = Phase.RUNNING
@@ -338,17 +353,16 @@ class SparkRun(ControlledRun):
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(run_task, job))
         group = f"{self._group}-{self.attempt}.{len(self._groups) + 1}"
         self._groups.append(group)
-        self._job = _Job(
+        self._job = BarrierJob(
             sc, group, f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd
         )
         self.phase = Phase.STARTING
         self._start_deadline: float = now + self.start_timeout
 
     def _attempt_job(self) -> dict[str, Any]:
-        """What each task of the current attempt is given.  Replay from the start needs only
-        the attempt's number; a run that restores state from a checkpoint would add, here,
-        the checkpoint every task restores."""
-        return dict(self._job_template, attempt=self.attempt)
+        """What each task of the current attempt is given: the attempt's number and the
+        checkpoint every task restores (None: from the start)."""
+        return dict(self._job_template, attempt=self.attempt, restore=self._restore)
 
     def _job_ended(self, failure: JobFailure, now: float) -> None:
         """The current submission's job ended: wait and submit it again, start a new attempt,
@@ -391,7 +405,7 @@ class SparkRun(ControlledRun):
         the next attempt -- or give up when it was the last attempt allowed."""
         self.restarts.append(f"attempt {self.attempt}: " + cause.replace("\n", "\n    "))
         for index in range(self.workers):  # survivors stop now rather than when Spark kills them
-            self._send(index, ("stop",))
+            self._send(index, (Kind.STOP,))
         job = self._job
         if job is not None and not job.finished.is_set():
             self.spark.sparkContext.cancelJobGroup(job.group)
@@ -403,7 +417,10 @@ class SparkRun(ControlledRun):
                     + "\n".join(self.restarts)
                 )
             )
-        self._new_attempt(self.workers)
+        coordinator = self._coordinator
+        if coordinator is not None:  # roll back: what the lost attempt reported stays
+            self._restore = coordinator.restart()
+        self._new_attempt(self.workers, keep_events=coordinator is not None)
         self._await_slots(now)
 
     def _give_up(self, failure: BaseException) -> NoReturn:
@@ -451,56 +468,20 @@ class SparkRun(ControlledRun):
         return self._job is not None and self._job.finished.is_set()
 
 
-def _look_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
-    """The run's background thread: look at the control channel every ``_TICK`` seconds (so
-    the supervisor runs while nobody asks the run anything) until the run stops, fails or is
-    dropped.  It holds the run only while it looks: a run nobody else holds is dropped."""
+def _supervise_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
+    """The run's supervisor thread: one step (:meth:`SparkRun._supervise_step`) every
+    ``_TICK`` seconds until the run stops, fails or is dropped.  It holds the run only while it
+    steps: a run nobody else holds is dropped."""
     while not ending.wait(_TICK):
         run = ref()
         if run is None:
             return
         try:
-            run._look()
+            run._supervise_step()
         except BaseException:  # the run gave up: its callers hear why (run.failure)
             return
         finally:
             run = None
-
-
-def _abandon(
-    sc: SparkContext,
-    groups: list[str],
-    close: Callable[[], None],
-    ticking: threading.Event,
-) -> None:
-    """What stop() would have ended, for a run dropped without it."""
-    ticking.set()
-    for group in groups:
-        try:
-            sc.cancelJobGroup(group)
-        except Exception:  # the session has ended: so have its jobs
-            pass
-    close()
-
-
-def _session(
-    spark: SparkSession | None, master: str | None, workers: int
-) -> tuple[SparkSession, bool]:
-    """The session to run on, and whether the run started it (and so stops it)."""
-    if spark is not None:
-        python_workers_on_this_interpreter(spark.sparkContext)
-        return spark, False
-    if master is None:
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            python_workers_on_this_interpreter(active.sparkContext)
-            return active, False
-        master = f"local[{workers}]"
-    existed = SparkContext._active_spark_context is not None
-    session = session_builder(master).getOrCreate()
-    if not existed:
-        session.sparkContext.setLogLevel("ERROR")
-    return session, not existed
 
 
 # -- entry points -------------------------------------------------------------------------------
@@ -516,7 +497,8 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
       else ``local[workers]`` (started, and stopped with the run);
     * ``capture``: gather every emitted tuple in the driver (``captured()``);
     * ``max_attempts`` (3): a lost worker restarts the whole topology, up to this many
-      attempts in all (state comes back by replay from the start: see the module doc);
+      attempts in all (state comes back by replay from the start, or from the last complete
+      checkpoint for a topology with stateful bolts: see the module doc);
     * ``start_timeout`` (120 s): how long an attempt may wait for Spark's task slots, and
       then for its workers to start;
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver

@@ -24,12 +24,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from brokerless._strenum import StrEnum
+
 if TYPE_CHECKING:
     from .config import Config
     from .state import KeyValueState
     from .tuple import Tuple
 
 DEFAULT_STREAM = "default"
+
+
+class ComponentKind(StrEnum):
+    """What a component of a topology is: a user's spout or bolt, or the system's acker.  Its
+    value is the name metrics and the UI show."""
+
+    SPOUT = "spout"
+    BOLT = "bolt"
+    ACKER = "acker"
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from .._strenum import StrEnum
 from ..constants import SocketType
 from .commands import (
     CANCEL,
@@ -91,9 +91,8 @@ from .mechanisms import Mechanism, NullMechanism
 from .mechanisms.zap import parse_reply
 
 
-class State(str, Enum):
-    """Where a connection is (see the module docstring); each compares equal to its name, and
-    prints as it (as enum.StrEnum, which Python 3.10 lacks)."""
+class State(StrEnum):
+    """Where a connection is (see the module docstring); each compares equal to its name."""
 
     GREETING = "GREETING"
     HANDSHAKE = "HANDSHAKE"
@@ -101,9 +100,6 @@ class State(str, Enum):
     IDENTITY = "IDENTITY"
     TRAFFIC = "TRAFFIC"
     ERROR = "ERROR"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 GREETING = State.GREETING

@@ -44,7 +44,9 @@ import time
 from typing import Any
 
 import nacl.bindings as sodium
-from nacl._sodium import ffi as _ffi
+
+# PyNaCl's cffi module (libsodium itself) has no type stubs: ffi and lib are untyped.
+from nacl._sodium import ffi as _ffi  # type: ignore[import-not-found]
 from nacl._sodium import lib as _lib
 from nacl.exceptions import CryptoError
 
