@@ -73,7 +73,7 @@ def _closed_while_the_engine_completes_its_handshake(ctx, peer: Peer, linger: in
     peer.accept()
     for i in range(MESSAGES):
         push.send(bytes([i]) * SIZE)
-    (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+    (session,) = ctx._network["tcp"]._sessions[(id(push._port), peer.endpoint)]
     gate = _hold_at_the_peers_ready(session, peer)
     push.close()
     gate.set()
@@ -152,7 +152,7 @@ def test_a_pipe_handed_to_a_socket_after_it_closed_is_ended():
         push.linger = 0
         push.connect(peer.endpoint)
         peer.accept()
-        (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+        (session,) = ctx._network["tcp"]._sessions[(id(push._port), peer.endpoint)]
         assert session.pipe is None  # IMMEDIATE: made when the handshake completes
         gate = _hold_at_the_peers_ready(session, peer)
         push.close()  # ends the pipes queued for it: none yet

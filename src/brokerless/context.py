@@ -30,7 +30,7 @@ from .constants import ContextOption
 from .errno import EFAULT, EINVAL, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
-from .mailbox import Mailbox
+from .mailbox import Command, Mailbox
 from .option_attrs_generated import ContextOptionAttrs
 from .socket import STOP, Socket, SyncSocket
 from .transport.inproc import InprocTransport
@@ -38,6 +38,8 @@ from .transport.network import NetworkTransport
 
 if TYPE_CHECKING:
     from typing import Self
+
+    from .transport.port import SocketPort, Transport
 
 #: The class of the sockets a context makes (``zmq.Context[MySocket]``).
 _SocketT = TypeVar("_SocketT", bound=Socket, covariant=True)
@@ -90,7 +92,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             ContextOption.BLOCKY: 1,
         }
         self.sockopts: dict[int, Any] = {}
-        self._sockets: weakref.WeakSet[Socket] = weakref.WeakSet()
+        self._sockets: weakref.WeakSet[Socket[Any]] = weakref.WeakSet()
         # Re-entrant: a socket's finalizer (close on garbage collection) may run while this
         # thread already holds it.
         self._lock = threading.RLock()
@@ -269,18 +271,24 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         """Destroy, with a ResourceWarning for each socket left open (as pyzmq)."""
         self._destroy(None, warn=True)
 
-    # -- services for sockets -----------------------------------------------------------------
+    # -- services for sockets (see socket.state.SocketContext) -----------------------------------
 
-    def _new_mailbox(self) -> Mailbox:
+    @property
+    def _port(self) -> Self:
+        """What the transports of its sockets see of the context (transport.port.ContextPort:
+        ``_inproc``, ``_io_thread``, ``_session_started``, ``_session_finished``)."""
+        return self
+
+    def _new_mailbox(self) -> Mailbox[Command]:
         return Mailbox()
 
-    def _socket_closing(self, sock: Socket) -> None:
-        """Tell every transport that ``sock`` is closing (listeners stop, sessions flush)."""
-        self._inproc.socket_closed(sock)
+    def _socket_closing(self, port: SocketPort) -> None:
+        """Tell every transport that a socket is closing (listeners stop, sessions flush)."""
+        self._inproc.socket_closed(port)
         for transport in self._network.values():
-            transport.socket_closed(sock)
+            transport.socket_closed(port)
 
-    def _socket_closed(self, sock: Socket) -> None:
+    def _socket_closed(self, sock: object) -> None:
         with self._all_closed:
             self._sockets.discard(sock)
             self._all_closed.notify_all()
@@ -306,7 +314,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             self._next_io += 1
             return io
 
-    def _transport(self, name: str) -> InprocTransport | NetworkTransport:
+    def _transport(self, name: str) -> Transport:
         if name == "inproc":
             return self._inproc
         if name in self._network:

@@ -33,11 +33,41 @@ import weakref
 from collections import deque
 from typing import Any, Protocol
 
+from .mailbox import Command
+
 
 class PipeOwner(Protocol):
-    """What a pipe needs from the object at each of its ends."""
+    """What a pipe needs from the object at each of its ends (a socket, a session, a ZAP
+    client)."""
 
-    def send_command(self, command: Any, arg: Any) -> None: ...
+    def send_command(self, command: Command, arg: Any) -> None:
+        """Queue ``command`` about pipe ``arg`` for the owner (any thread)."""
+
+    def pipe_terminated(self, pipe: Pipe) -> None:
+        """``pipe`` ended: its peer's delimiter was read (the owner's thread)."""
+
+
+class InputLoan(Protocol):
+    """A connection's input lent to the thread of the socket it feeds (see "Lent input" in
+    :mod:`brokerless.transport.engine`): that thread polls ``fileno`` and reads and decodes
+    what comes (into the pipe) itself, then gives it back."""
+
+    @property
+    def fileno(self) -> int: ...
+
+    def read_lent(self) -> None:
+        """Read and decode what the descriptor holds, into the pipe."""
+
+    def return_input(self) -> None:
+        """Give the input back to its I/O thread."""
+
+
+class InputSource(Protocol):
+    """What feeds a pipe from a network connection (``Pipe.source``)."""
+
+    def lend_input(self) -> InputLoan | None:
+        """The connection's input for the calling socket thread; None when it cannot be lent
+        now (no connection, not in traffic, the I/O thread busy with it)."""
 
 
 class _Delimiter:
@@ -51,10 +81,10 @@ class _Delimiter:
 DELIMITER = _Delimiter()
 
 # Commands a pipe sends to its owners (dispatched by the owner's mailbox).
-ACTIVATE_READ = "activate_read"
-ACTIVATE_WRITE = "activate_write"
-PIPE_TERM = "pipe_term"
-HICCUP = "hiccup"
+ACTIVATE_READ = Command.ACTIVATE_READ
+ACTIVATE_WRITE = Command.ACTIVATE_WRITE
+PIPE_TERM = Command.PIPE_TERM
+HICCUP = Command.HICCUP
 
 _MAX_WM_DELTA = 1024
 
@@ -118,6 +148,7 @@ class Pipe:
         "_in",
         "_out",
         "_owner_ref",
+        "_source_ref",
         "data",
         "endpoint",
         "greeted",
@@ -145,6 +176,7 @@ class Pipe:
         self.greeted: tuple | None = None
         #: The properties of the connection feeding this end (``Frame.get``); None on inproc.
         self.metadata: dict[str, bytes] | None = None
+        self._source_ref: weakref.ref[InputSource] | None = None
 
     def __repr__(self) -> str:
         return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"
@@ -159,6 +191,17 @@ class Pipe:
     @owner.setter
     def owner(self, owner: Any) -> None:
         self._owner_ref = None if owner is None else weakref.ref(owner)
+
+    @property
+    def source(self) -> InputSource | None:
+        """The connection feeding this end (tcp, ipc), held weakly as the owner is; None on
+        inproc."""
+        ref = self._source_ref
+        return None if ref is None else ref()
+
+    @source.setter
+    def source(self, source: InputSource | None) -> None:
+        self._source_ref = None if source is None else weakref.ref(source)
 
     def peer_gone(self) -> bool:
         """The peer closed its end (its delimiter is queued), e.g. before we attached."""
@@ -269,7 +312,7 @@ class Pipe:
         if owner is not None:
             owner.pipe_terminated(self)
 
-    def _notify_peer(self, command: str) -> None:
+    def _notify_peer(self, command: Command) -> None:
         peer = self.peer
         owner = peer.owner
         if owner is not None:

@@ -155,7 +155,7 @@ class Engine:
             self.io.unregister(self.sock)
             self._events = 0
             if self._lent:  # the borrower polls the descriptor: it closes it when done
-                self.session.socket.send_command(WAKE, None)
+                self.session.socket.post(WAKE, None)
             else:
                 self._close_socket()
 
@@ -406,7 +406,7 @@ class Engine:
         may borrow the input again."""
         self.restart_input()
         if self.alive:
-            self.session.socket.send_command(WAKE, None)
+            self.session.socket.post(WAKE, None)
 
     # -- output -------------------------------------------------------------------------------
 
