@@ -91,17 +91,17 @@ def _hold_at_the_peers_ready(session, peer: Peer) -> threading.Event:
         io.call_and_wait(lambda _: None)
         engine = session.engine
     conn = engine.conn
-    receive_data = conn.receive_data
+    receive = conn.receive
     entered, gate = threading.Event(), threading.Event()
 
     def pause_at_ready(data):
         if b"\x05READY" in bytes(data):  # the peer's READY (the greeting may come with it)
-            conn.receive_data = receive_data
+            conn.receive = receive
             entered.set()
             assert gate.wait(10)
-        return receive_data(data)
+        return receive(data)
 
-    conn.receive_data = pause_at_ready
+    conn.receive = pause_at_ready
     threading.Thread(target=peer.handshake, daemon=True).start()
     assert entered.wait(10), "the peer's READY never arrived"
     return gate

@@ -314,16 +314,15 @@ def test_connection_encode_batch_sends_subscriptions_as_commands():
     assert bufs[0][:1] == bytes((0x04,))  # a COMMAND frame, not a message
 
 
-def test_had_events_says_whether_events_came_with_the_messages():
+def test_receive_says_whether_events_came_with_the_messages():
     a, b = connected(T.PUSH, T.PULL)
     a.send_message(b"one")
-    assert b.receive_data(a.data_to_send()) == [b"one"]
-    assert b.had_events is False
+    assert b.receive(a.data_to_send()) == ([b"one"], False)
     a.send_message(b"two")
     a.send_ping(10)
-    items = b.receive_data(a.data_to_send())
+    items, events = b.receive(a.data_to_send())
     assert items[0] == b"two" and isinstance(items[1], Ping)
-    assert b.had_events is True
+    assert events is True
 
 
 def check_all_or_nothing(msgs, start, cuts, total, batches):

@@ -83,7 +83,16 @@ from .commands import (
     parse_ping,
     ping_data,
 )
-from .errors import AuthenticationFailed, HandshakeError, PeerError, ProtocolError, UnexpectedFrame
+from .errors import (
+    AuthenticationFailed,
+    HandshakeError,
+    InvalidMetadata,
+    MalformedCommand,
+    MechanismMismatch,
+    PeerError,
+    ProtocolError,
+    UnexpectedFrame,
+)
 from .frames import FrameDecoder, encode_batch, encode_command, encode_message
 from .frames_v1 import V1FrameDecoder, encode_message_v1
 from .greeting import Greeting, GreetingExchange, Protocol
@@ -201,9 +210,7 @@ class Connection:
         self._accepts_subscriptions = False
         #: How encode_batch encodes each message (None: its own fast path, ZMTP 3.x framing).
         self._batch_encoder: Callable[[list, Any], None] | None = None
-        self._boxed_parts: list | None = None  # an unfinished multipart message (CURVE)
-        #: Whether the last ``receive_data`` may have returned events (False: only messages).
-        self.had_events = True
+        self._boxed_parts: list[Any] | None = None  # an unfinished multipart message (CURVE)
 
     @property
     def heartbeats(self) -> bool:
@@ -283,26 +290,36 @@ class Connection:
 
     # -- input ---------------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list:
-        """Feed received bytes; returns messages and events (see the module docstring)."""
+    def receive(self, data: bytes | bytearray | memoryview) -> tuple[list[Any], bool]:
+        """Feed received bytes; returns the messages and events they complete (see the module
+        docstring) and whether any event may be among them (False: only whole messages, which
+        a transport can hand on in one go)."""
         try:
             if self.state is TRAFFIC:
                 return self._receive_traffic(data)
-            if self.state is ERROR_STATE:
-                raise ProtocolError("connection already failed or closed")
-            if self.state is GREETING:
-                data = self._receive_greeting(data)
-            if self.state is HANDSHAKE:
-                return self._receive_handshake(data)
-            if self.state is State.ZAP:
-                self.decoder.hold(data)  # until zap_reply
-                return []
-            if self.state is IDENTITY:
-                return self._receive_identity(data)
-            return []  # the greeting is not complete
+            return self._receive_setup(data), True
         except ProtocolError:
             self.close()
             raise
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Feed received bytes; returns the messages and events they complete."""
+        return self.receive(data)[0]
+
+    def _receive_setup(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Input before the traffic: greeting, handshake, a 2.0/1.0 peer's identity."""
+        if self.state is ERROR_STATE:
+            raise ProtocolError("connection already failed or closed")
+        if self.state is GREETING:
+            data = self._receive_greeting(data)
+        if self.state is HANDSHAKE:
+            return self._receive_handshake(data)
+        if self.state is State.ZAP:
+            self.decoder.hold(data)  # until zap_reply
+            return []
+        if self.state is IDENTITY:
+            return self._receive_identity(data)
+        return []  # the greeting is not complete
 
     def close(self) -> None:
         """The connection is over: park in ERROR and drop buffered input now (see the module
@@ -325,7 +342,7 @@ class Connection:
     def _start_handshake(self, greeting: Greeting) -> None:
         """A ZMTP 3.x peer: the security mechanism takes over."""
         if greeting.mechanism != self.mechanism.name:
-            raise HandshakeError(
+            raise MechanismMismatch(
                 f"security mechanism mismatch: we use {self.mechanism.name.decode()}, "
                 f"the peer {greeting.mechanism.decode()}"
             )
@@ -369,7 +386,6 @@ class Connection:
         if identity.__class__ is list:
             raise HandshakeError("the peer's identity is not a message of one frame")
         self.state = TRAFFIC
-        self.had_events = True  # READY is an event
         self.peer = Ready(self._peer_type, identity, {}, 0, protocol=self.protocol)
         if self._greeting.unversioned and self.socket_type in _PUBLISHERS:
             return [self.peer, b"\x01", *items[1:]]  # the subscription it will not send
@@ -429,12 +445,10 @@ class Connection:
         """The handshake is complete: READY, and whatever traffic followed it in the input."""
         ready = self._complete(properties)
         try:
-            rest = self._receive_traffic(b"")
+            rest, _ = self._receive_traffic(b"")
         except ProtocolError as exc:
             exc.messages = [ready, *exc.messages]
             raise
-        finally:
-            self.had_events = True  # READY is an event
         return [ready, *rest]
 
     def _complete(self, properties: dict[str, bytes]) -> Ready:
@@ -443,7 +457,7 @@ class Connection:
         try:
             peer_type = SocketType[raw_type.decode("ascii")]
         except (KeyError, UnicodeDecodeError):
-            raise HandshakeError(f"peer announced an unknown socket type {raw_type!r}") from None
+            raise InvalidMetadata(f"peer announced an unknown socket type {raw_type!r}") from None
         self._check_peer_type(peer_type)
         self.state = TRAFFIC
         self.decoder.handshaking = False
@@ -469,15 +483,15 @@ class Connection:
                 f"a {self.socket_type.name} socket cannot talk to a {peer_type.name} peer"
             )
 
-    def _receive_traffic(self, data: Any) -> list:
+    def _receive_traffic(self, data: Any) -> tuple[list[Any], bool]:
         try:
             items = self.decoder.feed(data)
         except ProtocolError as exc:
-            exc.messages = self._traffic(exc.messages, self.decoder.commands)
+            exc.messages = self._traffic(exc.messages, self.decoder.commands)[0]
             raise
         return self._traffic(items, self.decoder.commands)
 
-    def _receive_boxed(self, data: Any) -> list:
+    def _receive_boxed(self, data: Any) -> tuple[list[Any], bool]:
         """``_receive_traffic`` on an encrypted connection: every frame is a MESSAGE."""
         try:
             items = self.decoder.feed(data)
@@ -509,7 +523,7 @@ class Connection:
                     )
                 if flags & _BOX_COMMAND:
                     if flags & _BOX_MORE or parts is not None:
-                        raise ProtocolError("command inside a multipart message")
+                        raise MalformedCommand("command inside a multipart message")
                     out.append(parse_command(data))
                     commands = True
                 elif flags & _BOX_MORE:
@@ -530,13 +544,12 @@ class Connection:
             self._boxed_parts = parts
         return out, commands
 
-    def _traffic(self, items: list, commands: bool) -> list:
-        """Handle the commands among decoded items; messages pass through untouched."""
+    def _traffic(self, items: list[Any], commands: bool) -> tuple[list[Any], bool]:
+        """Handle the commands among decoded items; messages pass through untouched.  Returns
+        the items and whether events may be among them (only when there were commands)."""
         if not commands:
-            self.had_events = False
-            return items
-        self.had_events = True
-        out: list = []
+            return items, False
+        out: list[Any] = []
         try:
             for item in items:
                 if item.__class__ is not Command:
@@ -557,12 +570,12 @@ class Connection:
         except ProtocolError as exc:
             exc.messages = out
             raise
-        return out
+        return out, True
 
 
 def _legacy_socket_type(number: int) -> SocketType:
     """The socket type a ZMTP 2.0 greeting announces: RFC 15's numbers, which are libzmq's (an
     XPUB or XSUB sends its own, 9 or 10)."""
     if number not in VALID_PEERS:
-        raise HandshakeError(f"peer announced an unknown socket type {number}")
+        raise InvalidMetadata(f"peer announced an unknown socket type {number}")
     return SocketType(number)

@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from .commands import Command, parse_command
-from .errors import MessageTooLarge, ProtocolError, UnexpectedFrame
+from .errors import MalformedCommand, MessageTooLarge, ProtocolError, UnexpectedFrame
 
 MORE = 0x01
 LONG = 0x02
@@ -239,7 +239,7 @@ class FrameDecoder:
             pos = stop
             if flags & COMMAND:
                 if flags & MORE:
-                    raise ProtocolError("command frame with the MORE flag set")
+                    raise MalformedCommand("command frame with the MORE flag set")
                 self.commands = True
                 append(parse_command(body))
                 if handshaking:
