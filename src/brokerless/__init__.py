@@ -308,6 +308,7 @@ from .version import (
 DRAFT_API = False
 PYZMQ_DRAFT_API = False
 
+
 def get_includes() -> list[str]:
     """pyzmq's directories of libzmq's and pyzmq's C headers, to build Cython extensions
     against: brokerless has neither, so it says so instead of naming empty places."""

@@ -181,10 +181,10 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
 
     # -- endpoints: as the sync socket's, but ``with`` gives back this socket ----------------
 
-    def bind(self, addr: str) -> EndpointContext:
+    def bind(self, addr: str) -> EndpointContext[Any]:
         return EndpointContext(self, self.unbind, self._shadow_sock.bind(addr).addr)
 
-    def connect(self, addr: str) -> EndpointContext:
+    def connect(self, addr: str) -> EndpointContext[Any]:
         return EndpointContext(self, self.disconnect, self._shadow_sock.connect(addr).addr)
 
     def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Self:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .transport.port import SocketPort, Transport
 
 #: The class of the sockets a context makes (``zmq.Context[MySocket]``).
-_SocketT = TypeVar("_SocketT", bound=Socket, covariant=True)
+_SocketT = TypeVar("_SocketT", bound="Socket[Any]", covariant=True)
 
 
 class Context(ContextOptionAttrs, Generic[_SocketT]):
@@ -54,23 +54,25 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
 
     # Besides the (shared, for a shadow) __dict__, each object's own: what it shadows.
     __slots__ = ("__dict__", "__weakref__", "_shadow_obj", "_shadowed")
+    _shadow_obj: Context[Any] | int | None
+    _shadowed: Context[Any] | None
 
-    _instance: Any = None
+    _instance: Context[Any] | None = None
     _instance_lock = threading.Lock()
     _instance_pid: int | None = None
     _socket_class: type[_SocketT] = Socket  # type: ignore[assignment]
     _repr_cls = "zmq.Context"
 
     @overload
-    def __init__(self: SyncContext, io_threads: int = 1, **kwargs: Any) -> None: ...
+    def __init__(self: SyncContext, io_threads: int = 1, **kwargs: int) -> None: ...
     @overload
-    def __init__(self: SyncContext, io_threads: Context, /) -> None: ...
+    def __init__(self: SyncContext, io_threads: Context[Any], /) -> None: ...
     @overload
-    def __init__(self: SyncContext, *, shadow: Context | int) -> None: ...
+    def __init__(self: SyncContext, *, shadow: Context[Any] | int) -> None: ...
     def __init__(
         self: SyncContext,
-        io_threads: int | Context = 1,
-        shadow: Context | int = 0,
+        io_threads: int | Context[Any] = 1,
+        shadow: Context[Any] | int = 0,
         **kwargs: Any,
     ) -> None:
         if isinstance(io_threads, Context):
@@ -80,7 +82,8 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             self._shadowed = _shadow.resolve(shadow, Context)
             self.__dict__ = self._shadowed.__dict__
             return
-        self._shadow_obj = self._shadowed = None
+        self._shadow_obj = None
+        self._shadowed = None
         if not isinstance(io_threads, int) or io_threads < 0:
             raise ZMQError(
                 EINVAL, f"Invalid argument: io_threads must be an int >= 0, not {io_threads!r}"
@@ -112,7 +115,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     # -- the shared instance ------------------------------------------------------------------
 
     @classmethod
-    def instance(cls, io_threads: int = 1) -> Context:
+    def instance(cls, io_threads: int = 1) -> Context[Any]:
         """The process-wide context (created on first use, again after fork or term)."""
         with cls._instance_lock:
             inst = cls._instance
@@ -187,7 +190,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         return self._shadowed is not None
 
     @classmethod
-    def shadow(cls, address: Context | int) -> Self:
+    def shadow(cls, address: Context[Any] | int) -> Self:
         """Another object for an existing context: ``address`` is the context or its
         ``underlying``.  It shares everything; dropping it terminates nothing."""
         return cls(shadow=_shadow.resolve(address, Context))
@@ -220,9 +223,8 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         with self._lock:
             self._terminating = True
             sockets = list(self._sockets)
-        for sock in sockets:
-            sock.send_command(STOP, None)
-        sockets = sock = None  # hold no socket while waiting: a dropped one must be collectable
+        _stop(sockets)
+        del sockets  # hold no socket while waiting: a dropped one must be collectable
         with self._all_closed:
             while len(self._sockets) or self._sessions:
                 self._all_closed.wait()
@@ -288,7 +290,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         for transport in self._network.values():
             transport.socket_closed(port)
 
-    def _socket_closed(self, sock: object) -> None:
+    def _socket_closed(self, sock: Any) -> None:
         with self._all_closed:
             self._sockets.discard(sock)
             self._all_closed.notify_all()
@@ -324,7 +326,13 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         )
 
 
-_open_contexts: weakref.WeakSet[Context] = weakref.WeakSet()
+def _stop(sockets: list[Socket[Any]]) -> None:
+    """Fail calls blocked (or to come) on ``sockets`` with ETERM (``Context.term``)."""
+    for sock in sockets:
+        sock.send_command(STOP, None)
+
+
+_open_contexts: weakref.WeakSet[Context[Any]] = weakref.WeakSet()
 
 
 @atexit.register

@@ -111,7 +111,7 @@ class Lane:
     )
 
     def __init__(self, writer_hwm: int | None, reader_hwm: int | None, conflate: bool) -> None:
-        self.q: deque = deque()
+        self.q: deque[Any] = deque()
         self.writer_hwm = writer_hwm
         self.reader_hwm = reader_hwm
         self._update_hwm()
@@ -173,7 +173,7 @@ class Pipe:
         self.endpoint = ""
         self.data: Any = None  # per-pattern state
         #: The greeting the peer's side already wrote for this end's owner (None: not yet).
-        self.greeted: tuple | None = None
+        self.greeted: tuple[Any, ...] | None = None
         #: The properties of the connection feeding this end (``Frame.get``); None on inproc.
         self.metadata: dict[str, bytes] | None = None
         self._source_ref: weakref.ref[InputSource] | None = None
@@ -230,13 +230,13 @@ class Pipe:
             self._notify_peer(ACTIVATE_WRITE)
         return msg
 
-    def read_many(self, limit: int) -> list:
+    def read_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` whole messages; like :meth:`read`, an empty result (or one that
         emptied the pipe) marks the reader asleep, and the end of the stream is reported."""
         lane = self._in
         q = lane.q
         popleft = q.popleft
-        out: list = []
+        out: list[Any] = []
         while True:
             out += [popleft() for _ in range(min(limit - len(out), len(q)))]
             if len(out) == limit:
@@ -252,7 +252,7 @@ class Pipe:
             self._wake_writer_if_drained()
         return out
 
-    def read_queued(self, limit: int, settle: bool) -> tuple[list, bool]:
+    def read_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
         """Up to ``limit`` messages queued now, for a reader that is not the end's owner (the
         socket's thread writing directly for its I/O thread); the delimiter stays for the
         owner.  With ``settle``, emptying the lane marks the reader asleep (as :meth:`read`
@@ -261,7 +261,7 @@ class Pipe:
         the caller arranges the next read)."""
         lane = self._in
         q = lane.q
-        out: list = []
+        out: list[Any] = []
         for _ in range(min(limit, len(q))):
             msg = q.popleft()
             if msg is DELIMITER:
@@ -314,6 +314,7 @@ class Pipe:
 
     def _notify_peer(self, command: Command) -> None:
         peer = self.peer
+        assert peer is not None  # set by pipepair before either end is used
         owner = peer.owner
         if owner is not None:
             owner.send_command(command, peer)
@@ -347,7 +348,7 @@ class Pipe:
             self._notify_peer(ACTIVATE_READ)
         return True
 
-    def write_many(self, msgs: list) -> int:
+    def write_many(self, msgs: list[Any]) -> int:
         """Queue whole messages in order, as many as the HWM allows; returns how many."""
         lane = self._out
         n = 0

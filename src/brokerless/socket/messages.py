@@ -168,6 +168,7 @@ class MessagesMixin(WaitingMixin):
 
     def _next_part(self) -> tuple[Any, bool]:
         parts = self._rx_parts
+        assert parts is not None  # only called while a multipart message is being received
         part = parts[self._rx_pos]
         self._rx_pos += 1
         if self._rx_pos == len(parts):

@@ -104,7 +104,8 @@ class OptionsMixin(SocketState):
         opt = _known_option(option)
         if opt._opt_type is not _OptType.bytes:
             raise TypeError(f"option {opt.name} holds an int, not text")
-        return self.getsockopt(opt).decode(encoding)
+        value: bytes = self.getsockopt(opt)
+        return value.decode(encoding)
 
     get_string = getsockopt_unicode = getsockopt_string
 
@@ -131,7 +132,8 @@ class OptionsMixin(SocketState):
 
     def get_hwm(self) -> int:
         """The high-water mark: SNDHWM (the socket's are equal unless set apart)."""
-        return self.getsockopt(_O.SNDHWM)
+        hwm: int = self.getsockopt(_O.SNDHWM)
+        return hwm
 
     def set_hwm(self, value: int) -> None:
         """Set SNDHWM and RCVHWM both (for connections made afterwards, as in libzmq)."""

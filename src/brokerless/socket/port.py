@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..constants import SocketOption, SocketType
 from ..mailbox import Command
@@ -20,7 +20,17 @@ if TYPE_CHECKING:
     from ..patterns.base import Pattern
     from ..pipe import Pipe
     from ..transport.port import ContextPort
-    from .state import SocketState
+
+
+class _Socket(Protocol):
+    """What the port calls on its socket."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def send_command(self, command: Command, arg: Any) -> None: ...
+
+    def attach_pipe(self, pipe: Pipe) -> None: ...
 
 
 class Port:
@@ -39,12 +49,12 @@ class Port:
 
     def __init__(
         self,
-        socket: SocketState,
+        socket: _Socket,
         context: ContextPort,
         pattern: Pattern,
         options: dict[SocketOption, Any],
     ) -> None:
-        self._socket: weakref.ref[Any] = weakref.ref(socket)
+        self._socket: weakref.ref[_Socket] = weakref.ref(socket)
         self._pattern = pattern
         self.context = context
         self.socket_type: SocketType = pattern.socket_type

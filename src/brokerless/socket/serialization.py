@@ -87,6 +87,6 @@ class SerializationMixin:
         return self.send_multipart(serialize(msg), flags=flags, copy=copy, **kwargs)
 
     def recv_serialized(
-        self: _Messaging, deserialize: Callable[[list], Any], flags: int = 0, copy: bool = True
+        self: _Messaging, deserialize: Callable[[list[Any]], Any], flags: int = 0, copy: bool = True
     ) -> Any:
         return deserialize(self.recv_multipart(flags, copy=copy))

@@ -102,7 +102,7 @@ class Socket(
         copy_threshold: int | None = None,
     ) -> None:
         if isinstance(ctx_or_socket, Socket):
-            ctx_or_socket, shadow = None, ctx_or_socket
+            shadow, ctx_or_socket = ctx_or_socket, None
         if shadow:
             self._shadow_obj = shadow
             self._shadowed = _shadow.resolve(shadow, Socket)
@@ -303,7 +303,7 @@ class Socket(
     ) -> Socket[Any]:
         """A PAIR socket that receives this socket's monitor events (the same one until it is
         closed or the monitor disabled, as in pyzmq)."""
-        sock = self._monitor_socket
+        sock: Socket[Any] | None = self._monitor_socket
         if sock is not None and not sock.closed:
             return sock
         addr = addr or f"inproc://monitor.s-{id(self):x}"

@@ -54,7 +54,7 @@ class SocketContext(Protocol[_S_co]):
 
     def _socket_closing(self, port: SocketPort) -> None: ...
 
-    def _socket_closed(self, socket: object) -> None: ...
+    def _socket_closed(self, socket: Any) -> None: ...
 
 
 class SocketState:
@@ -121,6 +121,9 @@ class SocketState:
         raise NotImplementedError
 
     def _events(self) -> int:
+        raise NotImplementedError
+
+    def _emit(self, event: int, value: int, endpoint: str) -> None:
         raise NotImplementedError
 
     @property

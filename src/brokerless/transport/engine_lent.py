@@ -49,12 +49,7 @@ class LentInputMixin(EngineState):
         if not self.in_lock.acquire(False):
             return False
         with self._interest_lock:
-            if (
-                self.alive
-                and self._reading
-                and not self._pending_in
-                and self.conn.state is TRAFFIC
-            ):
+            if self.alive and self._reading and not self._pending_in and self.conn.state is TRAFFIC:
                 self._lent = True
                 self._update_interest()
                 return True

@@ -114,7 +114,7 @@ class Listener:
         """Close the listening socket (I/O thread)."""
         self.io.unregister(self.sock)
         self.sock.close()
-        if self._inode is not None:
+        if self._inode is not None and self.path is not None:
             try:  # a socket that bound the same path since then keeps its file
                 if os.stat(self.path).st_ino == self._inode:
                     os.unlink(self.path)
@@ -158,6 +158,8 @@ class Connector:
 
     def _connected(self, _: int) -> None:
         sock = self.sock
+        if sock is None:  # closed meanwhile (its registration went with it)
+            return
         self.io.unregister(sock)
         self.sock = None
         err = sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ERROR)
@@ -194,7 +196,7 @@ class NetworkTransport:
         sock = _address.listen(addr, opts[_O.BACKLOG])
         uri = addr.uri(sock.getsockname())
         io = self.context._io_thread()
-        path = addr.sockaddr if ep.transport == "ipc" else None
+        path = addr.sockaddr if isinstance(addr.sockaddr, str) else None  # ipc's file
         listener = Listener(io, socket, sock, uri, path)
         self._listeners[(id(socket), uri)] = listener
         io.call_soon(listener.start)

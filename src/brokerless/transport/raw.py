@@ -54,7 +54,7 @@ class RawConnection:
     heartbeats = False
     zap_waiting = False
 
-    def opening(self) -> list:
+    def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the
         session attach its pipe (a raw peer announces nothing: no type, no id)."""
         self.peer = Ready(SocketType.STREAM, b"", {}, 0)
@@ -76,7 +76,7 @@ class RawConnection:
     def data_to_send(self) -> bytes:
         return b""
 
-    def encode_batch(self, msgs: list, zero_copy_min: int, as_buffer: Any = None) -> list:
+    def encode_batch(self, msgs: list[Any], zero_copy_min: int, as_buffer: Any = None) -> list[Any]:
         return encode_batch(msgs, zero_copy_min, as_buffer, _unframed)
 
     def close(self) -> None:
@@ -84,7 +84,7 @@ class RawConnection:
         self.state = ERROR_STATE
 
 
-def _unframed(out: list, msg: Any) -> None:
+def _unframed(out: list[Any], msg: Any) -> None:
     out.append(msg)
 
 
@@ -102,6 +102,8 @@ class RawEngine(Engine):
         options = {**options, _O.HANDSHAKE_IVL: 0, _O.HEARTBEAT_IVL: 0}
         super().__init__(io, session, sock, RawConnection(), options)
         self._notify = bool(options[_O.STREAM_NOTIFY])
+
+    conn: RawConnection
 
     def start(self) -> None:
         super().start()

@@ -184,12 +184,12 @@ class Session:
         else:
             self._finish()  # nothing would hold it or end it any more
 
-    def pull_many(self, limit: int) -> list:
+    def pull_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
         pipe = self.pipe
         return [] if pipe is None else pipe.read_many(limit)
 
-    def pull_queued(self, limit: int, settle: bool) -> tuple[list, bool]:
+    def pull_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
         """What the socket has queued now (for a direct write by the socket's thread), and
         whether its next message will be signalled (see ``Pipe.read_queued``)."""
         pipe = self.pipe
@@ -213,7 +213,9 @@ class Session:
             theirs.metadata = _properties(engine, peer)
             self.socket.post(Command.ATTACH, theirs)
         else:
-            self.pipe.peer.metadata = _properties(engine, peer)  # this connection's, from now
+            socket_end = self.pipe.peer
+            assert socket_end is not None  # pipepair made both ends
+            socket_end.metadata = _properties(engine, peer)  # this connection's, from now
         # After ATTACH is queued: whoever waits for this event finds the pipe on its next call.
         self.socket.emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
         engine.restart_output()

@@ -209,7 +209,7 @@ class Connection:
         self._subscriptions_as_commands = False
         self._accepts_subscriptions = False
         #: How encode_batch encodes each message (None: its own fast path, ZMTP 3.x framing).
-        self._batch_encoder: Callable[[list, Any], None] | None = None
+        self._batch_encoder: Callable[[list[Any], Any], None] | None = None
         self._boxed_parts: list[Any] | None = None  # an unfinished multipart message (CURVE)
 
     @property
@@ -231,7 +231,7 @@ class Connection:
         """Queue one whole message (TRAFFIC only); ``encode`` is the batching form."""
         self.encode(self._out, msg)
 
-    def encode(self, out: list, msg: Any) -> None:
+    def encode(self, out: list[Any], msg: Any) -> None:
         """Append the wire form of ``msg`` to the buffer list ``out``."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
@@ -246,7 +246,7 @@ class Connection:
         else:
             self._framing(out, msg)
 
-    def encode_batch(self, msgs: list, zero_copy_min: int, as_buffer: Any = None) -> list:
+    def encode_batch(self, msgs: list[Any], zero_copy_min: int, as_buffer: Any = None) -> list[Any]:
         """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
@@ -265,7 +265,7 @@ class Connection:
         else:
             self._out.append(encode_command(body))
 
-    def _encode_boxed(self, out: list, msg: Any) -> None:
+    def _encode_boxed(self, out: list[Any], msg: Any) -> None:
         """``encode`` on an encrypted connection: one MESSAGE command per frame."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
@@ -279,7 +279,7 @@ class Connection:
         else:
             self._boxed(out, 0, msg)
 
-    def _boxed(self, out: list, flags: int, data: Any) -> None:
+    def _boxed(self, out: list[Any], flags: int, data: Any) -> None:
         if data.__class__ is not bytes:
             data = getattr(data, "buffer", data)  # a Frame: its buffer
         out.append(self.mechanism.encode_frame(flags, data))
@@ -369,7 +369,7 @@ class Connection:
                 encode_message_v1(self._out, self._routing_id)
         self.state = IDENTITY
 
-    def _receive_identity(self, data: Any) -> list:
+    def _receive_identity(self, data: Any) -> list[Any]:
         """A 2.0 / 1.0 peer's first message is its identity: then traffic, from the same
         input on."""
         try:
@@ -380,18 +380,19 @@ class Connection:
             raise
         return self._identified(items) if items else []
 
-    def _identified(self, items: list) -> list:
+    def _identified(self, items: list[Any]) -> list[Any]:
         """The peer's identity is ``items[0]``: READY, then the messages that followed."""
         identity = items[0]
         if identity.__class__ is list:
             raise HandshakeError("the peer's identity is not a message of one frame")
         self.state = TRAFFIC
+        assert self.protocol is not None  # known since the greeting
         self.peer = Ready(self._peer_type, identity, {}, 0, protocol=self.protocol)
         if self._greeting.unversioned and self.socket_type in _PUBLISHERS:
             return [self.peer, b"\x01", *items[1:]]  # the subscription it will not send
         return [self.peer, *items[1:]]
 
-    def _receive_handshake(self, data: Any) -> list:
+    def _receive_handshake(self, data: Any) -> list[Any]:
         # The decoder hands over one command per feed while handshaking, and refuses data
         # frames; a fault in a later frame is met after READY and the messages before it, as in
         # libzmq, which handles frame by frame.
@@ -418,7 +419,7 @@ class Connection:
         """The handshake is paused until ``zap_reply``."""
         return self.state is State.ZAP
 
-    def zap_reply(self, frames: list[bytes] | None) -> list:
+    def zap_reply(self, frames: list[bytes] | None) -> list[Any]:
         """Resume a handshake paused for ZAP with the handler's reply (None: no handler is
         bound); returns what ``receive_data`` would, and raises as it does."""
         if self.state is not State.ZAP:
@@ -441,7 +442,7 @@ class Connection:
             self.close()
             raise
 
-    def _completed(self, properties: dict[str, bytes]) -> list:
+    def _completed(self, properties: dict[str, bytes]) -> list[Any]:
         """The handshake is complete: READY, and whatever traffic followed it in the input."""
         ready = self._complete(properties)
         try:
@@ -502,12 +503,12 @@ class Connection:
         opened, commands = self._unbox(items)
         return self._traffic(opened, commands)
 
-    def _unbox(self, items: list) -> tuple[list, bool]:
+    def _unbox(self, items: list[Any]) -> tuple[list[Any], bool]:
         """Open MESSAGE frames into messages and commands; whether any is a command.  A fault
         raises with the messages opened before it."""
         decode = self.mechanism.decode_frame
         parts = self._boxed_parts
-        out: list = []
+        out: list[Any] = []
         commands = False
         try:
             for item in items:

@@ -66,7 +66,9 @@ def encode_command(body: bytes) -> bytes:
     return frame_header(len(body), command=True) + body
 
 
-def encode_batch(msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: Any = None) -> list:
+def encode_batch(
+    msgs: list[Any], zero_copy_min: int, as_buffer: Any = None, encode: Any = None
+) -> list[Any]:
     """The wire form of the messages ``msgs`` as a list of buffers.
 
     Bodies of ``zero_copy_min`` (at least 256) octets or more stay as they are (written by
@@ -75,8 +77,8 @@ def encode_batch(msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: 
     given, encodes every message instead of :func:`encode_message` (for connections that turn
     some messages into commands).
     """
-    out: list = []
-    run: list = []
+    out: list[Any] = []
+    run: list[Any] = []
     append = run.append
     short = _LAST
     fast = encode is None
@@ -87,7 +89,7 @@ def encode_batch(msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: 
             append(short[len(msg)])
             append(msg)
             continue
-        frames: list = []
+        frames: list[Any] = []
         encode(frames, msg)
         for buf in frames:
             if buf.__class__ is not bytes and as_buffer is not None:
@@ -104,7 +106,7 @@ def encode_batch(msgs: list, zero_copy_min: int, as_buffer: Any = None, encode: 
     return out
 
 
-def encode_message(out: list, msg: Any) -> None:
+def encode_message(out: list[Any], msg: Any) -> None:
     """Append the frames of ``msg`` (a part, or a list of parts) to the buffer list ``out``."""
     if msg.__class__ is list:
         last = len(msg) - 1
@@ -130,7 +132,7 @@ class FrameDecoder:
         self, max_msg_size: int = -1, *, handshaking: bool = False, command_frames: bool = True
     ) -> None:
         self._buf = bytearray()
-        self._parts: list | None = None
+        self._parts: list[Any] | None = None
         self.max_msg_size = max_msg_size
         #: Flag bits that must be clear (COMMAND too without ``command_frames``: ZMTP 2.0).
         self._reserved = _RESERVED if command_frames else _RESERVED | COMMAND
@@ -155,12 +157,13 @@ class FrameDecoder:
         self._buf = bytearray()
         self._parts = None
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Decode ``data``; returns the messages and commands it completes, in order.
 
         ``commands`` is set to whether the result holds any command.
         """
         buf = self._buf
+        view: bytes | bytearray | memoryview
         if buf:
             buf += data
             view = buf
@@ -170,7 +173,7 @@ class FrameDecoder:
             # Short frames ahead: slicing ``bytes`` makes each body in one step.  (A read that
             # starts with a long frame stays a view, so a large body is copied only once.)
             view = bytes(view)
-        out: list = []
+        out: list[Any] = []
         self.commands = False
         try:
             pos = self._decode(view, out)
@@ -187,7 +190,7 @@ class FrameDecoder:
             buf.clear()
         return out
 
-    def _decode(self, view: Any, out: list) -> int:
+    def _decode(self, view: Any, out: list[Any]) -> int:
         """Decode every whole frame of ``view`` into ``out``; returns the octets consumed."""
         parts = self._parts
         limit = frame_limit(self.max_msg_size)

@@ -129,7 +129,7 @@ class GreetingExchange:
         self._secure = secure
         self._in = bytearray()
 
-    def receive(self, data: Any, out: list) -> Any:
+    def receive(self, data: Any, out: list[Any]) -> Any:
         """Take greeting octets from ``data`` and append what to send to ``out``; returns what
         follows the greeting in ``data`` (all that arrived, greeting included, from an
         unversioned ZMTP 1.0 peer), empty until the greeting is done."""
@@ -153,7 +153,7 @@ class GreetingExchange:
         received = self._in
         return received[0] != 0xFF or (len(received) == SIGNATURE_SIZE and not received[9] & 1)
 
-    def _step_complete(self, out: list) -> None:
+    def _step_complete(self, out: list[Any]) -> None:
         """Every octet the current step waits for is in: take the next step."""
         received = self._in
         step = self.step

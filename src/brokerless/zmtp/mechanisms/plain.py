@@ -11,7 +11,7 @@ from ...constants import Event
 from ..commands import READY, Command, command_body, encode_metadata, parse_metadata
 from ..errors import HandshakeError
 from .base import Mechanism
-from .zap import ZapReply
+from .zap import ZapPolicy, ZapReply
 
 HELLO = b"HELLO"
 WELCOME = b"WELCOME"
@@ -50,7 +50,7 @@ class PlainClient(Mechanism):
 class PlainServer(Mechanism):
     name = b"PLAIN"
 
-    def __init__(self, metadata: dict[str, bytes], as_server: bool, zap) -> None:
+    def __init__(self, metadata: dict[str, bytes], as_server: bool, zap: ZapPolicy) -> None:
         super().__init__(metadata, as_server, zap)
         self._expect = HELLO
 
