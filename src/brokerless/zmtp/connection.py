@@ -43,9 +43,10 @@ raises :class:`AuthenticationFailed` after queueing the ERROR command the peer s
 for status 300, as libzmq does).
 
 On a connection whose mechanism ``encrypts`` (CURVE), every frame of the traffic -- message
-parts and commands alike -- travels as one MESSAGE command in a data frame, its flags inside the
-box; ``encode`` and the traffic decoder are swapped for boxed versions when the handshake
-completes, so NULL and PLAIN traffic runs the same code as before.
+parts and commands alike -- travels as one MESSAGE command (:mod:`.boxes`); ``encode`` and the
+traffic decoder are swapped for boxed versions when the handshake completes, so NULL and PLAIN
+traffic runs the same code as before.  The events are in :mod:`.events`, RFC 37's table of
+which socket types may talk to which in :mod:`.peers`.
 
 Older peers, as libzmq talks to them: a ZMTP 2.0 peer (RFC 15) frames as 3.x does without
 commands, a ZMTP 1.0 peer (RFC 13) with :mod:`.frames_v1`.  After the greeting each side sends
@@ -63,11 +64,11 @@ greeting shows what it speaks, as libzmq does (CVE-2014-9721).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from ..constants import SocketType
+from .boxes import BOX_COMMAND, Boxes
 from .commands import (
     CANCEL,
     ERROR,
@@ -78,7 +79,6 @@ from .commands import (
     command_body,
     error_data,
     fold,
-    parse_command,
     parse_error,
     parse_ping,
     ping_data,
@@ -87,17 +87,17 @@ from .errors import (
     AuthenticationFailed,
     HandshakeError,
     InvalidMetadata,
-    MalformedCommand,
     MechanismMismatch,
     PeerError,
     ProtocolError,
-    UnexpectedFrame,
 )
+from .events import Ping, Pong, Ready
 from .frames import FrameDecoder, encode_batch, encode_command, encode_message
 from .frames_v1 import V1FrameDecoder, encode_message_v1
 from .greeting import Greeting, GreetingExchange, Protocol
 from .mechanisms import Mechanism, NullMechanism
 from .mechanisms.zap import parse_reply
+from .peers import VALID_PEERS, legacy_socket_type
 
 
 class State(StrEnum):
@@ -118,57 +118,10 @@ TRAFFIC = State.TRAFFIC
 ERROR_STATE = State.ERROR
 
 _T = SocketType
-#: Which socket types may talk to which (RFC 37).
-VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
-    _T.REQ: frozenset({_T.REP, _T.ROUTER}),
-    _T.REP: frozenset({_T.REQ, _T.DEALER}),
-    _T.DEALER: frozenset({_T.REP, _T.DEALER, _T.ROUTER}),
-    _T.ROUTER: frozenset({_T.REQ, _T.DEALER, _T.ROUTER}),
-    _T.PUB: frozenset({_T.SUB, _T.XSUB}),
-    _T.XPUB: frozenset({_T.SUB, _T.XSUB}),
-    _T.SUB: frozenset({_T.PUB, _T.XPUB}),
-    _T.XSUB: frozenset({_T.PUB, _T.XPUB}),
-    _T.PUSH: frozenset({_T.PULL}),
-    _T.PULL: frozenset({_T.PUSH}),
-    _T.PAIR: frozenset({_T.PAIR}),
-}
 #: Socket types that announce their routing id in READY (libzmq does the same).
 _SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
 _SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
-#: The flags inside a CURVE box: libzmq writes its own message flags there, where a command is
-#: 0x02 (on the wire, outside any box, it is 0x04).
-_BOX_MORE, _BOX_COMMAND = 0x01, 0x02
 _PUBLISHERS = frozenset({_T.PUB, _T.XPUB})
-
-
-@dataclass(frozen=True, slots=True)
-class Ready:
-    """The handshake is complete.  ``metadata`` holds the peer's properties by lower-cased
-    name; ``properties`` what the connection's messages carry, as libzmq spells them: what the
-    ZAP handler said (``User-Id``, its metadata), then the peer's own properties (which cannot
-    replace those).  ``protocol`` is what the peer speaks: a ZMTP 2.0 / 1.0 peer sends no READY
-    and is not asked about, so it has no metadata nor properties, ``minor_version`` is 0, and a
-    ZMTP 1.0 one has no ``socket_type`` (it announces none)."""
-
-    socket_type: SocketType | None
-    routing_id: bytes
-    metadata: dict[str, bytes]
-    minor_version: int
-    protocol: Protocol = Protocol.ZMTP_3
-    properties: dict[str, bytes] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Ping:
-    """The peer pinged; a PONG is already queued.  ``ttl`` is in tenths of a second."""
-
-    ttl: int
-    context: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Pong:
-    context: bytes
 
 
 class Connection:
@@ -210,7 +163,8 @@ class Connection:
         self._accepts_subscriptions = False
         #: How encode_batch encodes each message (None: its own fast path, ZMTP 3.x framing).
         self._batch_encoder: Callable[[list[Any], Any], None] | None = None
-        self._boxed_parts: list[Any] | None = None  # an unfinished multipart message (CURVE)
+        #: The boxing of the traffic, once the handshake of an encrypting mechanism completed.
+        self._boxes: Boxes | None = None
 
     @property
     def heartbeats(self) -> bool:
@@ -260,29 +214,16 @@ class Connection:
 
     def _command(self, body: bytes) -> None:
         """Queue a command of the traffic (boxed on an encrypted connection)."""
-        if self.mechanism.encrypts and self.state is TRAFFIC:
-            self._boxed(self._out, _BOX_COMMAND, body)
+        if self._boxes is not None:
+            self._boxes.box(self._out, BOX_COMMAND, body)
         else:
             self._out.append(encode_command(body))
 
     def _encode_boxed(self, out: list[Any], msg: Any) -> None:
         """``encode`` on an encrypted connection: one MESSAGE command per frame."""
-        if self.state is not TRAFFIC:
+        if self.state is not TRAFFIC or self._boxes is None:
             raise RuntimeError(f"cannot send messages in state {self.state}")
-        if msg.__class__ is list:
-            last = len(msg) - 1
-            for i, part in enumerate(msg):
-                self._boxed(out, _BOX_MORE if i < last else 0, part)
-        elif self._subscriptions_as_commands and len(msg) and msg[0] < 2:
-            name = SUBSCRIBE if msg[0] == 1 else CANCEL
-            self._boxed(out, _BOX_COMMAND, command_body(name, bytes(msg[1:])))
-        else:
-            self._boxed(out, 0, msg)
-
-    def _boxed(self, out: list[Any], flags: int, data: Any) -> None:
-        if data.__class__ is not bytes:
-            data = getattr(data, "buffer", data)  # a Frame: its buffer
-        out.append(self.mechanism.encode_frame(flags, data))
+        self._boxes.encode(out, msg)
 
     def send_error(self, reason: str) -> None:
         """Tell the peer why it is being refused (before closing)."""
@@ -326,7 +267,8 @@ class Connection:
         docstring)."""
         self.state = ERROR_STATE
         self.decoder.release()
-        self._boxed_parts = None
+        if self._boxes is not None:
+            self._boxes.release()
 
     def _receive_greeting(self, data: Any) -> Any:
         """Go on with the greeting; returns the input that follows it."""
@@ -355,7 +297,7 @@ class Connection:
         """A ZMTP 2.0 or 1.0 peer: send our identity, then wait for the peer's."""
         max_msg_size = self.decoder.max_msg_size
         if greeting.peer_socket_type is not None:  # its greeting announced a socket type
-            self._peer_type = _legacy_socket_type(greeting.peer_socket_type)
+            self._peer_type = legacy_socket_type(greeting.peer_socket_type)
             self._check_peer_type(self._peer_type)
         if self.protocol is Protocol.ZMTP_2_0:
             self.decoder = FrameDecoder(max_msg_size, command_frames=False)
@@ -470,6 +412,7 @@ class Connection:
         self.peer = Ready(peer_type, identity, metadata, self._minor, properties=carried)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
         if self.mechanism.encrypts:
+            self._boxes = Boxes(self.mechanism, self._subscriptions_as_commands)
             self.encode = self._encode_boxed  # type: ignore[method-assign]
             self._receive_traffic = self._receive_boxed  # type: ignore[method-assign]
         if self._subscriptions_as_commands or self.mechanism.encrypts:
@@ -494,56 +437,16 @@ class Connection:
 
     def _receive_boxed(self, data: Any) -> tuple[list[Any], bool]:
         """``_receive_traffic`` on an encrypted connection: every frame is a MESSAGE."""
+        boxes = self._boxes
+        assert boxes is not None  # swapped in with them (see _complete)
         try:
             items = self.decoder.feed(data)
         except ProtocolError as exc:
-            opened, _ = self._unbox(exc.messages)
+            opened, _ = boxes.open(exc.messages)
             exc.messages = [item for item in opened if item.__class__ is not Command]
             raise
-        opened, commands = self._unbox(items)
+        opened, commands = boxes.open(items)
         return self._traffic(opened, commands)
-
-    def _unbox(self, items: list[Any]) -> tuple[list[Any], bool]:
-        """Open MESSAGE frames into messages and commands; whether any is a command.  A fault
-        raises with the messages opened before it."""
-        decode = self.mechanism.decode_frame
-        parts = self._boxed_parts
-        out: list[Any] = []
-        commands = False
-        try:
-            for item in items:
-                if item.__class__ is bytes:
-                    flags, data = decode(item)
-                elif item.__class__ is Command and item.name == b"MESSAGE":  # sent as a command
-                    flags, data = decode(b"\x07MESSAGE" + item.data)
-                else:
-                    raise UnexpectedFrame(
-                        "unencrypted frame on a CURVE connection"
-                        if item.__class__ is not Command
-                        else f"unencrypted {item.name!r} command on a CURVE connection"
-                    )
-                if flags & _BOX_COMMAND:
-                    if flags & _BOX_MORE or parts is not None:
-                        raise MalformedCommand("command inside a multipart message")
-                    out.append(parse_command(data))
-                    commands = True
-                elif flags & _BOX_MORE:
-                    if parts is None:
-                        parts = [data]
-                    else:
-                        parts.append(data)
-                elif parts is None:
-                    out.append(data)
-                else:
-                    parts.append(data)
-                    out.append(parts)
-                    parts = None
-        except ProtocolError as exc:
-            exc.messages = [item for item in out if item.__class__ is not Command]
-            raise
-        finally:
-            self._boxed_parts = parts
-        return out, commands
 
     def _traffic(self, items: list[Any], commands: bool) -> tuple[list[Any], bool]:
         """Handle the commands among decoded items; messages pass through untouched.  Returns
@@ -572,11 +475,3 @@ class Connection:
             exc.messages = out
             raise
         return out, True
-
-
-def _legacy_socket_type(number: int) -> SocketType:
-    """The socket type a ZMTP 2.0 greeting announces: RFC 15's numbers, which are libzmq's (an
-    XPUB or XSUB sends its own, 9 or 10)."""
-    if number not in VALID_PEERS:
-        raise InvalidMetadata(f"peer announced an unknown socket type {number}")
-    return SocketType(number)
