@@ -133,6 +133,14 @@ class Lane:
         self.hwm = hwm
         self.lwm = low_water_mark(hwm) if hwm else 0
 
+    def wake_writer(self) -> None:
+        """The reader drained the lane to the low-water mark: the writer blocked at the HWM
+        may go on (it gets ``activate_write``)."""
+        self.writer_blocked = False
+        reader = self.reader
+        if reader is not None:
+            reader._notify_peer(ACTIVATE_WRITE)
+
     def set_hwms(self, writer_hwm: int | None = None, reader_hwm: int | None = None) -> None:
         if writer_hwm is not None:
             self.writer_hwm = writer_hwm
@@ -193,6 +201,11 @@ class Pipe:
         self._owner_ref = None if owner is None else weakref.ref(owner)
 
     @property
+    def inbound(self) -> Lane:
+        """The lane this end reads (for a reader that takes messages itself: ``Socket.recv``)."""
+        return self._in
+
+    @property
     def source(self) -> InputSource | None:
         """The connection feeding this end (tcp, ipc), held weakly as the owner is; None on
         inproc."""
@@ -226,8 +239,7 @@ class Pipe:
             self._peer_finished()
             return None
         if lane.writer_blocked and len(q) <= lane.lwm:
-            lane.writer_blocked = False
-            self._notify_peer(ACTIVATE_WRITE)
+            lane.wake_writer()
         return msg
 
     def read_many(self, limit: int) -> list[Any]:
@@ -287,8 +299,7 @@ class Pipe:
         mark (``read`` does the same inline: it runs once per message)."""
         lane = self._in
         if lane.writer_blocked and len(lane.q) <= lane.lwm:
-            lane.writer_blocked = False
-            self._notify_peer(ACTIVATE_WRITE)
+            lane.wake_writer()
 
     def check_read(self) -> bool:
         """Whether a message is ready; marks the reader asleep when there is none."""

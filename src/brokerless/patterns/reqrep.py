@@ -27,6 +27,7 @@ _ROUTING_ID = struct.Struct(">BI")
 
 class Dealer(Pattern):
     socket_type = SocketType.DEALER
+    passes_through = True
     options_accepted = frozenset({_O.PROBE_ROUTER})
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:

@@ -90,6 +90,7 @@ class EndpointsMixin(SocketState):
             self._pipes.discard(pipe)
             self._pattern.terminated(pipe)
             pipe.terminate()
+        self._pipes_changed()
 
     def stop_receiving(self) -> None:
         """Take nothing more from the network (brokerless only: libzmq has no such call).

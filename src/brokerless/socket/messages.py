@@ -142,6 +142,16 @@ class MessagesMixin(WaitingMixin):
     def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> bytes | Frame: ...
     def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
         """Receive one message part (``bytes``, or a :class:`Frame` with ``copy=False``)."""
+        lane = self._inlane
+        if lane is not None and copy and not self._commands and self._rx_parts is None:
+            # The fast path: one pipe, a pattern that passes messages through, a single-part
+            # message waiting -- taken here, as the pattern and the pipe would take it.
+            q = lane.q
+            if q and q[0].__class__ is bytes:
+                taken: bytes = q.popleft()
+                if lane.writer_blocked and len(q) <= lane.lwm:
+                    lane.wake_writer()
+                return taken
         if self._fault is not None:
             raise self._fault()
         if self._rx_parts is not None:

@@ -137,6 +137,7 @@ class Socket(
         self._rx_parts = None
         self._rx_pos = 0
         self._fault = None
+        self._inlane = None
         self._closed = False
         self._monitor_socket = None
         self._lent_poll = None
@@ -250,6 +251,7 @@ class Socket(
     def _on_stop(self, _: Any) -> None:
         if not self._closed:
             self._fault = _term_error
+            self._inlane = None
 
     # -- pipes ----------------------------------------------------------------------------------
 
@@ -271,6 +273,7 @@ class Socket(
             self._pipes.discard(result)
             result.terminate()
             result.drop_inbound()
+        self._pipes_changed()
         if pipe.peer_gone():  # the peer closed before we attached: as if told
             self._on_pipe_term(pipe)
 
@@ -279,9 +282,18 @@ class Socket(
         if pipe in self._pipes:
             self._pipes.discard(pipe)
             self._pattern.terminated(pipe)
+            self._pipes_changed()
             for pipes in self._connected.values():
                 if pipe in pipes:
                     pipes.remove(pipe)
+
+    def _pipes_changed(self) -> None:
+        """Whether ``recv`` may take messages from the only pipe itself (see ``_inlane``)."""
+        lane = None
+        if len(self._pipes) == 1 and self._pattern.passes_through and self._fault is None:
+            (pipe,) = self._pipes
+            lane = pipe.inbound
+        self._inlane = lane
 
     # -- monitoring -----------------------------------------------------------------------------
 
@@ -348,6 +360,7 @@ class Socket(
             pipe.terminate()
             pipe.drop_inbound()
         self._pipes.clear()
+        self._inlane = None
         self._lent_poll = None
         self._drop_commands()
         self._mailbox.close()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..error import ZMQError
     from ..mailbox import Command, Mailbox
     from ..patterns.base import Pattern
-    from ..pipe import Pipe
+    from ..pipe import Lane, Pipe
     from ..transport.port import ContextPort, SocketPort, Transport
     from .port import Port
 
@@ -67,6 +67,7 @@ class SocketState:
         "_commands",
         "_connected",
         "_fault",
+        "_inlane",
         "_lent_poll",
         "_mailbox",
         "_monitor_socket",
@@ -108,6 +109,10 @@ class SocketState:
     #: Set once closed or terminated: what every later call raises.
     _fault: Callable[[], ZMQError] | None
     _closed: bool
+    #: The inbound lane of the socket's only pipe when its pattern passes messages through:
+    #: ``recv`` takes a message from there itself (see :mod:`.messages`).  None otherwise, and
+    #: once the socket is closed or its context terminated.
+    _inlane: Lane | None
     _monitor_socket: Any  # the PAIR get_monitor_socket returned
     #: Whether a pipe may carry a connection's properties (tcp/ipc): only then do frames
     #: received with copy=False look them up (an inproc socket pays nothing for them).
@@ -121,6 +126,9 @@ class SocketState:
         raise NotImplementedError
 
     def _events(self) -> int:
+        raise NotImplementedError
+
+    def _pipes_changed(self) -> None:
         raise NotImplementedError
 
     def _emit(self, event: int, value: int, endpoint: str) -> None:

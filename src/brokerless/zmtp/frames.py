@@ -207,6 +207,20 @@ class FrameDecoder:
         while end - pos >= 2:
             flags = view[pos]
             if flags == fast:
+                if parts is None and not copy:
+                    # A run of short single-frame messages from ``bytes``, the common case:
+                    # as few bytecodes a message as the loop can have.
+                    while True:
+                        stop = pos + 2 + view[pos + 1]
+                        if stop > end:
+                            break
+                        append(view[pos + 2 : stop])
+                        pos = stop
+                        if end - pos < 2 or view[pos]:
+                            break
+                    if stop > end:
+                        break
+                    continue
                 stop = pos + 2 + view[pos + 1]
                 if stop > end:
                     break

@@ -1,0 +1,112 @@
+"""``recv`` on a socket with one pipe whose pattern passes messages through (PULL, DEALER,
+PAIR) takes single-part messages from the pipe itself: the same messages, in the same order,
+with the same end-of-stream, HWM and termination behaviour as the pattern's own path."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import brokerless as zmq
+
+from .helpers import recv_within
+
+PAIRS = [(zmq.PUSH, zmq.PULL), (zmq.DEALER, zmq.DEALER), (zmq.PAIR, zmq.PAIR)]
+
+
+def fast_path(sock, expected: bool) -> bool:
+    """Whether ``recv`` takes messages from the pipe itself, as ``expected`` (against libzmq,
+    BROKERLESS_TEST_AGAINST=pyzmq, there is no such path to check)."""
+    if not hasattr(sock, "_inlane"):
+        return True
+    return (sock._inlane is not None) == expected
+
+
+@pytest.fixture(params=["inproc", "tcp"])
+def link(request, ctx):
+    """Yields a function making a connected (sender, receiver) of the given types."""
+
+    def make(sender_type: int, receiver_type: int):
+        receiver = ctx.socket(receiver_type)
+        sender = ctx.socket(sender_type)
+        if request.param == "inproc":
+            receiver.bind(f"inproc://fast-{id(receiver)}")
+        else:
+            receiver.bind("tcp://127.0.0.1:*")
+        sender.connect(receiver.LAST_ENDPOINT.decode())
+        return sender, receiver
+
+    return make
+
+
+@pytest.mark.parametrize(("sender_type", "receiver_type"), PAIRS)
+def test_single_and_multipart_messages_keep_their_order(link, sender_type, receiver_type):
+    sender, receiver = link(sender_type, receiver_type)
+    sender.send(b"a")
+    sender.send_multipart([b"b1", b"b2", b"b3"])
+    sender.send(b"")
+    sender.send(b"c")
+    assert recv_within(receiver) == b"a"
+    assert fast_path(receiver, True)
+    assert receiver.recv() == b"b1" and receiver.RCVMORE
+    assert receiver.recv() == b"b2" and receiver.RCVMORE
+    assert receiver.recv() == b"b3" and not receiver.RCVMORE
+    assert receiver.recv() == b""
+    assert receiver.recv() == b"c"
+    with pytest.raises(zmq.Again):
+        receiver.recv(zmq.NOBLOCK)
+
+
+def test_a_terminated_context_fails_recv_though_messages_are_queued(ctx):
+    pull = ctx.socket(zmq.PULL)
+    pull.bind("inproc://fast-term")
+    push = ctx.socket(zmq.PUSH)
+    push.connect("inproc://fast-term")
+    for i in range(10):
+        push.send(b"%d" % i)
+    assert pull.recv() == b"0"
+    push.close()
+    term = threading.Thread(target=ctx.term)
+    term.start()
+    try:
+        with pytest.raises(zmq.ContextTerminated):
+            for _ in range(10):
+                pull.recv()  # the STOP command is seen before the next queued message
+    finally:
+        pull.close()
+        term.join(10)
+    assert not term.is_alive()
+
+
+def test_the_pipe_ends_after_its_queued_messages(ctx):
+    pull = ctx.socket(zmq.PULL)
+    pull.bind("inproc://fast-end")
+    push = ctx.socket(zmq.PUSH)
+    push.connect("inproc://fast-end")
+    push.send(b"last")
+    assert recv_within(pull) == b"last"
+    push.send(b"after")
+    push.close()  # its delimiter follows "after" in the pipe
+    assert pull.recv() == b"after"
+    pull.rcvtimeo = 50
+    with pytest.raises(zmq.Again):
+        pull.recv()
+    assert fast_path(pull, False)  # the pipe is gone
+
+
+def test_a_second_peer_turns_the_fast_path_off_and_both_are_served(ctx):
+    pull = ctx.socket(zmq.PULL)
+    pull.bind("inproc://fast-two")
+    first = ctx.socket(zmq.PUSH)
+    first.connect("inproc://fast-two")
+    first.send(b"1")
+    assert recv_within(pull) == b"1"
+    assert fast_path(pull, True)
+    second = ctx.socket(zmq.PUSH)
+    second.connect("inproc://fast-two")
+    first.send(b"a")
+    second.send(b"b")
+    got = {pull.recv(), pull.recv()}
+    assert got == {b"a", b"b"}
+    assert fast_path(pull, False)
