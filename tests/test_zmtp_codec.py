@@ -33,7 +33,7 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
-from brokerless.zmtp.frames import encode_batch
+from brokerless.zmtp.frames import RUN_MIN, encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -257,6 +257,44 @@ def test_frame_decoder_round_trip_split_anywhere(msgs, data):
     batches = feed_in_chunks(FrameDecoder(), stream, cuts)
     assert [m for batch in batches for m in batch] == msgs
     check_all_or_nothing(msgs, 0, cuts, len(stream), batches)
+
+
+@st.composite
+def runs_of_equal_sizes(draw) -> list:
+    """Messages in runs of one size (the decoder cuts runs of RUN_MIN or more by slicing),
+    runs broken by another size, a multipart message or a long frame, bodies all different."""
+    msgs: list = []
+    for _ in range(draw(st.integers(1, 5))):
+        size = draw(st.integers(0, 255))
+        count = draw(st.integers(RUN_MIN - 2, RUN_MIN * 5))
+        msgs += [bytes((len(msgs) + i) % 256 for i in range(size)) for _ in range(count)]
+        msgs += draw(st.lists(messages, max_size=2))
+    return msgs
+
+
+@FAST
+@given(msgs=runs_of_equal_sizes(), data=st.data())
+def test_frame_decoder_runs_of_equal_sizes_split_anywhere(msgs, data):
+    stream = b"".join(wire(m) for m in msgs)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10), label="cuts")
+    batches = feed_in_chunks(FrameDecoder(), stream, cuts)
+    assert [m for batch in batches for m in batch] == msgs
+    check_all_or_nothing(msgs, 0, cuts, len(stream), batches)
+    assert all(
+        type(p) is bytes
+        for batch in batches
+        for m in batch
+        for p in (m if type(m) is list else [m])
+    )
+
+
+def test_frame_decoder_cuts_a_run_of_equal_sizes_up_to_a_partial_frame():
+    msgs = [bytes((i,)) * 100 for i in range(RUN_MIN * 3)]
+    stream = b"".join(wire(m) for m in msgs)
+    dec = FrameDecoder()
+    assert dec.feed(stream[:-50]) == msgs[:-1]  # the last frame is not whole yet
+    assert dec.buffered == 102 - 50
+    assert dec.feed(stream[-50:]) == msgs[-1:]
 
 
 @FAST

@@ -208,8 +208,20 @@ class FrameDecoder:
             flags = view[pos]
             if flags == fast:
                 if parts is None and not copy:
-                    # A run of short single-frame messages from ``bytes``, the common case:
-                    # as few bytecodes a message as the loop can have.
+                    # Short single-frame messages from ``bytes``, the common case.  Runs of
+                    # equal size are cut at their fixed strides (see _uniform_run); the rest,
+                    # one by one, in as few bytecodes a message as the loop can have.
+                    n = _uniform_run(view, pos, end)
+                    while n:
+                        size = view[pos + 1]
+                        span = n * (size + 2)
+                        out += [
+                            view[i : i + size] for i in range(pos + 2, pos + 2 + span, size + 2)
+                        ]
+                        pos += span
+                        n = _uniform_run(view, pos, end) if end - pos >= 2 and not view[pos] else 0
+                    if end - pos < 2 or view[pos]:
+                        continue
                     while True:
                         stop = pos + 2 + view[pos + 1]
                         if stop > end:
@@ -274,6 +286,39 @@ class FrameDecoder:
                 parts = None
         self._parts = parts
         return pos
+
+
+#: The shortest run of equal-size frames worth cutting by slicing (below it, one by one).
+RUN_MIN = 16
+
+
+def _uniform_run(view: bytes, pos: int, end: int) -> int:
+    """How many whole frames from ``pos`` on are short final data frames of one size -- the
+    flags octet 0, the size octet the same -- when they are at least RUN_MIN; else 0.
+
+    Such a run's bodies sit at fixed strides, so the decoder cuts them in one list
+    comprehension instead of a frame-by-frame loop (a stream of fixed-size messages is
+    common): about half the bytecodes a message.
+    The check is strided slices compared in C: RUN_MIN frames first, doubling while the run
+    holds, so a stream that is not uniform costs one short check per read."""
+    stride = view[pos + 1] + 2
+    whole = (end - pos) // stride
+    if whole < RUN_MIN:
+        return 0
+    size = view[pos + 1]
+    n, probe = 0, RUN_MIN
+    while n < whole:
+        probe = min(probe, whole - n)
+        start = pos + n * stride
+        stop = start + probe * stride
+        if (
+            view[start:stop:stride].count(0) != probe
+            or view[start + 1 : stop : stride].count(size) != probe
+        ):
+            break
+        n += probe
+        probe *= 2
+    return n if n >= RUN_MIN else 0
 
 
 def frame_limit(max_msg_size: int) -> int:
