@@ -133,6 +133,14 @@ class Lane:
         self.hwm = hwm
         self.lwm = low_water_mark(hwm) if hwm else 0
 
+    def wake_reader(self) -> None:
+        """The writer queued into a lane its reader had found empty: the reader gets
+        ``activate_read``."""
+        self.reader_asleep = False
+        writer = self.writer
+        if writer is not None:
+            writer._notify_peer(ACTIVATE_READ)
+
     def wake_writer(self) -> None:
         """The reader drained the lane to the low-water mark: the writer blocked at the HWM
         may go on (it gets ``activate_write``)."""
@@ -204,6 +212,12 @@ class Pipe:
     def inbound(self) -> Lane:
         """The lane this end reads (for a reader that takes messages itself: ``Socket.recv``)."""
         return self._in
+
+    @property
+    def outbound(self) -> Lane:
+        """The lane this end writes (for a writer that queues messages itself: ``Socket.send``;
+        it must not while ``terminating``, nor past the HWM, nor on a conflating lane)."""
+        return self._out
 
     @property
     def source(self) -> InputSource | None:
@@ -355,8 +369,7 @@ class Pipe:
                 msg = msg[-1]  # libzmq keeps one part only: conflation is for single parts
         lane.q.append(msg)
         if lane.reader_asleep:
-            lane.reader_asleep = False
-            self._notify_peer(ACTIVATE_READ)
+            lane.wake_reader()
         return True
 
     def write_many(self, msgs: list[Any]) -> int:
@@ -368,8 +381,7 @@ class Pipe:
         if n:
             lane.q.extend(msgs if n == len(msgs) else msgs[:n])
             if lane.reader_asleep:
-                lane.reader_asleep = False
-                self._notify_peer(ACTIVATE_READ)
+                lane.wake_reader()
         for i in range(n, len(msgs)):  # at the HWM: the single-message path marks us blocked
             if not self.write(msgs[i]):
                 return i
@@ -380,8 +392,7 @@ class Pipe:
         lane = self._out
         lane.q.append(msg)
         if lane.reader_asleep:
-            lane.reader_asleep = False
-            self._notify_peer(ACTIVATE_READ)
+            lane.wake_reader()
 
     def pending_in(self) -> int:
         """Messages waiting to be read (the delimiter not counted)."""

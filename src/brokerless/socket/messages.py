@@ -50,6 +50,24 @@ class MessagesMixin(WaitingMixin):
         no more; a copied part (``copy=True``, or fewer bytes than ``copy_threshold``) is done
         at once.  A Frame made with ``track=True`` returns its tracker whatever ``track`` says.
         """
+        lane = self._outlane
+        if (
+            lane is not None
+            and data.__class__ is bytes
+            and not flags
+            and not track
+            and not self._commands
+            and self._tx_parts is None
+        ):
+            # The fast path: one pipe, a pattern that sends messages through, a single part
+            # that fits -- queued here, as the pattern and the pipe would queue it.
+            q = lane.q
+            hwm = lane.hwm
+            if (not hwm or len(q) < hwm) and not self._outpipe.terminating:  # type: ignore[union-attr]
+                q.append(data)
+                if lane.reader_asleep:
+                    lane.wake_reader()
+                return None
         if self._fault is not None:
             raise self._fault()
         if data.__class__ is not bytes or track:

@@ -138,6 +138,7 @@ class Socket(
         self._rx_pos = 0
         self._fault = None
         self._inlane = None
+        self._outpipe = self._outlane = None
         self._closed = False
         self._monitor_socket = None
         self._lent_poll = None
@@ -251,7 +252,7 @@ class Socket(
     def _on_stop(self, _: Any) -> None:
         if not self._closed:
             self._fault = _term_error
-            self._inlane = None
+            self._inlane = self._outpipe = self._outlane = None
 
     # -- pipes ----------------------------------------------------------------------------------
 
@@ -288,12 +289,16 @@ class Socket(
                     pipes.remove(pipe)
 
     def _pipes_changed(self) -> None:
-        """Whether ``recv`` may take messages from the only pipe itself (see ``_inlane``)."""
-        lane = None
-        if len(self._pipes) == 1 and self._pattern.passes_through and self._fault is None:
+        """Whether ``recv`` may take messages from the only pipe itself, and ``send`` queue
+        them there (see ``_inlane``, ``_outlane``)."""
+        self._inlane = self._outpipe = self._outlane = None
+        if len(self._pipes) == 1 and self._fault is None:
             (pipe,) = self._pipes
-            lane = pipe.inbound
-        self._inlane = lane
+            pattern = self._pattern
+            if pattern.passes_through:
+                self._inlane = pipe.inbound
+            if pattern.sends_through and not pipe.outbound.conflate:
+                self._outpipe, self._outlane = pipe, pipe.outbound
 
     # -- monitoring -----------------------------------------------------------------------------
 
@@ -360,7 +365,7 @@ class Socket(
             pipe.terminate()
             pipe.drop_inbound()
         self._pipes.clear()
-        self._inlane = None
+        self._inlane = self._outpipe = self._outlane = None
         self._lent_poll = None
         self._drop_commands()
         self._mailbox.close()

@@ -72,6 +72,8 @@ class SocketState:
         "_mailbox",
         "_monitor_socket",
         "_options",
+        "_outlane",
+        "_outpipe",
         "_pattern",
         "_pipes",
         "_port",
@@ -113,6 +115,10 @@ class SocketState:
     #: ``recv`` takes a message from there itself (see :mod:`.messages`).  None otherwise, and
     #: once the socket is closed or its context terminated.
     _inlane: Lane | None
+    #: Likewise for sending: the socket's only pipe (and the lane it writes) when its pattern
+    #: sends messages through to it as they are; ``send`` queues there itself.
+    _outpipe: Pipe | None
+    _outlane: Lane | None
     _monitor_socket: Any  # the PAIR get_monitor_socket returned
     #: Whether a pipe may carry a connection's properties (tcp/ipc): only then do frames
     #: received with copy=False look them up (an inproc socket pays nothing for them).

@@ -1,6 +1,7 @@
 """``recv`` on a socket with one pipe whose pattern passes messages through (PULL, DEALER,
-PAIR) takes single-part messages from the pipe itself: the same messages, in the same order,
-with the same end-of-stream, HWM and termination behaviour as the pattern's own path."""
+PAIR) takes single-part messages from the pipe itself, and ``send`` on one whose pattern sends
+them through (PUSH, DEALER, PAIR) queues them there itself: the same messages, in the same
+order, with the same end-of-stream, HWM and termination behaviour as the pattern's own path."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from .helpers import recv_within
 PAIRS = [(zmq.PUSH, zmq.PULL), (zmq.DEALER, zmq.DEALER), (zmq.PAIR, zmq.PAIR)]
 
 
-def fast_path(sock, expected: bool) -> bool:
-    """Whether ``recv`` takes messages from the pipe itself, as ``expected`` (against libzmq,
-    BROKERLESS_TEST_AGAINST=pyzmq, there is no such path to check)."""
-    if not hasattr(sock, "_inlane"):
+def fast_path(sock, expected: bool, lane: str = "_inlane") -> bool:
+    """Whether ``recv`` takes messages from the pipe itself (``send``, with ``_outlane``), as
+    ``expected`` (against libzmq, BROKERLESS_TEST_AGAINST=pyzmq, there is no such path)."""
+    if not hasattr(sock, lane):
         return True
-    return (sock._inlane is not None) == expected
+    return (getattr(sock, lane) is not None) == expected
 
 
 @pytest.fixture(params=["inproc", "tcp"])
@@ -110,3 +111,40 @@ def test_a_second_peer_turns_the_fast_path_off_and_both_are_served(ctx):
     got = {pull.recv(), pull.recv()}
     assert got == {b"a", b"b"}
     assert fast_path(pull, False)
+
+
+@pytest.mark.beyond_libzmq
+@pytest.mark.parametrize("sender_type", [zmq.PUSH, zmq.DEALER])
+def test_send_to_a_peer_that_left_is_not_lost_silently(ctx, sender_type):
+    """The only peer closed: the next send finds no pipe (EAGAIN), it is not queued in the
+    dead pipe as if delivered.  (libzmq looks at its commands only now and then while sending,
+    so it may still queue it there: lost.)"""
+    receiver = ctx.socket(zmq.PULL if sender_type == zmq.PUSH else zmq.DEALER)
+    receiver.bind("inproc://fast-gone")
+    sender = ctx.socket(sender_type)
+    sender.connect("inproc://fast-gone")
+    sender.send(b"seen")
+    assert recv_within(receiver) == b"seen"
+    assert fast_path(sender, True, "_outlane")
+    receiver.close()
+    with pytest.raises(zmq.Again):
+        sender.send(b"lost?", zmq.NOBLOCK)
+
+
+def test_send_stops_at_the_hwm_and_goes_on_once_drained(ctx):
+    pull = ctx.socket(zmq.PULL)
+    pull.rcvhwm = 3
+    pull.bind("inproc://fast-hwm")
+    push = ctx.socket(zmq.PUSH)
+    push.sndhwm = 2
+    push.connect("inproc://fast-hwm")
+    sent = 0
+    with pytest.raises(zmq.Again):
+        while sent < 100:
+            push.send(b"%d" % sent, zmq.NOBLOCK)
+            sent += 1
+    assert sent == 5  # SNDHWM + RCVHWM over inproc
+    assert [pull.recv() for _ in range(sent)] == [b"%d" % i for i in range(sent)]
+    push.sndtimeo = 2000  # the room made by the reader is announced to the writer by a command
+    push.send(b"more")
+    assert pull.recv() == b"more"
