@@ -261,11 +261,11 @@ def test_frame_decoder_round_trip_split_anywhere(msgs, data):
 
 @st.composite
 def runs_of_equal_sizes(draw) -> list:
-    """Messages in runs of one size (the decoder cuts runs of RUN_MIN or more by slicing),
-    runs broken by another size, a multipart message or a long frame, bodies all different."""
+    """Messages in runs of one size, short or long frames (the decoder cuts runs of RUN_MIN or
+    more at their stride), broken by other messages, bodies all different."""
     msgs: list = []
     for _ in range(draw(st.integers(1, 5))):
-        size = draw(st.integers(0, 255))
+        size = draw(st.one_of(st.integers(0, 255), st.integers(256, 2000)))  # short, long
         count = draw(st.integers(RUN_MIN - 2, RUN_MIN * 5))
         msgs += [bytes((len(msgs) + i) % 256 for i in range(size)) for _ in range(count)]
         msgs += draw(st.lists(messages, max_size=2))

@@ -169,9 +169,9 @@ class FrameDecoder:
             view = buf
         else:
             view = data
-        if view.__class__ is not bytes and len(view) > 1 and not view[0] & LONG:
-            # Short frames ahead: slicing ``bytes`` makes each body in one step.  (A read that
-            # starts with a long frame stays a view, so a large body is copied only once.)
+        if view.__class__ is not bytes and len(view) > 1 and not _large_first(view):
+            # Frames below LARGE ahead: slicing ``bytes`` makes each body in one step.  (A
+            # read that starts with a large frame stays a view: its body is copied only once.)
             view = bytes(view)
         out: list[Any] = []
         self.commands = False
@@ -211,7 +211,7 @@ class FrameDecoder:
                     # Short single-frame messages from ``bytes``, the common case.  Runs of
                     # equal size are cut at their fixed strides (see _uniform_run); the rest,
                     # one by one, in as few bytecodes a message as the loop can have.
-                    n = _uniform_run(view, pos, end)
+                    n = _uniform_run(view, pos, end, 2)
                     while n:
                         size = view[pos + 1]
                         span = n * (size + 2)
@@ -219,7 +219,11 @@ class FrameDecoder:
                             view[i : i + size] for i in range(pos + 2, pos + 2 + span, size + 2)
                         ]
                         pos += span
-                        n = _uniform_run(view, pos, end) if end - pos >= 2 and not view[pos] else 0
+                        n = (
+                            _uniform_run(view, pos, end, 2)
+                            if end - pos >= 2 and not view[pos]
+                            else 0
+                        )
                     if end - pos < 2 or view[pos]:
                         continue
                     while True:
@@ -247,6 +251,15 @@ class FrameDecoder:
                     append(parts)
                     parts = None
                 continue
+            if flags == LONG and parts is None and not copy and not handshaking:
+                # Runs of equal-size long single-frame messages: cut as short ones are.
+                n = _uniform_run(view, pos, end, 9)
+                if n and int.from_bytes(view[pos + 1 : pos + 9], "big") <= limit:
+                    size = int.from_bytes(view[pos + 1 : pos + 9], "big")
+                    span = n * (size + 9)
+                    out += [view[i : i + size] for i in range(pos + 9, pos + 9 + span, size + 9)]
+                    pos += span
+                    continue
             if flags & reserved:
                 raise ProtocolError(f"frame with reserved flag bits set (flags {flags:#04x})")
             if handshaking and not flags & COMMAND:
@@ -290,35 +303,45 @@ class FrameDecoder:
 
 #: The shortest run of equal-size frames worth cutting by slicing (below it, one by one).
 RUN_MIN = 16
+#: A read that starts with a frame this large is decoded from a view of the read buffer, so
+#: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).
+LARGE = 64 * 1024
 
 
-def _uniform_run(view: bytes, pos: int, end: int) -> int:
-    """How many whole frames from ``pos`` on are short final data frames of one size -- the
-    flags octet 0, the size octet the same -- when they are at least RUN_MIN; else 0.
+def _uniform_run(view: bytes, pos: int, end: int, head: int) -> int:
+    """How many whole frames from ``pos`` on are final data frames with the same ``head``
+    octets of header (2: flags 0 and a size octet; 9: the LONG flag and an 8-octet size), so of
+    one size, when they are at least RUN_MIN; else 0.
 
     Such a run's bodies sit at fixed strides, so the decoder cuts them in one list
     comprehension instead of a frame-by-frame loop (a stream of fixed-size messages is
-    common): about half the bytecodes a message.
-    The check is strided slices compared in C: RUN_MIN frames first, doubling while the run
-    holds, so a stream that is not uniform costs one short check per read."""
-    stride = view[pos + 1] + 2
+    common): about half the bytecodes a message.  The check is strided slices compared in C,
+    one per header octet: RUN_MIN frames first, doubling while the run holds, so a stream that
+    is not uniform costs one short check per read."""
+    if end - pos < head:
+        return 0
+    header = view[pos : pos + head]
+    size = header[1] if head == 2 else int.from_bytes(header[1:], "big")
+    stride = head + size
     whole = (end - pos) // stride
     if whole < RUN_MIN:
         return 0
-    size = view[pos + 1]
     n, probe = 0, RUN_MIN
     while n < whole:
         probe = min(probe, whole - n)
         start = pos + n * stride
         stop = start + probe * stride
-        if (
-            view[start:stop:stride].count(0) != probe
-            or view[start + 1 : stop : stride].count(size) != probe
-        ):
-            break
+        for i, octet in enumerate(header):
+            if view[start + i : stop : stride].count(octet) != probe:
+                return n if n >= RUN_MIN else 0
         n += probe
         probe *= 2
-    return n if n >= RUN_MIN else 0
+    return n
+
+
+def _large_first(view: bytes | bytearray | memoryview) -> bool:
+    """Whether ``view`` starts with a frame of LARGE octets or more (decoded from the view)."""
+    return bool(view[0] & LONG) and (len(view) < 9 or int.from_bytes(view[1:9], "big") >= LARGE)
 
 
 def frame_limit(max_msg_size: int) -> int:
