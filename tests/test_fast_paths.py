@@ -148,3 +148,50 @@ def test_send_stops_at_the_hwm_and_goes_on_once_drained(ctx):
     push.sndtimeo = 2000  # the room made by the reader is announced to the writer by a command
     push.send(b"more")
     assert pull.recv() == b"more"
+
+
+def test_a_sub_takes_everything_itself_only_while_subscribed_to_everything(ctx):
+    pub = ctx.socket(zmq.PUB)
+    pub.bind("inproc://fast-sub")
+    sub = ctx.socket(zmq.SUB)
+    sub.connect("inproc://fast-sub")
+    sub.subscribe(b"")
+    sub.rcvtimeo = 2000
+    assert fast_path(sub, True)
+    pub.send(b"any")
+    assert sub.recv() == b"any"
+    sub.subscribe(b"a")  # everything still passes
+    assert fast_path(sub, True)
+    sub.unsubscribe(b"")  # now only "a...": filtered by the pattern
+    assert fast_path(sub, False)
+    for topic in (b"b1", b"a1", b"b2", b"a2"):
+        pub.send(topic)
+    assert [sub.recv(), sub.recv()] == [b"a1", b"a2"]
+
+
+def test_a_message_a_poll_held_back_comes_first_when_everything_passes_again(ctx):
+    """A SUB that filtered looked ahead for a matching message (poll); subscribing to
+    everything then must not let the messages behind it overtake it."""
+    pub = ctx.socket(zmq.PUB)
+    pub.bind("inproc://fast-held")
+    sub = ctx.socket(zmq.SUB)
+    sub.connect("inproc://fast-held")
+    sub.subscribe(b"a")
+    sub.rcvtimeo = 2000
+    for topic in (b"a-first", b"a-second", b"a-third"):
+        pub.send(topic)
+    assert sub.poll(2000) == zmq.POLLIN  # the SUB holds "a-first" now
+    sub.subscribe(b"")
+    assert [sub.recv(), sub.recv(), sub.recv()] == [b"a-first", b"a-second", b"a-third"]
+
+
+def test_invert_matching_is_never_passed_through(ctx):
+    pub = ctx.socket(zmq.PUB)
+    pub.bind("inproc://fast-invert")
+    sub = ctx.socket(zmq.SUB)
+    sub.invert_matching = 1
+    pub.invert_matching = 1
+    sub.connect("inproc://fast-invert")
+    sub.subscribe(b"")  # inverted: nothing passes
+    sub.subscribe(b"")
+    assert fast_path(sub, False)

@@ -256,8 +256,23 @@ class XSub(Pattern):
     def xhas_in(self) -> bool:
         if self.prefetched is not None:
             return True
+        if self._passes_all():  # no message to look at before it is received
+            return self.fq.has_in()
         self.prefetched = self.xrecv()
         return self.prefetched is not None
+
+    def _passes_all(self) -> bool:
+        """Every message is received as it comes: no filter (XSUB, or a SUB subscribed to
+        everything, not inverted) and no conflation."""
+        options = self.options
+        if options[_O.CONFLATE]:
+            return False
+        if not self.filters:
+            return True
+        return b"" in self.subscriptions and not options[_O.INVERT_MATCHING]
+
+    def recv_passes_through(self) -> bool:
+        return self.prefetched is None and self._passes_all()
 
 
 class Sub(XSub):

@@ -59,6 +59,9 @@ class SubscriptionCounts(_ByLength):
     def __len__(self) -> int:
         return len(self._counts)
 
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._counts
+
     def add(self, topic: bytes) -> bool:
         """Count one more subscription; True when the topic is new."""
         n = self._counts.get(topic, 0)

@@ -66,6 +66,7 @@ class OptionsMixin(SocketState):
             if self._commands:
                 self._process_commands()
             self._pattern.xsetsockopt(opt, value)
+        self._pipes_changed()  # a subscription, CONFLATE, ... may change how recv may take them
 
     set = setsockopt
 

@@ -295,7 +295,7 @@ class Socket(
         if len(self._pipes) == 1 and self._fault is None:
             (pipe,) = self._pipes
             pattern = self._pattern
-            if pattern.passes_through:
+            if pattern.recv_passes_through():
                 self._inlane = pipe.inbound
             if pattern.sends_through and not pipe.outbound.conflate:
                 self._outpipe, self._outlane = pipe, pipe.outbound
