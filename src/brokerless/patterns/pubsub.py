@@ -102,7 +102,12 @@ class XPub(Pattern):
             self._deliver(data)
 
     def _targets(self, msg: Any) -> Any:
-        matched = self.subscriptions.match(as_bytes(first_frame(msg)))
+        everyone = self.subscriptions.everything_only()
+        matched = (
+            everyone
+            if everyone is not None
+            else self.subscriptions.match(as_bytes(first_frame(msg)))
+        )
         if self.options[_O.INVERT_MATCHING]:
             return [pipe for pipe in self.dist.pipes if pipe not in matched]
         return matched

@@ -134,6 +134,13 @@ class SubscriptionTable(_ByLength):
         """Drop every subscription of ``pipe``; returns the topics left with no subscriber."""
         return [topic for topic in self.topics_of(pipe) if self.rm(topic, pipe)]
 
+    def everything_only(self) -> set[Any] | None:
+        """The subscribers when the only topic is ``b""`` (everyone gets every message, the
+        usual fan-out: no need to look at the message); else None."""
+        if self._lengths == [0]:
+            return self._topics[b""]
+        return None
+
     def match(self, data: bytes) -> Iterable[Any]:
         """The pipes with a subscription that is a prefix of ``data``."""
         topics = self._topics
