@@ -15,6 +15,10 @@ nothing) and the longest alignment (a task holding input back while barriers arr
     PYTHONPATH=src python bench/checkpoint_cost.py --mode local --keys 100000
     PYTHONPATH=src python bench/checkpoint_cost.py --mode local --keys 100000 --plain
     PYTHONPATH=src python bench/checkpoint_cost.py --mode multiprocess --workers 2
+    PYTHONPATH=src python bench/checkpoint_cost.py --mode spark --workers 2
+
+``--mode spark`` runs the workers as tasks of a Spark ``local[workers]`` session (the clock
+starts once they all run, so Spark's start-up is not counted).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from functools import partial
 from typing import Any
@@ -69,8 +74,8 @@ def topology(count: int, keys: int, interval: float, parallelism: int, plain: bo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["local", "multiprocess"], default="local")
-    parser.add_argument("--workers", type=int, default=2, help="multiprocess: processes")
+    parser.add_argument("--mode", choices=["local", "multiprocess", "spark"], default="local")
+    parser.add_argument("--workers", type=int, default=2, help="multiprocess, spark: workers")
     parser.add_argument("--count", type=int, default=300_000, help="spout tuples")
     parser.add_argument("--keys", type=int, default=10_000, help="distinct keys (state size)")
     parser.add_argument("--interval", type=float, default=0.5, help="checkpoint interval (s)")
@@ -80,8 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     topo = topology(args.count, args.keys, args.interval, args.parallelism, args.plain)
     if args.mode == "local":
         run = run_local(topo)
-    else:
+    elif args.mode == "multiprocess":
         run = run_multiprocess(topo, workers=args.workers, transport="ipc")
+    else:
+        from brokerless.spark import run_on_spark  # pyspark only for this mode
+
+        scratch = tempfile.TemporaryDirectory(prefix="checkpoint-cost-")  # removed on return
+        config = topo.config.replace(checkpoint_dir=scratch.name)  # Spark needs one named
+        run = run_on_spark(topo, workers=args.workers, config=config)
     with run:
         started = time.perf_counter()
         run.wait_until_done(timeout=600)
@@ -98,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     history = checkpoints.history
     result: dict[str, Any] = {
         "case": "checkpoint-cost",
-        "mode": args.mode if args.mode == "local" else f"multiprocess/{args.workers}",
+        "mode": args.mode if args.mode == "local" else f"{args.mode}/{args.workers}",
         "stateful": not args.plain,
         "count": args.count,
         "keys": args.keys,

@@ -1,12 +1,18 @@
 """Fuzz target: the ZMTP codec (``brokerless.zmtp.Connection``) fed what a peer might send.
 
 Input layout: octet 0 picks the socket type (low nibble), the role (0x10: as-server) and
-MAXMSGSIZE (top three bits); octet 1 seeds the split points, and its top bit (0x80) makes the
-connection CURVE (the server or client by the role, with fixed permanent keys) instead of NULL;
-the rest is the byte stream from the peer.  A CURVE connection's randomness (short-term keys,
-nonces, cookie key) is drawn from a generator seeded afresh for each connection, so the whole
-and the split runs make the same keys and send the same bytes, and a seed can hold a complete
-handshake that the fuzzer then mutates into the traffic: MESSAGE boxes, nonces, commands.
+MAXMSGSIZE (top three bits); octet 1 seeds the split points, and its top two bits pick the
+mechanism (:data:`MECHANISMS`): NULL, PLAIN, CURVE, or CURVE whose server asks a ZAP handler --
+the server or client by the role, with fixed credentials and permanent keys; the rest is the
+byte stream from the peer.  A CURVE connection's randomness (short-term keys, nonces, cookie
+key) is drawn from a generator seeded afresh for each connection, so the whole and the split
+runs make the same keys and send the same bytes, and a seed can hold a complete handshake that
+the fuzzer then mutates into the traffic: MESSAGE boxes, nonces, commands.
+
+A server that asks ZAP gets the answer of a handler written here (:func:`_zap_reply`: the
+fixed PLAIN user or CURVE client key is let in, a PLAIN user named ``temp`` or ``error`` gets
+300 or 500, anyone else 400).  The whole run answers at once; the split run answers only after
+feeding the next piece, so the input a paused handshake holds is exercised too.
 
 The stream goes to one connection whole and to a second one cut at the split points (as
 memoryviews, as the engine hands over its reads).  Expected outcomes are decoded items or the
@@ -21,7 +27,8 @@ codec's own :class:`ProtocolError`; anything else raised here is a bug:
   (the first, READY, in NULL; the second, INITIATE or READY, in CURVE) or, from a ZMTP 2.0 or
   1.0 peer, after its identity frame;
 * every message re-encoded decodes to itself;
-* how the stream is split changes nothing: same items, same error class, same replies.
+* how the stream is split changes nothing: same items, same ZAP requests, same error class,
+  same replies.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import hashlib
 import itertools
 import random
 from collections.abc import Iterator
+from contextlib import nullcontext
 from functools import partial
 from types import SimpleNamespace
 
@@ -46,18 +54,25 @@ from brokerless.zmtp import (
     Pong,
     ProtocolError,
     Ready,
+    ZapRequest,
     encode_message,
 )
 from brokerless.zmtp.commands import command_body, encode_metadata
 from brokerless.zmtp.frames import encode_command
 from brokerless.zmtp.frames_v1 import encode_message_v1
 from brokerless.zmtp.greeting import rest_of_greeting, signature
-from brokerless.zmtp.mechanisms import curve
+from brokerless.zmtp.mechanisms import PlainClient, PlainServer, curve
+from brokerless.zmtp.mechanisms.zap import ZapPolicy
 
 T = SocketType
 SOCKET_TYPES = sorted(VALID_PEERS)
 AS_SERVER = 0x10
-CURVE = 0x80
+#: The mechanism of octet 1's top two bits.
+NULL, PLAIN, CURVE, CURVE_ZAP = 0x00, 0x40, 0x80, 0xC0
+MECHANISMS = (NULL, PLAIN, CURVE, CURVE_ZAP)
+USER, PASSWORD = b"admin", b"secret"
+#: The ZAP statuses the handler gives PLAIN users by name (anyone else but USER: 400).
+ZAP_STATUS = {USER: b"200", b"temp": b"300", b"error": b"500"}
 MAX_MSG_SIZES = [-1, -1, -1, -1, 0, 10, 255, 1000]
 MAX_CUTS = 16
 SERVER_PUBLIC, SERVER_SECRET = sodium.crypto_box_seed_keypair(b"fuzz-server".ljust(32, b"."))
@@ -89,13 +104,19 @@ class _Determinism:
         curve.os, curve.sodium = self._saved
 
 
-def _mechanism(as_server: bool) -> object:
-    """The CURVE mechanism of a fuzzed connection (a fresh cookie key, no ZAP)."""
+def _mechanism(kind: int, as_server: bool) -> object:
+    """The mechanism of a fuzzed connection (CURVE servers: a fresh cookie key)."""
+    zap = ZapPolicy(b"fuzz", b"fuzz", required=True)
+    if kind == PLAIN:
+        if as_server:
+            return partial(PlainServer, zap=zap)
+        return partial(PlainClient, username=USER, password=PASSWORD)
     if as_server:
         return partial(
             curve.CurveServer,
             public_key=SERVER_PUBLIC,
             secret_key=SERVER_SECRET,
+            zap=zap if kind == CURVE_ZAP else None,
             cookies=curve.CookieKeys(clock=lambda: 0.0),
         )
     return partial(
@@ -104,6 +125,18 @@ def _mechanism(as_server: bool) -> object:
         secret_key=CLIENT_SECRET,
         server_key=SERVER_PUBLIC,
     )
+
+
+def _zap_reply(request: ZapRequest) -> list[bytes]:
+    """The handler's answer (see the module docstring)."""
+    if request.mechanism == b"CURVE":
+        status = b"200" if request.credentials == (CLIENT_PUBLIC,) else b"400"
+    else:
+        username, password = request.credentials
+        status = ZAP_STATUS.get(username, b"400")
+        if username == USER and password != PASSWORD:
+            status = b"400"
+    return [b"", b"1.0", b"1", status, b"OK", b"fuzz-user", encode_metadata({"X-Fuzz": b"1"})]
 
 
 _EVENTS = (Ready, Ping, Pong)
@@ -115,20 +148,25 @@ def test_one_input(data: bytes) -> None:
     socket_type = SOCKET_TYPES[(data[0] & 0x0F) % len(SOCKET_TYPES)]
     as_server = bool(data[0] & AS_SERVER)
     max_msg_size = MAX_MSG_SIZES[data[0] >> 5]
-    secure = bool(data[1] & CURVE)
+    kind = data[1] & CURVE_ZAP
     stream = data[2:]
-    whole = _Outcome(socket_type, as_server, max_msg_size, secure)
+    whole = _Outcome(socket_type, as_server, max_msg_size, kind)
     whole.feed([stream])
-    split = _Outcome(socket_type, as_server, max_msg_size, secure)
+    split = _Outcome(socket_type, as_server, max_msg_size, kind)
     view = memoryview(stream)
-    split.feed([view[lo:hi] for lo, hi in _pieces(len(stream), data[1])])
-    if (split.items, split.error, split.sent) != (whole.items, whole.error, whole.sent):
+    split.feed([view[lo:hi] for lo, hi in _pieces(len(stream), data[1])], answer_late=True)
+    if (split.items, split.asked, split.error, split.sent) != (
+        whole.items,
+        whole.asked,
+        whole.error,
+        whole.sent,
+    ):
         raise AssertionError(
             f"the split changed the outcome:\n whole {whole.items!r} {whole.error}\n"
             f" split {split.items!r} {split.error}"
         )
     if whole.items:
-        after_ready = _octets_after_handshake(stream, 2 if secure else 1)
+        after_ready = _octets_after_handshake(stream, 1 if kind == NULL else 2)
         delivered = sum(2 + len(part) for msg in whole.messages() for part in msg)
         if _unversioned(stream) and socket_type in (SocketType.PUB, SocketType.XPUB):
             delivered -= 2 + 1  # the subscription received in such a peer's name, not sent
@@ -200,7 +238,7 @@ class _Outcome:
     """One connection fed a stream in pieces, checked after every call."""
 
     def __init__(
-        self, socket_type: SocketType, as_server: bool, max_msg_size: int, secure: bool = False
+        self, socket_type: SocketType, as_server: bool, max_msg_size: int, kind: int = NULL
     ) -> None:
         self.determinism = _Determinism()
         with self.determinism:
@@ -209,9 +247,12 @@ class _Outcome:
                 b"fuzz",
                 as_server=as_server,
                 max_msg_size=max_msg_size,
-                **({"mechanism": _mechanism(as_server)} if secure else {}),
+                **({"mechanism": _mechanism(kind, as_server)} if kind != NULL else {}),
             )
         self.items: list = []
+        #: What the ZAP requests asked (mechanism and credentials), in order.
+        self.asked: list[tuple[bytes, tuple[bytes, ...]]] = []
+        self._waiting: ZapRequest | None = None  # a request not answered yet
         self.error: type[ProtocolError] | None = None
         self.sent = self.conn.data_to_send()
 
@@ -223,19 +264,28 @@ class _Outcome:
             if item.__class__ is bytes or item.__class__ is list
         ]
 
-    def feed(self, pieces: list) -> None:
+    def feed(self, pieces: list, answer_late: bool = False) -> None:
+        """Feed ``pieces`` in turn.  A ZAP request is answered after the piece that raised it
+        or, ``answer_late``, after the next one (which the paused handshake holds); at the end
+        of the input in any case."""
         conn = self.conn
-        for piece in pieces:
+        for piece in [*pieces, None]:
+            asked_before = self._waiting is not None
             try:
                 with self.determinism:
-                    got = conn.receive_data(piece)
+                    if piece is not None:
+                        self._take(conn.receive_data(piece))
+                    if self._waiting is not None and (
+                        piece is None or not answer_late or asked_before
+                    ):
+                        request, self._waiting = self._waiting, None
+                        self._take(conn.zap_reply(_zap_reply(request)))
             except ProtocolError as exc:
                 self._check(exc.messages)
                 self.error = type(exc)
                 break
             finally:
                 self.sent += conn.data_to_send()
-            self._check(got)
         if self.error is None:
             return
         if conn.state is not ERROR_STATE or conn.decoder.buffered:
@@ -245,6 +295,16 @@ class _Outcome:
         except ProtocolError:
             return
         raise AssertionError("a failed connection took more input")
+
+    def _take(self, got: list) -> None:
+        """What a call returned: a ZAP request is kept for its answer, the rest checked."""
+        if got and got[0].__class__ is ZapRequest:
+            if len(got) > 1 or self._waiting is not None:
+                raise AssertionError(f"a ZAP request with other items: {got!r}")
+            request = self._waiting = got[0]
+            self.asked.append((request.mechanism, request.credentials))
+            return
+        self._check(got)
 
     def _check(self, got: list) -> None:
         for item in got:
@@ -310,39 +370,57 @@ def seeds() -> Iterator[bytes]:
     ):
         for max_size in (0, 7):  # unset, and 1000
             yield bytes((pull | max_size << 5, 5)) + greeting + tail
-    yield from curve_seeds()
+    yield from secure_seeds()
 
 
-def curve_seeds() -> Iterator[bytes]:
-    """Complete CURVE handshakes and boxed traffic, for both roles, whole and split."""
+def secure_seeds() -> Iterator[bytes]:
+    """Complete PLAIN and CURVE handshakes (with and without ZAP) and their traffic, for both
+    roles, whole and split; refused PLAIN users and a malformed PLAIN HELLO."""
     messages = [b"", b"hello", b"x" * 300, [b"a", b""]]
     pairs = [(T.PULL, T.PUSH), (T.SUB, T.PUB), (T.DEALER, T.ROUTER)]
-    for socket_type, peer_type in pairs:
-        for as_server in (False, True):
-            config = SOCKET_TYPES.index(socket_type) | (AS_SERVER if as_server else 0)
-            stream = _curve_peer_stream(socket_type, peer_type, as_server, messages)
-            for split_seed in (0, 7, 15):
-                yield bytes((config, CURVE | split_seed)) + stream
-            yield bytes((config, CURVE | 3)) + stream[: 64 + 202]  # greeting and HELLO/WELCOME
+    for kind in (PLAIN, CURVE, CURVE_ZAP):
+        for socket_type, peer_type in pairs:
+            for as_server in (False, True):
+                config = SOCKET_TYPES.index(socket_type) | (AS_SERVER if as_server else 0)
+                stream = _secure_peer_stream(kind, socket_type, peer_type, as_server, messages)
+                for split_seed in (0, 7, 15):
+                    yield bytes((config, kind | split_seed)) + stream
+                if kind != PLAIN:
+                    yield bytes((config, kind | 3)) + stream[: 64 + 202]  # greeting, HELLO/WELCOME
+    pull = SOCKET_TYPES.index(T.PULL) | AS_SERVER
+    greeting = signature(0) + b"\x03" + rest_of_greeting(b"PLAIN", as_server=False)
+    for username, password in ((USER, b"wrong"), (b"temp", b""), (b"error", b"x"), (b"eve", b"")):
+        hello = bytes((len(username),)) + username + bytes((len(password),)) + password
+        yield bytes((pull, PLAIN | 5)) + greeting + encode_command(command_body(b"HELLO", hello))
+    for malformed in (b"", b"\x05admin", b"\x05admin\x06secret!", b"\x00\x00", b"\xff"):
+        hello = encode_command(command_body(b"HELLO", malformed))
+        yield bytes((pull, PLAIN | 5)) + greeting + hello
 
 
-def _curve_peer_stream(
-    socket_type: SocketType, peer_type: SocketType, as_server: bool, messages: list
+def _secure_peer_stream(
+    kind: int, socket_type: SocketType, peer_type: SocketType, as_server: bool, messages: list
 ) -> bytes:
-    """What a CURVE peer sends the fuzzed connection: handshake, messages, a PING, a
+    """What a PLAIN or CURVE peer sends the fuzzed connection: handshake, messages, a PING, a
     subscription -- the fuzzed side's randomness drawn as the target will draw it."""
-    mine = _Outcome(socket_type, as_server, -1, secure=True)
+    mine = _Outcome(socket_type, as_server, -1, kind)
     peer = Connection(
-        peer_type, b"peer", as_server=not as_server, mechanism=_mechanism(not as_server)
+        peer_type, b"peer", as_server=not as_server, mechanism=_mechanism(kind, not as_server)
     )
-    peer.receive_data(mine.sent)  # the greeting (and the client's HELLO)
+    sides = {peer: None, mine.conn: mine.determinism}
+
+    def give(to: Connection, data: bytes) -> None:
+        with sides[to] or nullcontext():
+            got = to.receive_data(data)
+            while got and got[0].__class__ is ZapRequest:  # each side's handler says yes
+                got = to.zap_reply(_zap_reply(got[0]))
+
+    give(peer, mine.sent)  # the greeting (and a client's HELLO)
     sent = []
     for _ in range(4):
         out = peer.data_to_send()
         sent.append(out)
-        with mine.determinism:
-            mine.conn.receive_data(out)
-        peer.receive_data(mine.conn.data_to_send())
+        give(mine.conn, out)
+        give(peer, mine.conn.data_to_send())
     for msg in messages:
         peer.send_message(msg)
     peer.send_ping(10, b"ctx")

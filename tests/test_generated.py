@@ -119,6 +119,36 @@ def test_mypy_reads_pyzmq_style_asyncio_code(tmp_path):
     assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), output
 
 
+SEND_HELPERS_PROGRAM = """\
+from collections.abc import Awaitable
+
+import brokerless as zmq
+import brokerless.asyncio as zaio
+
+
+async def main() -> None:
+    pub = zaio.Context().socket(zmq.PUB)
+    await pub.send_string("text")
+    await pub.send_unicode("text")
+    await pub.send_pyobj(123)
+    await pub.send_json({"a": 5})
+    await pub.send_serialized([b"x"], lambda msg: msg)
+    tracker: zmq.MessageTracker | None = await pub.send_string("text", track=True)
+    wrong: zmq.MessageTracker | None = pub.send_json({})
+"""
+
+
+def test_mypy_reads_the_async_send_helpers_as_awaitables(tmp_path):
+    """``send_string``, ``send_json``, ... of an async socket return what its ``send`` does, a
+    future (pyzmq's ``_future.pyi``); pyzmq's mypy_tests/test_socket_async.py awaits them.
+    Inherited untouched from the sync socket they were typed ``MessageTracker | None``, which
+    mypy refused to await once ``ctx.socket()`` was typed as the async socket."""
+    program, errors, output = mypy_errors(tmp_path, SEND_HELPERS_PROGRAM)
+    last = len(SEND_HELPERS_PROGRAM.splitlines())
+    # exactly one error: the last line, where a future is not the tracker
+    assert len(errors) == 1 and errors[0].startswith(f"{program}:{last}:"), output
+
+
 MONITOR_PROGRAM = """\
 import brokerless as zmq
 from brokerless.utils.monitor import recv_monitor_message

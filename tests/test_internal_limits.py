@@ -1,8 +1,8 @@
 """The limits of brokerless's own sockets that strangers can reach (issue: hostile peers cost
-only themselves): a worker's connections to other workers' ports take nothing big, and the
-Spark sink's XPUB takes only subscriptions of a sane size.  The virtual port, the control
-channel and the Spark source have their own tests (test_stream_hostile, test_stream_control,
-test_spark_source)."""
+only themselves): a worker's connections to other workers' ports take nothing big, the Spark
+sink's XPUB takes only subscriptions of a sane size, and a ReliableSender only
+acknowledgements.  The virtual port, the control channel and the Spark source have their own
+tests (test_stream_hostile, test_stream_control, test_spark_source)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from zmq.utils.monitor import recv_monitor_message
 
 import brokerless as zmq
+from brokerless.spark.ingest import ACK_MAX_FRAME, ReliableSender
 from brokerless.spark.sink import (
     SUBSCRIPTION_MAX_BYTES,
     BrokerlessStreamWriter,
@@ -81,4 +82,24 @@ def test_the_sink_takes_only_subscriptions_of_a_sane_size(tmp_path, size):
         xpub.close(linger=0)
     finally:
         context.destroy(linger=0)
+        lctx.destroy(linger=0)
+
+
+def test_a_reliable_sender_drops_a_peer_that_sends_it_something_big(tmp_path):
+    """A sender bound with bind=True takes connections from anyone; what it reads is only the
+    source's acknowledgements, so a frame above ACK_MAX_FRAME disconnects its sender at once
+    instead of being buffered whole."""
+    endpoint = f"ipc://{tmp_path}/sender"
+    lctx = pyzmq.Context()
+    sender = ReliableSender(endpoint, bind=True)
+    try:
+        stranger = lctx.socket(pyzmq.DEALER)
+        stranger.linger = 0
+        monitor = stranger.get_monitor_socket()
+        stranger.connect(endpoint)
+        assert _wait_for(monitor, pyzmq.EVENT_HANDSHAKE_SUCCEEDED)
+        stranger.send(b"x" * (ACK_MAX_FRAME + 1))
+        assert _wait_for(monitor, pyzmq.EVENT_DISCONNECTED)
+    finally:
+        sender.close()
         lctx.destroy(linger=0)

@@ -333,6 +333,42 @@ def test_frame_repr_is_pyzmqs(size, shown):
     assert repr(zmq.Frame(b"x" * size)).startswith("<zmq.Frame(")
 
 
+def test_a_frame_copies_a_small_buffer_and_keeps_a_large_one():
+    """pyzmq's default (``copy=None``): fewer bytes than COPY_THRESHOLD are copied, so the
+    buffer changed afterwards leaves the frame as it was; a larger one is zero-copy."""
+    small, large = bytearray(b"hello"), bytearray(zmq.COPY_THRESHOLD)
+    small_frame, large_frame = zmq.Frame(small), zmq.Frame(large)
+    small[0], large[0] = ord("j"), 1
+    assert small_frame.bytes == b"hello"
+    assert large_frame.buffer[0] == 1
+    shared = zmq.Frame(small, copy=False)
+    small[0] = ord("y")
+    assert shared.bytes == b"yello"
+    copied = zmq.Frame(large, copy_threshold=len(large) + 1)
+    large[0] = 2
+    assert copied.buffer[0] == 1
+
+
+def test_a_frame_of_none_is_empty():
+    assert zmq.Frame(None).bytes == b""
+
+
+@pytest.mark.parametrize("multipart", [False, True])
+def test_a_small_buffer_sent_without_copy_is_copied_anyway(make, multipart):
+    """``copy=False`` below the socket's copy_threshold copies, as pyzmq does: a buffer the
+    sender reuses at once (a recv_into buffer, say) must not change what is delivered."""
+    a, b = make(zmq.PAIR), make(zmq.PAIR)
+    b.connect(bind(a, "inproc://small-copy-false"))
+    buf = bytearray(b"hello")
+    if multipart:
+        a.send_multipart([b"head", buf], copy=False)
+    else:
+        a.send(buf, copy=False)
+    buf[0] = ord("j")
+    received = recv_within(b, multipart=True)
+    assert received[-1] == b"hello"
+
+
 def test_frame_buffer_is_made_once():
     frame = zmq.Frame(b"abc")
     assert frame.buffer is frame.buffer

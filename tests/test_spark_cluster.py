@@ -2,7 +2,10 @@
 pyspark's own ``spark-class``, on 127.0.0.1 (``spark_cluster.py``).  The word count and the
 demo give exact results with one worker in each Worker's executor; a Worker JVM killed mid-run
 (its executor with it) makes the run wait for a slot -- saying so -- and recover with exact
-counts once the Worker is back; everything the cluster started is gone at the end.
+counts once the Worker is back, both for a finite input replayed from the start and for a
+checkpointed word count over live input (``live_input.py``), which rolls back to its last
+checkpoint; a session with dynamic allocation is refused at once; everything the cluster
+started is gone at the end.
 
 Marked ``cluster`` and left out of the default suite (the JVMs take minutes to start on a
 small machine): ``make test-cluster``, or ``pytest -m cluster tests/test_spark_cluster.py``.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +29,7 @@ from brokerless.spark.demo import run_demo, sherlock_topology, top_words, word_c
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import run_to_completion
 
+from .live_input import LiveInput
 from .processes import descendants
 from .spark_cluster import Daemon, StandaloneCluster
 from .stream_topologies import wait_for
@@ -74,6 +79,32 @@ def spark(cluster):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+#: A driver of its own (one SparkContext per process) on the cluster, with dynamic allocation.
+DYNAMIC_ALLOCATION = """
+import sys, time
+from brokerless.spark import run_on_spark, session_builder
+from brokerless.stream import TopologyError
+from brokerless.stream.examples import word_count_topology
+
+builder = session_builder(sys.argv[1], "brokerless-dynamic-allocation")
+for key, value in [
+    ("spark.ui.enabled", "false"),
+    ("spark.driver.host", "127.0.0.1"),
+    ("spark.dynamicAllocation.enabled", "true"),
+    ("spark.dynamicAllocation.shuffleTracking.enabled", "true"),
+]:
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+began = time.monotonic()
+try:
+    run_on_spark(word_count_topology(), spark=spark, workers=2).stop()
+except TopologyError as error:
+    print(f"after {time.monotonic() - began:.1f} s: {error}")
+finally:
+    spark.stop()
+"""
 
 
 def hosting(cluster: StandaloneCluster, pid: int) -> Daemon:
@@ -155,3 +186,52 @@ def test_a_killed_worker_jvm_restarted_recovers_with_exact_counts(cluster, spark
     assert result.errors == []
     assert final_counts(result.emitted("count")) == word_counts(lines)
     assert result.statistics["lines"].acked == lines
+
+
+def test_dynamic_allocation_is_refused_at_once_with_sparks_reason(cluster):
+    # README: Spark runs no barrier stage under dynamic allocation, so it cannot replace a
+    # lost executor for a topology; the run says so at once.  (Such an application starts
+    # with no executors and asks for some only for work it was given: a run that waited for
+    # slots waited start_timeout, then blamed the cluster's cores.)
+    driver = subprocess.run(
+        [sys.executable, "-c", DYNAMIC_ALLOCATION, cluster.url],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    found = re.search(r"^after ([\d.]+) s: (.*)", driver.stdout, re.M)
+    assert found, driver.stdout + driver.stderr[-3000:]
+    assert found[2].startswith(
+        "topology 'word-count' cannot run in a Spark session with dynamic allocation "
+        "(spark.dynamicAllocation.enabled=true): Spark runs no barrier stage then "
+        "(BarrierJobRunWithDynamicAllocationException)"
+    ), found[2]
+    assert "spark.cores.max" in found[2]
+    assert float(found[1]) < 30  # not after start_timeout (120 s) of waiting for slots
+
+
+def test_a_live_word_count_that_loses_an_executor_counts_exactly_what_was_sent(
+    cluster, spark, tmp_path
+):
+    # The word count reads a log that a pyzmq PUSH feeds while it runs (for a minute under
+    # make test-cluster), so replay from the start is no answer: the second attempt restores
+    # the last complete checkpoint (its state, the spout's position in the log) and goes on.
+    # The log and the checkpoints are on this machine's disk, which every executor here reaches.
+    with LiveInput(str(tmp_path)) as live:
+        run = run_on_spark(live.topology(), spark=spark, workers=WORKERS, max_attempts=2)
+        with run:
+            live.send_until_half_way(run, timeout=60)
+            victim = hosting(cluster, run.worker_pids[1])
+            cluster.kill_worker(victim)  # the Worker JVM, its executor and Python workers
+            wait_for(
+                lambda: run.attempt == 2 and run.phase is Phase.WAITING_FOR_SLOTS,
+                timeout=120,
+                what="the second attempt to wait for a slot",
+            )
+            cluster.start_worker(cores=1)
+            live.finish(run, timeout=300)
+            assert run.attempt == 2 and len(run.restarts) == 1
+            assert "ExecutorLostFailure" in run.restarts[0]
+            assert run.checkpoint_statistics().restored_from >= 2  # not from the start
+    live.check()

@@ -495,11 +495,15 @@ def test_a_stopped_query_logged_every_message_its_source_took_off_the_network(
 @pytest.mark.timeout(2 * SPARK_TIMEOUT)
 def test_acknowledged_ingestion_lands_every_message_once_whoever_is_killed(spark, tmp_path):
     """``ack=true``: a sender process (``tests/ingest_sender.py``: a ReliableSender with a
-    journal, 500 messages a second) and the query's source process are SIGKILLed -- one, the
-    other or both, after a random number of messages more -- and started again, four times;
-    in the end the sink has every message the sender was asked to send, each once."""
+    journal, 500 messages a second) and the query's source process are SIGKILLed -- the
+    sender alone, the source alone, both at once and one of these again, in a random order,
+    each after a random number of messages more -- and started again; in the end the sink has
+    every message the sender was asked to send, each once."""
     seed = random.randrange(1 << 32)
     rng = random.Random(seed)
+    kinds = [("sender",), ("source",), ("sender", "source")]
+    rounds = [*kinds, rng.choice(kinds)]  # every kind of kill, whatever the seed
+    rng.shuffle(rounds)
     total = 4000
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     checkpoint = tmp_path / "checkpoint"
@@ -566,9 +570,8 @@ def test_acknowledged_ingestion_lands_every_message_once_whoever_is_killed(spark
     query, sender = start_query(), start_sender()
     killed = []
     try:
-        for _ in range(4):
+        for victims in rounds:
             sent.wait_past(sent.upto + rng.randrange(50, 600))  # a random moment
-            victims = rng.choice([("sender",), ("source",), ("sender", "source")])
             killed.append(victims)
             if "sender" in victims:
                 sender.kill()

@@ -39,11 +39,12 @@ from brokerless.spark import (
 from brokerless.spark import topology as spark_topology
 from brokerless.spark.demo import book_lines, run_demo, sherlock_topology, top_words, word_counts
 from brokerless.spark.failures import JobEnd, job_failure
-from brokerless.spark.session import slot_shortage
+from brokerless.spark.session import barrier_refusal, slot_shortage
 from brokerless.stream import Topology, TopologyError, WorkerProcessError, all_, shuffle
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
 
+from .live_input import counted
 from .processes import descendants, gone
 from .spark_topologies import (
     LONG_ERROR,
@@ -54,7 +55,10 @@ from .spark_topologies import (
     raise_deep_in_task,
     wait_for_cancel,
 )
-from .stream_topologies import Counter, Sink, Source, wait_for
+from .stream_topologies import Counter, FailingCount, Sink, Source, wait_for
+from .test_stream_state import EXPECTED as STATEFUL_EXPECTED
+from .test_stream_state import SENTENCES as STATEFUL_SENTENCES
+from .test_stream_state import word_count as stateful_word_count
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOTS = 3
@@ -197,6 +201,22 @@ def test_the_slot_error_names_what_to_change_on_each_kind_of_master():
     assert "spark.executor.instances" in shortage("yarn")
 
 
+def test_a_session_with_dynamic_allocation_is_refused_as_spark_would():
+    def refusal(master: str, **conf: str) -> str | None:
+        settings = {f"spark.dynamicAllocation.{key}": value for key, value in conf.items()}
+        return barrier_refusal(SimpleNamespace(master=master, getConf=lambda: settings), "t")
+
+    for master in ("spark://h:7077", "yarn", "local-cluster[2,1,512]"):
+        assert refusal(master) is None
+        assert refusal(master, enabled="false") is None
+        message = refusal(master, enabled="true")
+        assert message is not None
+        assert "BarrierJobRunWithDynamicAllocationException" in message
+        assert "spark.executor.instances, or spark.cores.max" in message
+    assert refusal("local[2]", enabled="true") is None  # Spark ignores it in-process
+    assert refusal("local[2]", enabled="true", testing="true") is not None  # unless testing
+
+
 @pytest.mark.timeout(180)
 def test_word_count_on_spark_equals_a_plain_count_and_local_mode(spark):
     lines = 3000
@@ -282,6 +302,30 @@ def test_a_killed_worker_restarts_the_topology_once_slots_allow_and_the_counts_s
     assert final_counts(result.emitted("count")) == expected
     assert sorted(map(tuple, result.emitted("count"))) == occurrences(expected)
     assert result.statistics["lines"].acked == lines  # the second attempt's own statistics
+
+
+def test_a_checkpointed_topology_needs_a_checkpoint_location_every_executor_reaches(spark):
+    with pytest.raises(TopologyError, match=r"Config\(checkpoint_dir=\.\.\.\), a directory"):
+        run_on_spark(stateful_word_count(), spark=spark)
+
+
+@pytest.mark.timeout(240)
+def test_a_checkpointed_topology_whose_task_fails_rolls_back_to_its_last_checkpoint(
+    spark, tmp_path
+):
+    # The task's own failure (not a lost process): the worker reports it, the run ends the
+    # attempt and starts the next from the last complete checkpoint, whose counts, with what
+    # came after it counted again, are exact.  The failure stays in errors().
+    word = f"s{len(STATEFUL_SENTENCES) // 2}"
+    count = partial(FailingCount, word, once=str(tmp_path / "failed"))
+    topology = stateful_word_count(count=count, checkpoint_dir=str(tmp_path / "checkpoints"))
+    with run_on_spark(topology, spark=spark) as run:
+        run.wait_until_done(120)
+        run.checkpoint()
+        assert counted(str(tmp_path / "checkpoints")) == STATEFUL_EXPECTED
+        assert run.attempt == 2 and len(run.restarts) == 1
+        assert f"failing on {word!r}" in run.restarts[0]
+        assert any(f"failing on {word!r}" in e.error for e in run.errors())
 
 
 @pytest.mark.timeout(240)

@@ -23,7 +23,6 @@ from brokerless.stream import (
     WorkerProcessError,
     complete_topology,
     fields,
-    read_state,
     run_local,
     run_multiprocess,
     shuffle,
@@ -40,6 +39,7 @@ from brokerless.stream.storage import ArrowStorage, LocalStorage, open_storage
 from brokerless.stream.tuple import Tuple
 from brokerless.stream.worker import Worker
 
+from .live_input import counted
 from .stream_topologies import (
     FailingCount,
     HookedCount,
@@ -68,14 +68,6 @@ def word_count(count=StatefulCount, sentences=SENTENCES, **config) -> Topology:
         .bolt("split", WordSplit, parallelism=2, inputs={"sentences": shuffle()})
         .bolt("count", count, parallelism=2, tasks=4, inputs={"split": fields("word")})
     )
-
-
-def counted(location: str) -> collections.Counter:
-    """The counts in the last complete checkpoint, over every count task."""
-    total: collections.Counter = collections.Counter()
-    for state in read_state(location, "count").values():
-        total.update(state)
-    return total
 
 
 def pack(message) -> bytes:

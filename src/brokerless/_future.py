@@ -33,10 +33,10 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from types import FunctionType, MemberDescriptorType
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
@@ -44,6 +44,9 @@ from .error import Again
 from .poll import Poller as SyncPoller
 from .socket import EndpointContext
 from .socket import Socket as SyncSocket
+
+if TYPE_CHECKING:
+    from .frame import MessageTracker
 
 NOBLOCK = int(Flag.NOBLOCK)
 POLLIN = int(PollEvent.POLLIN)
@@ -240,7 +243,37 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
         return self._add_send_event(op, flags)
 
     # send_string, send_json, send_pyobj and send_serialized are the sync socket's own: they
-    # call self.send / self.send_multipart, so here they return those futures.
+    # call self.send / self.send_multipart, so here they return those futures, and type
+    # checkers are told so (as pyzmq's _future.pyi does).
+    if TYPE_CHECKING:
+
+        def send_string(  # type: ignore[override]
+            self,
+            u: str,
+            flags: int = 0,
+            copy: bool = True,
+            encoding: str = "utf-8",
+            **kwargs: Any,
+        ) -> Awaitable[MessageTracker | None]: ...
+
+        send_unicode = send_string  # type: ignore[assignment]
+
+        def send_pyobj(  # type: ignore[override]
+            self, obj: Any, flags: int = 0, protocol: int = ..., **kwargs: Any
+        ) -> Awaitable[MessageTracker | None]: ...
+
+        def send_json(  # type: ignore[override]
+            self, obj: Any, flags: int = 0, **kwargs: Any
+        ) -> Awaitable[MessageTracker | None]: ...
+
+        def send_serialized(  # type: ignore[override]
+            self,
+            msg: Any,
+            serialize: Callable[[Any], Sequence[Any]],
+            flags: int = 0,
+            copy: bool = True,
+            **kwargs: Any,
+        ) -> Awaitable[MessageTracker | None]: ...
 
     # -- receiving --------------------------------------------------------------------------
 

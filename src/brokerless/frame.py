@@ -95,9 +95,13 @@ COPY_THRESHOLD = 65536
 class Frame:
     """One message part: ``bytes``, ``buffer`` (a memoryview) and ``more``.
 
-    ``data`` is anything with the buffer protocol (one contiguous block), kept by reference
-    unless ``copy=True``.  With ``track=True`` the frame has a :class:`MessageTracker`, done
-    once the frame and every copy of it brokerless queued are gone.
+    ``data`` is anything with the buffer protocol (one contiguous block; None: empty).  As in
+    pyzmq, ``copy=True`` copies it, ``copy=False`` keeps it by reference (zero-copy), and the
+    default copies a buffer of fewer than ``copy_threshold`` bytes (default
+    :data:`COPY_THRESHOLD`) and keeps a larger one, so a small buffer changed afterwards does
+    not change the frame.  ``bytes`` is immutable: it is always kept, never copied.  With
+    ``track=True`` the frame has a :class:`MessageTracker`, done once the frame and every copy
+    of it brokerless queued are gone.
     """
 
     # _properties: the properties of the connection the frame came from, set only on frames
@@ -105,12 +109,22 @@ class Frame:
     __slots__ = ("_buffer", "_bytes", "_data", "_properties", "_releases", "more", "tracker")
     _properties: dict[str, bytes] | None
 
-    def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
+    def __init__(
+        self,
+        data: Any = b"",
+        track: bool = False,
+        copy: bool | None = None,
+        copy_threshold: int | None = None,
+    ) -> None:
         self._releases = False  # first: __del__ runs even when the checks below fail
         if data.__class__ is not bytes:
             data = _frame_data(data)
-            if copy and data.__class__ is not bytes:
-                data = memoryview(data).tobytes()
+            if data.__class__ is not bytes and copy is not False:
+                view = memoryview(data)
+                if copy or view.nbytes < (
+                    COPY_THRESHOLD if copy_threshold is None else copy_threshold
+                ):
+                    data = view.tobytes()
         self._data = data
         self._bytes: bytes | None = data if data.__class__ is bytes else None
         self._buffer: memoryview | None = None
@@ -130,7 +144,7 @@ class Frame:
         """The frame that travels for a tracked message: when brokerless drops its last
         reference (delivered, written out, or discarded at HWM or on close), it lets go of the
         tracker -- however the message ended, ``tracker.wait()`` returns."""
-        frame = cls(data)
+        frame = cls(data, copy=False)
         frame._hold(tracker)
         return frame
 
@@ -145,7 +159,7 @@ class Frame:
 
     def __copy__(self) -> Frame:
         """Another frame on the same data (and tracker: it holds the message too)."""
-        frame = type(self)(self._data)
+        frame = type(self)(self._data, copy=False)
         frame.more = self.more
         if self.tracker is not None:
             frame._hold(self.tracker)
@@ -235,6 +249,8 @@ def _frame_data(data: Any) -> Any:
     """What a Frame keeps of ``data`` (checked now: a bad buffer fails here, not at send)."""
     if isinstance(data, Frame):
         return data._data
+    if data is None:
+        return b""
     if isinstance(data, str):
         raise TypeError("Frame data must be bytes or a buffer, not str: encode it first")
     view = data if data.__class__ is memoryview else _memoryview(data)

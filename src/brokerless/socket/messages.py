@@ -122,7 +122,11 @@ class MessagesMixin(WaitingMixin):
         if track:
             parts, tracker = tracked_parts(msg_parts, copy, self.copy_threshold)
         else:
-            parts = [p if p.__class__ is bytes else to_part(p, copy) for p in msg_parts]
+            threshold = self.copy_threshold
+            parts = [
+                p if p.__class__ is bytes else to_part(p, copy, False, threshold)
+                for p in msg_parts
+            ]
         if not parts:
             raise ValueError("send_multipart needs at least one part")
         if flags & SNDMORE:

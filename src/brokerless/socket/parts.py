@@ -44,13 +44,13 @@ def to_part(
             f"a message part must be bytes or support the buffer protocol, "
             f"not {type(data).__name__}"
         ) from None
-    if track and not copy and view.nbytes >= copy_threshold:
+    if copy or view.nbytes < copy_threshold:  # copied: a buffer changed later changes nothing
+        return view.tobytes()
+    if track:
         return Frame._carrier(
             view if view.contiguous else view.tobytes(), tracker or MessageTracker()
         )
-    if not copy and not track:
-        return Frame(view if view.contiguous else view.tobytes())
-    return view.tobytes()
+    return Frame(view if view.contiguous else view.tobytes(), copy=False)
 
 
 def tracked_parts(
@@ -72,14 +72,14 @@ def frame_bytes(part: Frame) -> bytes:
 
 
 def as_frame(part: Any, more: bool) -> Frame:
-    frame = Frame(part)  # a new frame: the sender's carrier is released once dropped
+    frame = Frame(part, copy=False)  # a new frame: the sender's carrier is released once dropped
     frame.more = more
     return frame
 
 
 def wired_frame(part: Any, more: bool, source: Pipe | None) -> Frame:
     """A frame from a socket with tcp/ipc peers: it carries its connection's properties."""
-    frame = Frame(part)
+    frame = Frame(part, copy=False)
     frame.more = more
     if source is not None:
         frame._properties = source.metadata  # the connection's, shared by its messages

@@ -75,6 +75,9 @@ _SENDER_ID_FILE = "sender-id"
 #: Senders the source tracks at most: messages from further new ids are dropped, so a peer
 #: that makes up ids costs a bounded table.
 MAX_SENDERS = 1 << 16
+#: The largest frame a sender takes (MAXMSGSIZE): an acknowledgement's are at most 16 octets,
+#: and a sender bound with ``bind=True`` may be reached by anyone.
+ACK_MAX_FRAME = 64
 _TRIM_EVERY = 4096  # acknowledged messages between two trims of a sender's journal
 
 
@@ -223,6 +226,7 @@ class ReliableSender:
         sock = self._socket = self._context.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = window
+        sock.maxmsgsize = ACK_MAX_FRAME
         self._monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         if bind:
             sock.bind(endpoint)

@@ -13,7 +13,14 @@ from pyspark.sql import SparkSession
 
 import brokerless as zmq
 
-__all__ = ["in_process", "is_local", "session_builder", "slot_shortage", "task_slots"]
+__all__ = [
+    "barrier_refusal",
+    "in_process",
+    "is_local",
+    "session_builder",
+    "slot_shortage",
+    "task_slots",
+]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
@@ -117,4 +124,31 @@ def slot_shortage(sc: SparkContext, name: str, workers: int, slots: int) -> str:
     return (
         f"topology {name!r} needs {workers} Spark task slots at once (one barrier task per "
         f"worker) but Spark master {master!r} has {slots}{per_task}: {fewer}{more}"
+    )
+
+
+def barrier_refusal(sc: SparkContext, name: str) -> str | None:
+    """Why ``sc`` runs no barrier stage at all, so no topology (None: it runs them).
+
+    Dynamic allocation: Spark refuses every barrier stage while it is on
+    (``BarrierJobRunWithDynamicAllocationException``), by the rule of its
+    ``Utils.isDynamicAllocationEnabled`` -- turned on, and not an in-process master unless
+    ``spark.dynamicAllocation.testing`` says so.  It must be told before the run waits for
+    slots: such an application starts with no executors and asks for them only for work it
+    was given, so it would wait ``start_timeout`` for slots that never come."""
+    conf = sc.getConf()
+
+    def on(key: str) -> bool:
+        return (conf.get(key) or "false").strip().lower() == "true"
+
+    if not on("spark.dynamicAllocation.enabled"):
+        return None
+    if in_process(master_url(sc)) and not on("spark.dynamicAllocation.testing"):
+        return None
+    return (
+        f"topology {name!r} cannot run in a Spark session with dynamic allocation "
+        "(spark.dynamicAllocation.enabled=true): Spark runs no barrier stage then "
+        "(BarrierJobRunWithDynamicAllocationException), and a topology's workers are one. "
+        "Turn it off for this application and give it its executors: "
+        "spark.executor.instances, or spark.cores.max on a standalone master"
     )

@@ -64,7 +64,14 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
                 if n > 1
                 else None
             )
-            worker = Worker(plan, assign(plan, n), index, messaging, capture=job["capture"])
+            worker = Worker(
+                plan,
+                assign(plan, n),
+                index,
+                messaging,
+                capture=job["capture"],
+                restore=job["restore"],
+            )
             endpoint = worker.bind()
         except Exception:
             channel.send(("failed", traceback.format_exc()))

@@ -46,24 +46,33 @@ count and the submission); no task ran, so that costs no attempt: the run waits 
 *A lost worker.*  When a worker's process or executor dies, Spark fails the barrier stage (and
 kills its other tasks), so the job ends with an error, which ``failures.py`` sorts by its type
 (:class:`~brokerless.spark.failures.JobEnd`).  A lost worker starts a new attempt: the run
-drops what the failed attempt reported (captured tuples, statistics, errors), tells whatever is
-left of it to stop, cancels its job group and waits for slots again -- up to ``max_attempts``
-in all, after which it stops and raises one :class:`WorkerProcessError` naming each attempt's
-whole cause.  The control channel ignores late messages from an older attempt, and questions
-(``statistics``, ``wait_until_done``) wait across a restart and are asked again of the new
-workers.  A worker whose own code raises (its executor cannot import the topology's module,
-say), a stage Spark will never run (dynamic allocation) and a job cancelled by someone else
-are not retried: every attempt would end the same way.  A failure found by the background
-thread is raised to the next caller.
+drops what the failed attempt reported (captured tuples, statistics, errors; a checkpointed
+topology keeps its tuples and errors: below), tells whatever is left of it to stop, cancels
+its job group and waits for slots again -- up to ``max_attempts`` in all, after which it
+stops and raises one :class:`WorkerProcessError` naming each attempt's whole cause.  The
+control channel ignores late messages from an older attempt, and questions (``statistics``,
+``wait_until_done``) wait across a restart and are asked again of the new workers.  A
+worker whose own code raises (its executor cannot import the topology's module, say), a stage
+Spark will never run and a job cancelled by someone else are not retried: every attempt would
+end the same way.  A session with dynamic allocation, where Spark runs no barrier stage (and
+an application asks for no executors before it has work), is refused before anything waits
+or is submitted (:func:`~brokerless.spark.session.barrier_refusal`).  A failure found by the
+background thread is raised to the next caller.
 
-*Recovering state: replay from the start.*  Every attempt begins from nothing -- spouts from
-their first tuple, bolts with empty state (:meth:`SparkRun._attempt_job` is what a new
-attempt's tasks are given).  For a finite, replayable input (a file, a fixed list, a log read
-from offset 0) that gives exact results with no snapshot of bolt state to coordinate across
-workers: a word count is right because the attempt that finishes counted every word once, and
-no half-done attempt's counts survive it.  The limit: a live, unbounded source cannot be
-replayed from its start; surviving a lost worker there needs checkpointed state (spout offsets
-and bolt state snapshotted together, restored on restart), which is not done here.
+*Recovering state.*  A topology without stateful bolts recovers by replay from the start:
+every attempt begins from nothing -- spouts from their first tuple, bolts with empty state.
+For a finite, replayable input (a file, a fixed list, a log read from offset 0) that gives
+exact results with no snapshot of bolt state to coordinate across workers: a word count is
+right because the attempt that finishes counted every word once, and no half-done attempt's
+counts survive it.  A live, unbounded source cannot be replayed from its start; a
+*checkpointed* topology (one with stateful bolts: ``stream/checkpoint.py``) recovers from its
+last complete checkpoint instead, as in the other modes.  The driver holds the checkpoint
+coordinator (``checkpoint_dir``, which the driver and every executor must reach) and the
+supervisor drives it while the run is ``RUNNING``; every task of an attempt restores the
+checkpoint :meth:`SparkRun._attempt_job` names; a task of such a topology that fails is
+reported by its worker (``lost``) and ends the attempt as a lost worker does; and what the
+earlier attempts reported (captured tuples, errors) is kept, since their effects up to the
+checkpoint are part of the run.
 
 *Stopping.*  ``stop()`` asks the workers to stop, collects their final reports (their threads
 end and every bolt's ``cleanup``/spout's ``close`` runs), waits for the job to end and cancels
@@ -100,6 +109,7 @@ from brokerless.stream.testing import CompletedTopology, finite_topology, run_to
 from .endpoints import bind_address
 from .failures import JobEnd, JobFailure, job_failure
 from .session import (
+    barrier_refusal,
     in_process,
     is_local,
     master_url,
@@ -181,6 +191,13 @@ class SparkRun(ControlledRun):
             raise ValueError(f"max_attempts must be an integer >= 1, not {max_attempts!r}")
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
+        if plan.checkpointed and plan.config.checkpoint_dir is None:
+            raise TopologyError(
+                f"topology {plan.name!r} has stateful bolts: on Spark it needs a checkpoint "
+                "location that the driver and every executor reach: Config(checkpoint_dir=...), "
+                "a directory they share or a Hadoop-compatible URL (hdfs://, s3://, ...)"
+            )
+        self._restore = self._open_checkpoints()  # the checkpoint the first attempt restores
         try:
             # pyspark's own copy of cloudpickle has no annotations
             shipped = cloudpickle.dumps((definition, plan.config))  # type: ignore[no-untyped-call]
@@ -197,6 +214,9 @@ class SparkRun(ControlledRun):
         self.spark, self._owns_session = _session(spark, master, n)
         sc = self.spark.sparkContext
         try:
+            refusal = barrier_refusal(sc, plan.name)
+            if refusal is not None:
+                raise TopologyError(refusal)
             if in_process(master_url(sc)) and task_slots(sc) < n:  # it will never have more
                 raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
             driver_host = sc.getConf().get("spark.driver.host") or socket.gethostname()
@@ -270,6 +290,11 @@ class SparkRun(ControlledRun):
             if now >= self._next_count:
                 self._count_slots(now)
             return
+        lost = self.state.lost  # a checkpointed topology's task failed: roll back
+        if lost:
+            index, why = next(iter(lost.items()))
+            self._worker_lost(f"worker {index} of {self.plan.name!r} failed: {why}", now)
+            return
         failures = self.state.failures
         if failures:
             index, text = next(iter(failures.items()))
@@ -283,6 +308,9 @@ class SparkRun(ControlledRun):
         assert job is not None
         if job.finished.is_set():
             self._job_ended(job_failure(job.error), now)
+        elif self.phase is Phase.RUNNING:
+            if self._coordinator is not None:
+                self._drive_checkpoints(())
         elif self.phase is Phase.STARTING:
             if len(self.state.started) == self.workers:
                 self.phase = Phase.RUNNING
@@ -344,10 +372,9 @@ class SparkRun(ControlledRun):
         self._start_deadline: float = now + self.start_timeout
 
     def _attempt_job(self) -> dict[str, Any]:
-        """What each task of the current attempt is given.  Replay from the start needs only
-        the attempt's number; a run that restores state from a checkpoint would add, here,
-        the checkpoint every task restores."""
-        return dict(self._job_template, attempt=self.attempt)
+        """What each task of the current attempt is given: the attempt's number and the
+        checkpoint every task restores (None: from the start)."""
+        return dict(self._job_template, attempt=self.attempt, restore=self._restore)
 
     def _job_ended(self, failure: JobFailure, now: float) -> None:
         """The current submission's job ended: wait and submit it again, start a new attempt,
@@ -402,7 +429,10 @@ class SparkRun(ControlledRun):
                     + "\n".join(self.restarts)
                 )
             )
-        self._new_attempt(self.workers)
+        coordinator = self._coordinator
+        if coordinator is not None:  # roll back: what the lost attempt reported stays
+            self._restore = coordinator.restart()
+        self._new_attempt(self.workers, keep_events=coordinator is not None)
         self._await_slots(now)
 
     def _give_up(self, failure: BaseException) -> NoReturn:
@@ -513,7 +543,8 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
       else ``local[workers]`` (started, and stopped with the run);
     * ``capture``: gather every emitted tuple in the driver (``captured()``);
     * ``max_attempts`` (3): a lost worker restarts the whole topology, up to this many
-      attempts in all (state comes back by replay from the start: see the module doc);
+      attempts in all (state comes back by replay from the start, or from the last complete
+      checkpoint for a topology with stateful bolts: see the module doc);
     * ``start_timeout`` (120 s): how long an attempt may wait for Spark's task slots, and
       then for its workers to start;
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver
