@@ -25,13 +25,15 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from . import shadow as _shadow
 from .constants import ContextOption
 from .errno import EFAULT, EINVAL, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
 from .mailbox import Command, Mailbox
 from .option_attrs_generated import ContextOptionAttrs
+from .shadow import address as shadow_address
+from .shadow import foreign as shadow_foreign
+from .shadow import resolve as shadow_resolve
 from .socket import STOP, Socket, SyncSocket
 from .transport.inproc import InprocTransport
 from .transport.network import NetworkTransport
@@ -79,7 +81,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             io_threads, shadow = 1, io_threads
         if shadow:
             self._shadow_obj = shadow
-            self._shadowed = _shadow.resolve(shadow, Context)
+            self._shadowed = shadow_resolve(shadow, Context)
             self.__dict__ = self._shadowed.__dict__
             return
         self._shadow_obj = None
@@ -182,7 +184,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     @property
     def underlying(self) -> int:
         """The number ``Context.shadow`` takes for this context (see :mod:`brokerless.shadow`)."""
-        return _shadow.address(self._shadowed or self)
+        return shadow_address(self._shadowed or self)
 
     @property
     def _shadow(self) -> bool:
@@ -193,12 +195,12 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     def shadow(cls, address: Context[Any] | int) -> Self:
         """Another object for an existing context: ``address`` is the context or its
         ``underlying``.  It shares everything; dropping it terminates nothing."""
-        return cls(shadow=_shadow.resolve(address, Context))
+        return cls(shadow=shadow_resolve(address, Context))
 
     @classmethod
     def shadow_pyczmq(cls, ctx: Any) -> Self:
         """pyczmq's contexts are libzmq's: refused (EFAULT), there is no libzmq here."""
-        raise _shadow.foreign("Context", "a pyczmq context is libzmq's")
+        raise shadow_foreign("Context", "a pyczmq context is libzmq's")
 
     def __copy__(self, memo: Any = None) -> Self:
         """A copy is a shadow: the same context (pyzmq's rule)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import security
 from ..constants import (
     COMPILED_OUT,
     NOT_HONOURED,
@@ -26,6 +25,8 @@ from ..errno import EINVAL
 from ..error import ZMQError
 from ..option_attrs import TopicMethod
 from ..patterns import PATTERNS
+from ..security import OPTIONS as SECURITY_OPTIONS
+from ..security import READ_BACK, get_option, set_option
 from .state import SocketState
 
 _O = SocketOption
@@ -56,8 +57,8 @@ class OptionsMixin(SocketState):
         value = _check_value(opt, spec.kind, optval)
         if opt in NOT_HONOURED and value != spec.default:
             raise ZMQError(EINVAL, _not_honoured(opt))
-        if opt in security.OPTIONS:
-            security.set_option(self._options, opt, value)
+        if opt in SECURITY_OPTIONS:
+            set_option(self._options, opt, value)
             return
         self._options[opt] = value
         if opt in (_O.SNDHWM, _O.RCVHWM):
@@ -86,8 +87,8 @@ class OptionsMixin(SocketState):
             return PollEvent(self._events())
         if opt == _O.TYPE:
             return self._type
-        if opt in security.READ_BACK:
-            return security.get_option(self._options, opt)
+        if opt in READ_BACK:
+            return get_option(self._options, opt)
         return self._options[opt]
 
     get = getsockopt

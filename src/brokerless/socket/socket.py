@@ -23,7 +23,6 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .. import shadow as _shadow
 from ..constants import OPTIONS, Event, SocketOption, SocketType
 from ..errno import EINVAL, ENOTSOCK, ETERM
 from ..error import ZMQError, error
@@ -33,6 +32,9 @@ from ..monitor import Monitor
 from ..option_attrs_generated import SocketOptionAttrs
 from ..patterns import PATTERNS
 from ..pipe import Pipe
+from ..shadow import address as shadow_address
+from ..shadow import face_class
+from ..shadow import resolve as shadow_resolve
 from .endpoints import EndpointsMixin
 from .messages import MessagesMixin
 from .options import OptionsMixin
@@ -105,8 +107,8 @@ class Socket(
             shadow, ctx_or_socket = ctx_or_socket, None
         if shadow:
             self._shadow_obj = shadow
-            self._shadowed = _shadow.resolve(shadow, Socket)
-            self.__class__ = _shadow.face_class(type(self))  # from here on, it forwards
+            self._shadowed = shadow_resolve(shadow, Socket)
+            self.__class__ = face_class(type(self))  # from here on, it forwards
             return
         self._shadow_obj = None
         if ctx_or_socket is None:
@@ -153,7 +155,7 @@ class Socket(
     @property
     def underlying(self) -> int:
         """The number ``Socket.shadow`` takes for this socket (see :mod:`brokerless.shadow`)."""
-        return _shadow.address(self)
+        return shadow_address(self)
 
     @property
     def _shadow(self) -> bool:
@@ -164,7 +166,7 @@ class Socket(
     def shadow(cls, address: Socket[Any] | int) -> Self:
         """Another object for an existing socket: ``address`` is the socket or its
         ``underlying``.  Closing either closes the socket; dropping the shadow does not."""
-        return cls(shadow=_shadow.resolve(address, Socket))
+        return cls(shadow=shadow_resolve(address, Socket))
 
     def __copy__(self, memo: Any = None) -> Self:
         """A copy is a shadow: the same socket (pyzmq's rule)."""

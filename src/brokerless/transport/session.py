@@ -32,10 +32,10 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import security
 from ..constants import Event, SocketOption, SocketType
 from ..mailbox import Command
 from ..pipe import Pipe, pipepair
+from ..security import as_server, mechanism
 from ..zmtp import Connection, Ready
 
 if TYPE_CHECKING:
@@ -347,9 +347,9 @@ def new_connection(session: Session) -> Connection:
     return Connection(
         session.socket.socket_type,
         opts[_O.ROUTING_ID],
-        as_server=security.as_server(opts),
+        as_server=as_server(opts),
         max_msg_size=opts[_O.MAXMSGSIZE],
-        mechanism=security.mechanism(opts),
+        mechanism=mechanism(opts),
         metadata=opts[_O.METADATA] or None,
     )
 
