@@ -53,6 +53,17 @@ MAX_FRAME_SIZE = min(1 << 48, sys.maxsize)
 # Headers of short frames, built once: the hot path only indexes these tables.
 _LAST = [bytes((0, n)) for n in range(256)]
 _NOT_LAST = [bytes((MORE, n)) for n in range(256)]
+#: Headers of long final frames by size, made as sizes are met (at most _LONG_CACHED of them).
+_LONG_LAST: dict[int, bytes] = {}
+_LONG_CACHED = 4096
+
+
+def _long_last(size: int) -> bytes:
+    """The header of a long final data frame of ``size`` octets, kept for the next one."""
+    if len(_LONG_LAST) >= _LONG_CACHED:
+        _LONG_LAST.clear()
+    head = _LONG_LAST[size] = frame_header(size)
+    return head
 
 
 def frame_header(size: int, more: bool = False, command: bool = False) -> bytes:
@@ -84,11 +95,21 @@ def encode_batch(
     fast = encode is None
     if encode is None:
         encode = encode_message
+    long_heads = _LONG_LAST
     for msg in msgs:
-        if fast and msg.__class__ is bytes and len(msg) < 256:
-            append(short[len(msg)])
-            append(msg)
-            continue
+        if fast and msg.__class__ is bytes:
+            n = len(msg)
+            if n < 256:
+                append(short[n])
+                append(msg)
+                continue
+            if n < zero_copy_min:  # a long frame, copied into the run
+                head = long_heads.get(n)
+                if head is None:
+                    head = _long_last(n)
+                append(head)
+                append(msg)
+                continue
         frames: list[Any] = []
         encode(frames, msg)
         for buf in frames:
