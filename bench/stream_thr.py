@@ -18,7 +18,11 @@ The two cases of the project's targets (BENCHMARKS.md), both acking:
     PYTHONPATH=src python bench/stream_thr.py --mode multiprocess --workers 2 --transport ipc
 
 ``--json`` prints the result as one JSON line (``tuples_per_s`` is the spout's rate), with the
-load average at the start and the end of the run.
+load average at the start and the end of the run, and ``cpu_us_per_tuple``: the CPU time the
+run cost (this process from the topology's start to its stop, and the worker processes' whole
+lives, start-up included) per spout tuple.  On a loaded machine the rate depends on the CPU
+share the run gets, the CPU time much less: compare both.  ``stream_ab.py`` runs two
+checkouts against each other, interleaved.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import sys
 import time
 from functools import partial
@@ -98,6 +103,13 @@ def topology(count: int, size: int, acking: bool, parallelism: int) -> Topology:
     )
 
 
+def _cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its children that have ended."""
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["local", "multiprocess"], default="local")
@@ -111,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args(argv)
     load_at_start = load_average()
+    cpu_at_start = _cpu_seconds()
     topo = topology(args.count, args.size, args.acking, args.parallelism)
     if args.mode == "local":
         run = run_local(topo)
@@ -123,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - started
         run.stop()
         stats = run.statistics()
+    cpu = _cpu_seconds() - cpu_at_start
     errors = run.errors()
     if errors:
         print(errors[0].traceback, file=sys.stderr)
@@ -146,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         "deliveries_per_s": round(2 * args.count / elapsed),
         "spout_complete_latency_ms_mean": round(stats["spout"].latency_ms_mean, 3),
         "transform_execute_latency_ms_mean": round(stats["transform"].latency_ms_mean, 4),
+        "cpu_seconds": round(cpu, 3),
+        "cpu_us_per_tuple": round(cpu / args.count * 1e6, 2),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_at_start": load_at_start,
@@ -162,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json,
         f"{mode}{workers}, {'acking' if args.acking else 'no acking'}: {args.count} spout tuples "
         f"in {elapsed:.2f} s: {result['tuples_per_s']:,} spout tuples/s "
-        f"({result['deliveries_per_s']:,} deliveries/s){latency}; load average "
+        f"({result['deliveries_per_s']:,} deliveries/s){latency}; "
+        f"{result['cpu_us_per_tuple']} us of CPU per spout tuple; load average "
         f"{format_load(load_at_start)} at start, {format_load(result['load_at_end'])} at end",
     )
     return 0

@@ -17,7 +17,7 @@ import zmq as pyzmq  # the peer is real libzmq
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from zmq.utils.monitor import recv_monitor_message
 
-from brokerless.spark import source
+from brokerless.spark import receiver
 from brokerless.spark.options import OptionError
 from brokerless.spark.source import BrokerlessStreamReader, SourceConfig, SourceError
 from brokerless.spark.wal import WriteAheadLog, read_range
@@ -167,7 +167,7 @@ def test_stopping_logs_everything_the_socket_holds_even_past_one_drain(
 ):
     """At stop, the messages the socket has taken (up to rcvhwm, here more than one drain
     takes) go to the log for the next run; only what is still on its way is ZeroMQ's to lose."""
-    monkeypatch.setattr(source, "_MAX_DRAIN", 10)
+    monkeypatch.setattr(receiver, "_MAX_DRAIN", 10)
     reader = readers(_options(tmp_path, rcvhwm="200"))
     gate, push, sent = _fill_while_the_log_stalls(reader, pyctx, tmp_path)  # it holds 200
     stopper = threading.Thread(target=reader.stop)

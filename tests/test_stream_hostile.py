@@ -28,15 +28,18 @@ from brokerless.stream.protocol import (
     ACK,
     ACK_INIT,
     ACKED,
+    BATCH,
     CREDIT,
     FAIL,
+    FAILED,
     HEADER_ROOM,
     TUPLE,
     WORKER_TASK,
     task_frame,
 )
+from brokerless.stream.transfer import Credits
 from brokerless.stream.tuple import Fields, Tuple
-from brokerless.stream.worker import Credits, Worker
+from brokerless.stream.worker import Worker
 from brokerless.zmtp.commands import fold, parse_command, parse_metadata
 from brokerless.zmtp.greeting import GREETING_SIZE, rest_of_greeting, signature
 
@@ -233,6 +236,46 @@ def test_a_batch_is_checked_pair_by_pair(worker):
     ]
     assert [item[1] for item in accepted.items[queues[targets.spout]]] == [[ACKED, 7]]
     assert accepted.credits == [(targets.relay_executor, 1)]
+
+
+def test_a_batch_of_acker_traffic_is_checked_message_by_message(worker):
+    """[BATCH, [message, ...]] carries one executor's acker traffic for one task in one pair:
+    each message in it passes the checks of its own kind, or the whole pair is dropped."""
+    targets = Targets(worker.plan)
+    frames = [
+        task_frame(targets.acker),
+        pack([BATCH, [[ACK_INIT, 7, 3, targets.spout], [ACK, 7, 3], [FAIL, 8]]]),
+        task_frame(targets.spout),
+        pack([BATCH, [[ACKED, 7], [FAILED, 8]]]),
+        task_frame(targets.acker),
+        pack([BATCH, [[ACK, 9, 1], [ACK_INIT, 9, 1, targets.sink]]]),
+        task_frame(targets.spout),
+        pack([BATCH, [[ACKED, 7], [ACK, 1, 2]]]),
+        task_frame(targets.acker),
+        pack([BATCH, []]),
+        task_frame(targets.acker),
+        pack([BATCH, [[ACK, 1, 2], "x"]]),
+        task_frame(targets.sink),
+        pack([BATCH, [[ACK, 1, 2]]]),
+    ]
+    accepted = worker.inbound.read(frames)
+    assert accepted.pairs == 2
+    assert [reason.split(":")[0] for reason in accepted.bad] == [
+        f"ACK_INIT for acker task {targets.acker} names task {targets.sink}, which is not a "
+        "spout task",
+        f"ACK of 2 field(s) for spout task {targets.spout}",
+        f"BATCH for task {targets.acker} that is not [BATCH, [message, ...]] of one or more "
+        "messages",
+        f"BATCH for task {targets.acker} holding 'x'",
+        f"BATCH for bolt task {targets.sink}",
+    ]
+    queues = worker.local_queues
+    assert [item[1] for item in accepted.items[queues[targets.acker]]] == [
+        [BATCH, [[ACK_INIT, 7, 3, targets.spout], [ACK, 7, 3], [FAIL, 8]]]
+    ]
+    assert [item[1] for item in accepted.items[queues[targets.spout]]] == [
+        [BATCH, [[ACKED, 7], [FAILED, 8]]]
+    ]
 
 
 def test_bad_messages_are_counted_and_reported_once_per_sender(worker):

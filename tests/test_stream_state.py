@@ -28,11 +28,12 @@ from brokerless.stream import (
     shuffle,
 )
 from brokerless.stream.assignment import assign
+from brokerless.stream.bolt_executor import BoltExecutor
 from brokerless.stream.checkpoint import CheckpointCoordinator, TaskAck, snapshot_path
 from brokerless.stream.examples import final_counts
-from brokerless.stream.executor import BoltExecutor, SpoutExecutor
 from brokerless.stream.messaging import LocalMessaging, LocalNetwork
 from brokerless.stream.protocol import BARRIER, Barrier, task_frame
+from brokerless.stream.spout_executor import SpoutExecutor
 from brokerless.stream.state import SnapshotError, decode_snapshot, encode_snapshot
 from brokerless.stream.stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor
 from brokerless.stream.storage import ArrowStorage, LocalStorage, open_storage

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 
@@ -203,3 +204,31 @@ def test_pickle_serializer_carries_python_objects():
     ser = PickleSerializer()
     values = [{1, 2}, (1, 2), complex(1, 2)]
     assert ser.loads(ser.dumps(values)) == values
+
+
+def test_queue_wake_ups_are_neither_lost_nor_left_over():
+    """The consumer sleeps on a lock of its own (queues.py): puts racing its timeouts lose no
+    wake-up (every item arrives, in order) and leave none behind (a later take on an empty
+    queue still waits its timeout instead of returning at once)."""
+    queue = BoundedQueue()
+    count = 20_000
+    failures = []
+
+    def producer():
+        try:
+            for i in range(count):
+                queue.push(i)
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        got += queue.take(1000, timeout=0.0001)
+    thread.join(5)
+    assert not failures and got == list(range(count))
+    started = time.monotonic()
+    assert queue.take(10, timeout=0.05) == []
+    assert time.monotonic() - started >= 0.04

@@ -46,7 +46,7 @@ SHOWN_AT = {
 
 #: Where each side's options are defined and documented.
 SPARK_OPTIONS = {
-    "source": ("src/brokerless/spark/source.py", "SourceConfig.from_options"),
+    "source": ("src/brokerless/spark/source_config.py", "SourceConfig.from_options"),
     "sink": ("src/brokerless/spark/sink.py", "SinkConfig"),
 }
 

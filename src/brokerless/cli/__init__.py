@@ -21,21 +21,16 @@ behind and prints no traceback.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Sequence
 
 import click
 from click.shell_completion import get_completion_class
 
-from brokerless.stream.cli import stream
-
 from .programs import bench, demo
+from .runner import COMPLETE_VAR, run_command
 from .sockets import COMMANDS
-from .status import BROKEN_PIPE, INTERRUPTED
 from .tools import monitor, proxy
-
-_COMPLETE_VAR = "_BROKERLESS_COMPLETE"
+from .topologies import stream
 
 
 @click.group(
@@ -65,32 +60,11 @@ def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(brokerless completion bash)"."""
     cls = get_completion_class(shell)
     assert cls is not None  # every choice is one of click's shells
-    click.echo(cls(cli, {}, "brokerless", _COMPLETE_VAR).source())
+    click.echo(cls(cli, {}, "brokerless", COMPLETE_VAR).source())
 
 
 for _command in [*COMMANDS, proxy, monitor, bench, demo, stream]:
     cli.add_command(_command)
-
-
-def run_command(command: click.Command, argv: Sequence[str] | None, name: str) -> int:
-    """Run ``command`` as a program named ``name``; returns the exit status (see the module
-    doc): errors are reported without a traceback, Ctrl-C is 130."""
-    try:
-        status = command.main(
-            args=list(sys.argv[1:] if argv is None else argv),
-            prog_name=name,
-            complete_var=_COMPLETE_VAR,
-            standalone_mode=False,
-        )
-    except click.exceptions.Abort:  # click's name for KeyboardInterrupt
-        return INTERRUPTED
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except BrokenPipeError:  # the reader of stdout went away (| head): nothing to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush to fail
-        return BROKEN_PIPE
-    return status if isinstance(status, int) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

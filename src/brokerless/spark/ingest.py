@@ -59,8 +59,7 @@ from pathlib import Path
 
 import brokerless as zmq
 from brokerless.stream.storage import LocalStorage
-
-from .wal import WriteAheadLog, read_range
+from brokerless.stream.wal import WriteAheadLog, read_range
 
 __all__ = ["PROTOCOL", "TABLE_FILE", "AckTable", "Admit", "ReliableSender"]
 

@@ -32,7 +32,7 @@ import brokerless as zmq
 from brokerless.auth.thread import ThreadAuthenticator
 from brokerless.utils import z85
 
-from . import options as opt
+from .options import OptionError, boolean
 
 __all__ = ["OPTIONS", "PeerSecurity"]
 
@@ -73,7 +73,7 @@ class PeerSecurity:
         curve = any(name.startswith("curve") for name in given)
         plain = any(name.startswith("plain") for name in given)
         if curve and plain:
-            raise opt.OptionError(
+            raise OptionError(
                 f"brokerless {what}: curve* and plain* options do not mix: choose CURVE or PLAIN"
             )
         domain = given.get("zapDomain")
@@ -85,58 +85,56 @@ class PeerSecurity:
             found = cls()
         if domain is not None:
             if not found.server:
-                raise opt.OptionError(
+                raise OptionError(
                     f'brokerless {what}: option "zapDomain" applies to a server '
                     "(curveServer=true or plainServer=true)"
                 )
             if not 0 < len(domain.encode()) <= 255:
-                raise opt.OptionError(
-                    f'brokerless {what}: option "zapDomain" must be 1 to 255 bytes'
-                )
+                raise OptionError(f'brokerless {what}: option "zapDomain" must be 1 to 255 bytes')
         if found.mechanism == "PLAIN" and found.server:
             domain = domain or _DEFAULT_DOMAIN
         return dataclasses.replace(found, zap_domain=domain)
 
     @classmethod
     def _curve(cls, given: Mapping[str, str], what: str) -> PeerSecurity:
-        server = opt.boolean(given, "curveServer", False, what)
+        server = boolean(given, "curveServer", False, what)
         server_key = _key(given, "curveServerKey", what)
         if server and server_key is not None:
-            raise opt.OptionError(
+            raise OptionError(
                 f'brokerless {what}: "curveServer=true" and "curveServerKey" contradict each '
                 "other: a server has no server key (give curveServerKey to be a client)"
             )
         if not server and server_key is None:
-            raise opt.OptionError(
+            raise OptionError(
                 f'brokerless {what}: CURVE needs "curveServerKey" (the server\'s public key, '
                 'to be its client) or "curveServer=true" (to be the server)'
             )
         secret = _key(given, "curveSecretKey", what)
         if secret is None:
-            raise opt.OptionError(
+            raise OptionError(
                 f'brokerless {what}: CURVE needs "curveSecretKey", this side\'s secret key '
                 "(40 Z85 characters: zmq.curve_keypair() makes a pair)"
             )
         public = z85.decode(zmq.curve_public(z85.encode(secret)))
         stated = _key(given, "curvePublicKey", what)
         if stated is not None and stated != public:
-            raise opt.OptionError(
+            raise OptionError(
                 f'brokerless {what}: "curvePublicKey" is not the public key of "curveSecretKey"'
             )
         return cls("CURVE", server, public, secret, server_key)
 
     @classmethod
     def _plain(cls, given: Mapping[str, str], what: str) -> PeerSecurity:
-        server = opt.boolean(given, "plainServer", False, what)
+        server = boolean(given, "plainServer", False, what)
         username, password = given.get("plainUsername"), given.get("plainPassword")
         if username is None or password is None:
             role = "the user it admits" if server else "its credentials"
-            raise opt.OptionError(
+            raise OptionError(
                 f'brokerless {what}: PLAIN needs "plainUsername" and "plainPassword" ({role})'
             )
         for name, value in (("plainUsername", username), ("plainPassword", password)):
             if not 0 < len(value.encode()) <= 255:
-                raise opt.OptionError(f'brokerless {what}: option "{name}" must be 1 to 255 bytes')
+                raise OptionError(f'brokerless {what}: option "{name}" must be 1 to 255 bytes')
         return cls("PLAIN", server, username=username, password=password)
 
     def _credentials(self) -> tuple[str, str]:
@@ -182,7 +180,7 @@ def _key(given: Mapping[str, str], name: str, what: str) -> bytes | None:
         return z85.decode(raw.encode("ascii"))
     except (ValueError, UnicodeEncodeError):
         shown = f"has {len(raw)}" if len(raw) != 40 else "is not Z85"
-        raise opt.OptionError(
+        raise OptionError(
             f'brokerless {what}: option "{name}" must be a CURVE key in Z85, 40 characters '
             f"(zmq.curve_keypair() makes a pair): this one {shown}"
         ) from None

@@ -152,3 +152,21 @@ def barrier_refusal(sc: SparkContext, name: str) -> str | None:
         "Turn it off for this application and give it its executors: "
         "spark.executor.instances, or spark.cores.max on a standalone master"
     )
+
+
+def session_for(
+    spark: SparkSession | None, master: str | None, workers: int
+) -> tuple[SparkSession, bool]:
+    """The session to run on, and whether the run started it (and so stops it)."""
+    if spark is not None:
+        return spark, False
+    if master is None:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active, False
+        master = f"local[{workers}]"
+    existed = SparkContext._active_spark_context is not None
+    session = session_builder(master).getOrCreate()
+    if not existed:
+        session.sparkContext.setLogLevel("ERROR")
+    return session, not existed

@@ -39,8 +39,8 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 import brokerless as zmq
 
-from . import options as opt
 from .endpoints import attach
+from .options import OptionError, boolean, check_known, choice, endpoints, positive_int
 from .security import OPTIONS as SECURITY_OPTIONS
 from .security import PeerSecurity
 
@@ -110,28 +110,28 @@ class SinkConfig:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], schema: StructType) -> SinkConfig:
-        opt.check_known(options, _OPTIONS + SECURITY_OPTIONS, _WHAT, also=_SPARK_OPTIONS)
-        socket_type = opt.choice(options, "socketType", ("PUSH", "PUB"), _WHAT)
+        check_known(options, _OPTIONS + SECURITY_OPTIONS, _WHAT, also=_SPARK_OPTIONS)
+        socket_type = choice(options, "socketType", ("PUSH", "PUB"), _WHAT)
         payload = options.get("payloadColumn")
         if payload is None:
             names = [name for name in ("payload", "value") if name in schema.fieldNames()]
             if not names:
-                raise opt.OptionError(
+                raise OptionError(
                     'brokerless sink: no "payload" or "value" column; name the column to send '
                     'with option "payloadColumn"'
                 )
             payload = names[0]
         topic = options.get("topicColumn")
         if topic is not None and socket_type != "PUB":
-            raise opt.OptionError(
+            raise OptionError(
                 'brokerless sink: option "topicColumn" applies to socketType PUB only'
             )
-        timeout_ms = opt.positive_int(options, "timeoutMs", 30_000, _WHAT)
+        timeout_ms = positive_int(options, "timeoutMs", 30_000, _WHAT)
         assert timeout_ms is not None
         return cls(
-            endpoints=opt.endpoints(options, "endpoints", _WHAT),
+            endpoints=endpoints(options, "endpoints", _WHAT),
             socket_type=socket_type,
-            bind=opt.boolean(options, "bind", False, _WHAT),
+            bind=boolean(options, "bind", False, _WHAT),
             payload_index=_column(schema, payload, "payloadColumn"),
             topic_index=None if topic is None else _column(schema, topic, "topicColumn"),
             timeout_ms=timeout_ms,
@@ -142,12 +142,12 @@ class SinkConfig:
 def _column(schema: StructType, name: str, option: str) -> int:
     names = schema.fieldNames()
     if name not in names:
-        raise opt.OptionError(
+        raise OptionError(
             f'brokerless sink: option "{option}": no column {name!r} (columns: {", ".join(names)})'
         )
     field = schema[name]
     if not isinstance(field.dataType, BinaryType | StringType):
-        raise opt.OptionError(
+        raise OptionError(
             f'brokerless sink: option "{option}": column {name!r} is '
             f"{field.dataType.simpleString()}; it must be binary or string (CAST it)"
         )

@@ -28,7 +28,7 @@ from pyspark import BarrierTaskContext
 
 import brokerless as zmq
 from brokerless.stream.assignment import assign
-from brokerless.stream.control import WorkerChannel, serve, started_info
+from brokerless.stream.control import Kind, WorkerChannel, serve, started_info
 from brokerless.stream.messaging import SocketMessaging
 from brokerless.stream.worker import Worker
 
@@ -74,7 +74,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
             )
             endpoint = worker.bind()
         except Exception:
-            channel.send(("failed", traceback.format_exc()))
+            channel.send((Kind.FAILED, traceback.format_exc()))
             raise
         try:
             endpoints = barrier.allGather(endpoint)
@@ -85,7 +85,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
             worker.start(endpoints)
         except Exception:
             worker.stop()
-            channel.send(("failed", traceback.format_exc()))
+            channel.send((Kind.FAILED, traceback.format_exc()))
             raise
         serve(
             worker,

@@ -18,12 +18,13 @@ as a series of *attempts*: an attempt is one Spark job of N partitions in one ba
 submitted from a background thread under a job group of its own; each task is one worker
 (``task.py``).  Tuples go worker to worker over brokerless tcp; Spark carries none of them.
 
-*The supervisor.*  One state machine owns the attempts: :meth:`SparkRun._supervise`, the only
-code that submits, abandons or gives up on one.  It runs after every look at the control
-channel -- whichever thread looks: a caller waiting for answers, or the run's background
-thread, which looks every ``_TICK`` seconds so that a run nobody is asking anything still
-recovers -- always under the run's lock, and it never waits: each call moves the run at most
-one step through its :class:`Phase`::
+*The supervisor.*  One loop owns the attempts: the run's supervisor thread
+(:func:`_supervise_in_background`), which every ``_TICK`` seconds takes in what the workers sent
+and takes one step of :meth:`SparkRun._supervise`, the only code that submits, abandons or gives
+up on an attempt -- under the run's lock, never waiting, so each step moves the run at most one
+step through its :class:`Phase`.  Nothing else moves it: a caller waiting for the workers
+(to start, or to answer a question) looks at the control channel with the lock let go between
+looks, and finds the new attempt, or the run's failure, when the supervisor has made it::
 
     WAITING_FOR_SLOTS --enough slots--> STARTING --all workers started--> RUNNING
           ^    ^                           |  |                              |
@@ -96,24 +97,26 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
-from pyspark import SparkContext, cloudpickle
+from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
 from brokerless.stream import Config, Topology, TopologyError
-from brokerless.stream.control import ControlledRun, WorkerProcessError, close_control
+from brokerless.stream.control import ControlledRun, Kind, WorkerProcessError, close_control
 from brokerless.stream.messaging import tcp_endpoint
-from brokerless.stream.multiprocess import load_topology
 from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
+from brokerless.stream.topology import load_topology
 
 from .endpoints import bind_address
 from .failures import JobEnd, JobFailure, job_failure
+from .job import BarrierJob, abandon
 from .session import (
     barrier_refusal,
     in_process,
     is_local,
     master_url,
     session_builder,
+    session_for,
     slot_shortage,
     task_slots,
 )
@@ -144,28 +147,6 @@ class Phase(enum.Enum):
     FAILED = "failed"
 
 
-class _Job:
-    """One submission's barrier job, collected in a background thread under its own group."""
-
-    def __init__(self, sc: SparkContext, group: str, description: str, rdd: Any) -> None:
-        self.group = group
-        self.error: BaseException | None = None
-        self.finished = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(sc, description, rdd), name=f"{group}:job", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, sc: SparkContext, description: str, rdd: Any) -> None:
-        try:
-            sc.setJobGroup(self.group, description, interruptOnCancel=True)
-            rdd.collect()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            self.finished.set()
-
-
 class SparkRun(ControlledRun):
     """A topology running on Spark (see the module doc).  ``phase`` says where it is,
     ``attempt`` is the current attempt (1 at first), ``restarts`` says why each earlier one
@@ -173,6 +154,7 @@ class SparkRun(ControlledRun):
     host, endpoint), ``failure`` why the run gave up (None while it has not)."""
 
     phase: Phase
+    mode = "spark"
 
     def __init__(
         self,
@@ -210,8 +192,8 @@ class SparkRun(ControlledRun):
         self.start_timeout = start_timeout
         self.restarts: list[str] = []
         self.failure: BaseException | None = None
-        self._job: _Job | None = None
-        self.spark, self._owns_session = _session(spark, master, n)
+        self._job: BarrierJob | None = None
+        self.spark, self._owns_session = session_for(spark, master, n)
         sc = self.spark.sparkContext
         try:
             refusal = barrier_refusal(sc, plan.name)
@@ -240,26 +222,25 @@ class SparkRun(ControlledRun):
         }
         self._new_attempt(n)
         self._await_slots(time.monotonic())
-        self._ticking = threading.Event()  # set: the background thread ends
+        self._ticking = threading.Event()  # set: the supervisor thread ends
         # a run dropped without stop(): its tasks would serve nobody until the session ends
         self._abandoned = weakref.finalize(
             self,
-            _abandon,
+            abandon,
             sc,
             self._groups,
             partial(close_control, self._control, self._authenticator, self._context),
             self._ticking,
         )
         self._ticker = threading.Thread(
-            target=_look_in_background,
+            target=_supervise_in_background,
             args=(weakref.ref(self), self._ticking),
             name=f"{self._group}:supervisor",
             daemon=True,
         )
         self._ticker.start()
         try:
-            with self._lock:
-                self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
+            self._wait(lambda: self.phase is Phase.RUNNING, None, "the workers to start")
         except BaseException:
             self.stop()
             raise
@@ -273,12 +254,19 @@ class SparkRun(ControlledRun):
     # -- the supervisor ----------------------------------------------------------------------
 
     def _check_alive(self) -> None:
-        """After every look at the control channel: move the attempts on; raise why the run
-        gave up, if it did."""
-        if self.failure is None and not self._stopped:
-            self._supervise()
+        """After every look at the control channel: raise why the run gave up, if it did."""
         if self.failure is not None:
             raise self.failure
+
+    def _supervise_step(self) -> None:
+        """What the supervisor thread does every ``_TICK``: take in what the workers sent, move
+        the attempts on by one step, and wake whoever waits for that."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._pump(0)
+            self._supervise()
+            self._attempt_changed.notify_all()
 
     def _accepting_questions(self) -> bool:
         return self.phase is Phase.RUNNING
@@ -365,7 +353,7 @@ class SparkRun(ControlledRun):
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(partial(run_task, job))
         group = f"{self._group}-{self.attempt}.{len(self._groups) + 1}"
         self._groups.append(group)
-        self._job = _Job(
+        self._job = BarrierJob(
             sc, group, f"brokerless topology {self.plan.name!r}, attempt {self.attempt}", rdd
         )
         self.phase = Phase.STARTING
@@ -417,7 +405,7 @@ class SparkRun(ControlledRun):
         the next attempt -- or give up when it was the last attempt allowed."""
         self.restarts.append(f"attempt {self.attempt}: " + cause.replace("\n", "\n    "))
         for index in range(self.workers):  # survivors stop now rather than when Spark kills them
-            self._send(index, ("stop",))
+            self._send(index, (Kind.STOP,))
         job = self._job
         if job is not None and not job.finished.is_set():
             self.spark.sparkContext.cancelJobGroup(job.group)
@@ -480,54 +468,20 @@ class SparkRun(ControlledRun):
         return self._job is not None and self._job.finished.is_set()
 
 
-def _look_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
-    """The run's background thread: look at the control channel every ``_TICK`` seconds (so
-    the supervisor runs while nobody asks the run anything) until the run stops, fails or is
-    dropped.  It holds the run only while it looks: a run nobody else holds is dropped."""
+def _supervise_in_background(ref: Callable[[], SparkRun | None], ending: threading.Event) -> None:
+    """The run's supervisor thread: one step (:meth:`SparkRun._supervise_step`) every
+    ``_TICK`` seconds until the run stops, fails or is dropped.  It holds the run only while it
+    steps: a run nobody else holds is dropped."""
     while not ending.wait(_TICK):
         run = ref()
         if run is None:
             return
         try:
-            run._look()
+            run._supervise_step()
         except BaseException:  # the run gave up: its callers hear why (run.failure)
             return
         finally:
             run = None
-
-
-def _abandon(
-    sc: SparkContext,
-    groups: list[str],
-    close: Callable[[], None],
-    ticking: threading.Event,
-) -> None:
-    """What stop() would have ended, for a run dropped without it."""
-    ticking.set()
-    for group in groups:
-        try:
-            sc.cancelJobGroup(group)
-        except Exception:  # the session has ended: so have its jobs
-            pass
-    close()
-
-
-def _session(
-    spark: SparkSession | None, master: str | None, workers: int
-) -> tuple[SparkSession, bool]:
-    """The session to run on, and whether the run started it (and so stops it)."""
-    if spark is not None:
-        return spark, False
-    if master is None:
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            return active, False
-        master = f"local[{workers}]"
-    existed = SparkContext._active_spark_context is not None
-    session = session_builder(master).getOrCreate()
-    if not existed:
-        session.sparkContext.setLogLevel("ERROR")
-    return session, not existed
 
 
 # -- entry points -------------------------------------------------------------------------------

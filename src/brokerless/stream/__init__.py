@@ -39,12 +39,15 @@ rollback to the last complete checkpoint when a worker is lost (``checkpoint.py`
 (``brokerless.spark.run_on_spark`` runs the workers as Spark tasks.)
 Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
 ``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
-move, back pressure), ``executor``, ``acker`` (reliability), ``queues``, ``messaging``,
+move, back pressure), ``executor`` (with ``spout_executor``, ``bolt_executor``,
+``acker_executor``; ``host``: what they see of their worker), ``emit`` (a task's emit path),
+``transfer`` (outboxes, credits), ``acker`` (reliability), ``queues``, ``messaging``,
 ``inbound`` (what a worker accepts from the network), ``routing``, ``assignment``,
 ``metrics``, ``run`` (completion), ``local``, ``control`` (the driver-workers channel of
-workers in other processes), ``multiprocess``, ``testing``, ``cli``, ``examples`` (word count);
+workers in other processes), ``multiprocess``, ``testing``, ``examples`` (word count);
 checkpoints: ``checkpoint`` (protocol, coordinator), ``stateful`` (its executors), ``state``,
-``storage``, ``spouts``.
+``storage``, ``spouts``, ``wal`` (the write-ahead log ``WALSpout`` reads).  The ``brokerless
+stream`` command is ``brokerless.cli.topologies``.
 """
 
 from __future__ import annotations
@@ -77,13 +80,14 @@ from .grouping import (
 from .local import LocalRun, run_local
 from .metrics import ComponentStats, ErrorReport, Statistics
 from .multiprocess import MultiprocessRun, run_multiprocess
+from .plan import TopologyPlan
 from .queues import Shutdown
 from .run import TopologyRun
 from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer
 from .spouts import SequenceSpout, WALSpout
 from .state import KeyValueState
 from .testing import CompletedTopology, FixedTupleSpout, complete_topology
-from .topology import Topology, TopologyError, TopologyPlan
+from .topology import Topology, TopologyError
 from .tuple import Tuple
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""``python -m brokerless.stream``: see :mod:`brokerless.stream.cli`."""
+"""``python -m brokerless.stream``: the ``brokerless stream`` command
+(``brokerless.cli.topologies``)."""
 
-from .cli import main
+from brokerless.cli.topologies import main
 
 raise SystemExit(main())

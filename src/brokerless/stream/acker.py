@@ -29,6 +29,7 @@ already timed out is ignored.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .protocol import ACK, ACK_INIT, ACKED, FAILED
@@ -47,31 +48,41 @@ class AckerLedger:
     def __len__(self) -> int:
         return sum(map(len, self._buckets))
 
-    def update(self, message: list[Any]) -> tuple[int, int, int] | None:
+    def update(self, message: Sequence[Any]) -> tuple[int, int, int] | None:
         """Apply ACK_INIT / ACK / FAIL; returns ``(ACKED or FAILED, root, spout task)`` when
         the tree is decided."""
-        kind, root = message[0], message[1]
-        entry = None
-        for bucket in self._buckets:
-            entry = bucket.pop(root, None)
-            if entry is not None:
-                break
-        if entry is None:
-            entry = [0, 0, 0]  # checksum, spout task (0: INIT not seen yet), failed
-        if kind == ACK_INIT:
-            entry[0] ^= message[2]
-            entry[1] = message[3]
-        elif kind == ACK:
-            entry[0] ^= message[2]
-        else:
-            entry[2] = 1
-        if entry[1]:
-            if entry[2]:
-                return FAILED, root, entry[1]
-            if entry[0] == 0:
-                return ACKED, root, entry[1]
-        self._buckets[0][root] = entry
-        return None
+        decided = self.update_many((message,))
+        return decided[0] if decided else None
+
+    def update_many(self, messages: Iterable[Sequence[Any]]) -> list[tuple[int, int, int]]:
+        """Apply ACK_INIT / ACK / FAIL messages in order; returns ``(ACKED or FAILED, root,
+        spout task)`` for each tree they decided.  A root's entry lives in the newest bucket
+        from its last message on."""
+        decided = []
+        newest = self._buckets[0]
+        older = self._buckets[1:]
+        for message in messages:
+            kind, root = message[0], message[1]
+            entry = newest.get(root)
+            if entry is None:
+                for bucket in older:
+                    entry = bucket.pop(root, None)
+                    if entry is not None:
+                        break
+                else:
+                    entry = [0, 0, 0]  # checksum, spout task (0: INIT not seen yet), failed
+                newest[root] = entry
+            if kind == ACK_INIT:
+                entry[0] ^= message[2]
+                entry[1] = message[3]
+            elif kind == ACK:
+                entry[0] ^= message[2]
+            else:
+                entry[2] = 1
+            if entry[1] and (entry[2] or entry[0] == 0):
+                del newest[root]
+                decided.append((FAILED if entry[2] else ACKED, root, entry[1]))
+        return decided
 
     def rotate(self, now: float) -> int:
         """Forget the roots idle for a timeout; returns how many were dropped."""

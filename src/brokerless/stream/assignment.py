@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .topology import TopologyPlan
+from .plan import TopologyPlan
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ ids) and each task's snapshot size.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import re
@@ -52,10 +53,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .component import ComponentKind
+from .plan import TopologyPlan
 from .serializer import MsgpackSerializer, Serializer
 from .state import KeyValueState, decode_snapshot
 from .storage import CheckpointStorage, open_storage
-from .topology import TopologyError, TopologyPlan
+from .topology import TopologyError
 
 __all__ = [
     "CheckpointCoordinator",
@@ -79,6 +82,14 @@ def checkpoint_name(checkpoint: int) -> str:
 
 def snapshot_path(checkpoint: int, task: int) -> str:
     return f"{checkpoint_name(checkpoint)}/task-{task}"
+
+
+class Step(enum.Enum):
+    """What the run tells every worker about a checkpoint: take it (the spouts inject its
+    barriers), or it is complete (commit).  The value is the control channel's command."""
+
+    CHECKPOINT = "checkpoint"
+    COMMIT = "commit"
 
 
 class TaskAck(NamedTuple):
@@ -115,7 +126,11 @@ class CheckpointStatistics:
 
 
 def _layout(plan: TopologyPlan) -> dict[str, list[int]]:
-    return {name: list(c.tasks) for name, c in plan.components.items() if c.kind != "acker"}
+    return {
+        name: list(c.tasks)
+        for name, c in plan.components.items()
+        if c.kind is not ComponentKind.ACKER
+    }
 
 
 def _ids(storage: CheckpointStorage) -> list[int]:
@@ -180,7 +195,10 @@ class CheckpointCoordinator:
         self._name = plan.name
         self._layout = _layout(plan)
         self._tasks = frozenset(
-            t for c in plan.components.values() if c.kind != "acker" for t in c.tasks
+            t
+            for c in plan.components.values()
+            if c.kind is not ComponentKind.ACKER
+            for t in c.tasks
         )
         ids = _ids(storage)
         found = latest_checkpoint(storage)

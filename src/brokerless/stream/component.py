@@ -20,6 +20,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -30,6 +31,15 @@ if TYPE_CHECKING:
     from .tuple import Tuple
 
 DEFAULT_STREAM = "default"
+
+
+class ComponentKind(enum.StrEnum):
+    """What a component of a topology is: a user's spout or bolt, or the system's acker.  Its
+    value is the name metrics and the UI show."""
+
+    SPOUT = "spout"
+    BOLT = "bolt"
+    ACKER = "acker"
 
 
 @dataclass(frozen=True)

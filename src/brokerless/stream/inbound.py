@@ -18,6 +18,8 @@ against the topology, *before* anything is queued:
 * ``ACK_INIT [root, xor, spout task]``, ``ACK [root, xor]`` and ``FAIL [root]`` only to an
   acker task: integers, the spout task one of the topology's spout tasks;
 * ``ACKED [root]`` and ``FAILED [root]`` only to a spout task: an integer root;
+* ``BATCH [[message, ...]]``: one or more of those for one acker or spout task, each checked as
+  above (one bad message in it makes the whole pair a bad message);
 * ``CREDIT [executor, count]`` only to task 0 (the worker itself), for a bolt executor in
   another worker that this worker sends tuples to, with ``0 < count <= window``.
 
@@ -40,15 +42,18 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgpack
 
+from .component import ComponentKind
+from .plan import TopologyPlan
 from .protocol import (
     ACK,
     ACK_INIT,
     ACKED,
     BARRIER,
+    BATCH,
     CREDIT,
     FAIL,
     FAILED,
@@ -60,11 +65,7 @@ from .protocol import (
     task_frame,
 )
 from .queues import BoundedQueue
-from .topology import TopologyPlan
 from .tuple import Fields, Tuple
-
-if TYPE_CHECKING:
-    from .executor import Executor
 
 _repr = reprlib.Repr()  # bounded: a hostile payload's repr costs little and stays short
 _repr.maxstring = _repr.maxother = 40
@@ -77,6 +78,15 @@ _Check = Callable[[int, list[Any], Any], Any]
 #: source task -> stream -> (source component, the stream's fields, how many, the worker to
 #: return a credit to or None on an edge inside a cycle)
 _Sources = dict[int, dict[str, tuple[str, Fields, int, int | None]]]
+
+
+class Receiver(Protocol):
+    """An executor as the receive side sees it (``executor.Executor`` is one)."""
+
+    kind: ComponentKind
+    component: str
+    task_ids: tuple[int, ...]
+    queue: BoundedQueue
 
 
 class BadMessage(ValueError):
@@ -100,21 +110,21 @@ class Inbound:
         self,
         plan: TopologyPlan,
         task_worker: dict[int, int],
-        executors: Iterable[Executor],
+        executors: Iterable[Receiver],
         credited: Iterable[int],
         window: int,
     ) -> None:
         self._loads = plan.config.serializer.loads
         self._checkpointed = plan.checkpointed
         self._spout_tasks = frozenset(
-            t for c in plan.components.values() if c.kind == "spout" for t in c.tasks
+            t for c in plan.components.values() if c.kind is ComponentKind.SPOUT for t in c.tasks
         )
         self._credited = frozenset(credited)
         self._window = window
-        checks: dict[str, _Check | None] = {
-            "bolt": None,  # checked in read(), the hot path of remote tuples
-            "spout": self._to_spout,
-            "acker": self._to_acker,
+        checks: dict[ComponentKind, _Check | None] = {
+            ComponentKind.BOLT: None,  # checked in read(), the hot path of remote tuples
+            ComponentKind.SPOUT: self._to_spout,
+            ComponentKind.ACKER: self._to_acker,
         }
         sources: dict[str, _Sources] = {}
         #: task frame -> (task, its check (None: a bolt's), its queue (None: the worker's),
@@ -124,7 +134,7 @@ class Inbound:
         }
         for executor in executors:
             table = None
-            if executor.kind == "bolt":
+            if executor.kind is ComponentKind.BOLT:
                 table = sources.get(executor.component)
                 if table is None:
                     table = sources[executor.component] = _sources(
@@ -262,6 +272,35 @@ class Inbound:
         return task, Barrier(source, checkpoint), origin
 
     def _to_acker(self, task: int, message: list[Any], _: None) -> Any:
+        if message[0] == BATCH:
+            return task, [BATCH, self._each(task, message, self._acker_message)], None
+        return task, self._acker_message(task, message), None
+
+    def _to_spout(self, task: int, message: list[Any], _: None) -> Any:
+        if message[0] == BATCH:
+            return task, [BATCH, self._each(task, message, self._spout_message)], None
+        return task, self._spout_message(task, message), None
+
+    def _each(
+        self, task: int, message: list[Any], check: Callable[[int, list[Any]], list[Any]]
+    ) -> list[Any]:
+        """The messages of a BATCH for ``task``, each passed by ``check``."""
+        if len(message) != 2 or message[1].__class__ is not list or not message[1]:
+            raise BadMessage(
+                f"BATCH for task {task} that is not [BATCH, [message, ...]] of one or more "
+                f"messages: {_brief(message)}"
+            )
+        for inner in message[1]:
+            if inner.__class__ is not list or not inner or inner[0].__class__ is not int:
+                raise BadMessage(
+                    f"BATCH for task {task} holding {_brief(inner)}: it holds [kind, ...] "
+                    "messages"
+                )
+            check(task, inner)
+        batch: list[Any] = message[1]
+        return batch
+
+    def _acker_message(self, task: int, message: list[Any]) -> list[Any]:
         kind, n = message[0], len(message)
         if not (
             (kind == ACK and n == 3) or (kind == ACK_INIT and n == 4) or (kind == FAIL and n == 2)
@@ -281,9 +320,9 @@ class Inbound:
             raise BadMessage(
                 f"ACK_INIT for acker task {task} names task {message[3]}, which is not a spout task"
             )
-        return task, message, None
+        return message
 
-    def _to_spout(self, task: int, message: list[Any], _: None) -> Any:
+    def _spout_message(self, task: int, message: list[Any]) -> list[Any]:
         kind = message[0]
         if len(message) != 2 or (kind != ACKED and kind != FAILED):
             raise BadMessage(
@@ -295,7 +334,7 @@ class Inbound:
                 f"{_kind(message)} for spout task {task} with root "
                 f"{_brief(message[1])}: roots are integers"
             )
-        return task, message, None
+        return message
 
     def _credit(self, task: int, message: list[Any], _: None) -> Any:
         if message[0] != CREDIT or len(message) != 3:

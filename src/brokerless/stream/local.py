@@ -14,6 +14,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .assignment import assign
+from .checkpoint import Step
 from .config import Config
 from .control import WorkerProcessError
 from .messaging import LocalMessaging, LocalNetwork
@@ -31,6 +32,8 @@ class LocalRun(TopologyRun):
     exchange serialized batches over in-memory messaging, as separate processes would).
     ``attempt`` counts the sets of workers a checkpointed run started, ``restarts`` says why
     each earlier one ended."""
+
+    mode = "local"
 
     def __init__(
         self,
@@ -120,9 +123,12 @@ class LocalRun(TopologyRun):
             if worker.failure is None:
                 worker.failure = "killed (kill_worker)"
 
-    def _broadcast(self, kind: str, checkpoint: int) -> None:
+    def _broadcast(self, step: Step, checkpoint: int) -> None:
         for worker in self.workers:
-            getattr(worker, kind)(checkpoint)
+            if step is Step.CHECKPOINT:
+                worker.checkpoint(checkpoint)
+            else:
+                worker.commit(checkpoint)
 
     def _supervise_once(self) -> None:
         if self._stopped.is_set():

@@ -6,18 +6,18 @@ A topology built in the script the user runs (``python myscript.py``) has spouts
 whose classes live in ``__main__``, and pickle refers to them as ``__main__.Split``.  A worker
 process is ``python -m brokerless.stream worker``: its own ``__main__`` is brokerless's, so
 without help those references cannot be resolved.  The driver therefore says how its main
-module was started (:func:`describe`: the script's path, or the module name of
+module was started (:func:`describe_main`: the script's path, or the module name of
 ``python -m mymodule``), and the worker, before it unpickles anything of its job, runs that
 script or module again under the name ``__mp_main__`` -- so its ``if __name__ ==
 "__main__":`` block does not run -- and installs the result as both ``__main__`` and
-``__mp_main__`` (:func:`prepare`).  A script that starts a run without that guard would start
+``__mp_main__`` (:func:`prepare_main`).  A script that starts a run without that guard would start
 one in every worker: :func:`check_not_preparing` (called when a run starts) raises a
 ``RuntimeError`` saying so instead, which the worker reports to the driver.
 
 A main that cannot be run again -- an interactive session, ``python -c``, a package's
 ``__main__`` (``python -m brokerless.stream``), IPython -- is described as None: nothing is
-re-imported, and :func:`dumps` refuses a job that refers to anything defined in ``__main__``,
-with an error saying the components must be importable.
+re-imported, and :func:`dumps_with_main` refuses a job that refers to anything defined in
+``__main__``, with an error saying the components must be importable.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ import sys
 import types
 from typing import Any, Literal
 
-__all__ = ["MainModule", "check_not_preparing", "describe", "dumps", "prepare"]
+__all__ = ["MainModule", "check_not_preparing", "describe_main", "dumps_with_main", "prepare_main"]
 
 #: How the driver's main module can be imported again: ("path", script) or ("module", name).
 MainModule = tuple[Literal["path", "module"], str]
 
-_preparing = False  # True while prepare() runs the driver's main module in a worker
+_preparing = False  # True while prepare_main() runs the driver's main module in a worker
 
 
-def describe() -> MainModule | None:
+def describe_main() -> MainModule | None:
     """How this process's main module can be run again in a worker, or None if it cannot."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
@@ -68,7 +68,7 @@ def check_not_preparing() -> None:
         )
 
 
-def prepare(main: MainModule | None) -> None:
+def prepare_main(main: MainModule | None) -> None:
     """Run the driver's main module as ``__mp_main__`` and make it this process's
     ``__main__``, so that what the driver pickled from its ``__main__`` resolves here."""
     global _preparing
@@ -101,7 +101,7 @@ class _MainReferences(pickle.Pickler):
         return NotImplemented
 
 
-def dumps(obj: object, main: MainModule | None) -> bytes:
+def dumps_with_main(obj: object, main: MainModule | None) -> bytes:
     """``pickle.dumps(obj)``, refusing (ValueError) what refers to ``__main__`` when the
     worker cannot import ``main``."""
     if main is not None:

@@ -17,6 +17,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .component import ComponentKind
+
+#: Latencies are sampled, as Storm samples its statistics: an executor times the tuples whose
+#: count ``& LATENCY_SAMPLE`` is 0 (1 in 16, the first one included); counters count them all.
+LATENCY_SAMPLE = 15
 _SLOTS = 8 + 61 * 4  # exact below 8 ns, then 4 buckets per power of two up to 2**64 ns
 
 
@@ -108,7 +113,7 @@ class ErrorReport:
 @dataclass
 class ComponentStats:
     component: str
-    kind: str  # spout, bolt or acker
+    kind: ComponentKind
     executors: int = 0
     tasks: int = 0
     emitted: int = 0
@@ -133,7 +138,7 @@ class ExecutorStats:
 
     executor: int
     component: str
-    kind: str
+    kind: ComponentKind
     worker: int
     emitted: int
     transferred: int
@@ -188,7 +193,7 @@ class Statistics:
                 c = stats.components.get(name)
                 if c is None:
                     c = stats.components[name] = ComponentStats(
-                        name, ex["kind"], queue_capacity=ex["queue_capacity"]
+                        name, ComponentKind(ex["kind"]), queue_capacity=ex["queue_capacity"]
                     )
                 c.executors += 1
                 c.tasks += ex["tasks"]
@@ -222,7 +227,7 @@ def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
     return ExecutorStats(
         executor=ex["executor"],
         component=ex["component"],
-        kind=ex["kind"],
+        kind=ComponentKind(ex["kind"]),
         worker=worker,
         emitted=ex["emitted"],
         transferred=ex["transferred"],

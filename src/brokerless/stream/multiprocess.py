@@ -4,17 +4,17 @@ Theory of operation
 -------------------
 The driver (:class:`MultiprocessRun`, in the caller's process) binds a ROUTER on an ipc path
 in a private temporary directory -- the *control* channel -- and starts N processes of
-``python -m brokerless.stream worker``.  Each reads its job from its stdin (the topology,
-pickled, or a ``module:attr`` reference; the config; its index) -- after importing the
-driver's main script as ``__mp_main__``, as multiprocessing's spawn does (``main_module.py``),
-so that components defined in that script resolve -- builds the same plan and the
-same assignment as every other worker, connects a DEALER to the control channel, binds its
-virtual port and reports ``ready`` with the endpoint.  When all are ready the driver sends
+``python -m brokerless.stream worker`` (``worker_process.py``).  Each reads its job from its
+stdin (the topology, pickled, or a ``module:attr`` reference; the config; its index) -- after
+importing the driver's main script as ``__mp_main__``, as multiprocessing's spawn does
+(``main_module.py``), so that components defined in that script resolve -- builds the same plan
+and the same assignment as every other worker, connects a DEALER to the control channel, binds
+its virtual port and reports ``ready`` with the endpoint.  When all are ready the driver sends
 everyone the list of endpoints (``start``); that is the two-phase start-up a Spark barrier
 stage will reuse.  From then on tuples go worker to worker; the control channel only carries
 questions (``activity`` rounds for completion, ``stats``), the worker's errors and -- when
 capturing -- the tuples it emitted, and at the end ``stop`` and each worker's ``final``
-report.  The control channel itself (``control.py``) is shared with the Spark runner; its
+report.  The control channel itself (``control/``) is shared with the Spark runner; its
 messages are pickled and signed with a key the driver gives each worker on its stdin, with
 the run's CURVE keys (``security.py``) that encrypt the control and worker-to-worker
 connections unless the config says ``security="none"``.
@@ -23,88 +23,50 @@ A lost worker (its process exited, or it reports a failed task) ends the run wit
 :class:`WorkerProcessError` -- unless the topology is checkpointed: then the driver kills every
 worker process and starts new ones, all restoring the last complete checkpoint (a new
 *attempt*, whose messages alone the control channel takes), up to ``max_attempts``; what the
-earlier attempts captured and reported is kept (``checkpoint.py``, ``run.py``).
+earlier attempts captured and reported is kept (``checkpoint.py``, ``run.py``).  One loop
+owns the attempts (:meth:`MultiprocessRun._run_attempts`: start, decide, start the next):
+looking at the control channel only notes a loss, and the run's supervisor thread, which
+drives its checkpoints, is what then calls that loop; questions wait for the new attempt.
 
-No orphans: a worker keeps its stdin open and exits at once when it reaches end-of-file, which
-happens when the driver process ends for any reason, even SIGKILL.  Workers ignore SIGINT: on
-Ctrl-C the driver stops them.  ``stop()`` asks each worker to stop and report, waits for the
-processes to exit, and kills any that do not.
+No orphans: a worker exits when the driver's process ends, whatever ended it (see
+``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
+stop and report, waits for the processes to exit, and kills any that do not.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
-import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import weakref
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
-from . import main_module
-from .assignment import assign
 from .config import Config
-from .control import (
-    ControlledRun,
-    WorkerChannel,
-    WorkerProcessError,
-    serve,
-    started_info,
-)
-from .messaging import SocketMessaging
+from .control import AttemptState, ControlledRun, Kind, WorkerProcessError
+from .main_module import check_not_preparing, describe_main, dumps_with_main
 from .run import plan_for, with_ui
-from .topology import Topology, TopologyError
-from .worker import Worker
+from .topology import Topology, TopologyError, load_topology
+from .worker_process import write_job
 
 if TYPE_CHECKING:
     from .ui import UIAddress  # (the UI, and http.server, load only when used)
 
-__all__ = [
-    "MultiprocessRun",
-    "WorkerProcessError",
-    "load_topology",
-    "run_multiprocess",
-    "worker_main",
-]
+__all__ = ["MultiprocessRun", "WorkerProcessError", "run_multiprocess"]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
-_LENGTH = struct.Struct("!Q")
-
-
-def load_topology(reference: str) -> Topology:
-    """``"package.module:name"`` -> the Topology it names (or that calling it returns)."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise TopologyError(f"topology reference {reference!r} must look like 'module:name'")
-    found: Any = getattr(import_module(module_name), attribute)
-    if not isinstance(found, Topology) and callable(found):
-        found = found()
-    if not isinstance(found, Topology):
-        raise TopologyError(f"{reference!r} is a {type(found).__name__}, not a Topology")
-    return found
-
-
-class _AttemptFailed(Exception):
-    """(internal) A worker was lost while an attempt was starting."""
-
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
 
 
 class MultiprocessRun(ControlledRun):
     """A topology running in worker processes (see the module doc).  ``attempt`` is the
     current set of processes (1 at first), ``restarts`` says why each earlier one ended."""
+
+    mode = "multiprocess"
 
     def __init__(
         self,
@@ -119,15 +81,15 @@ class MultiprocessRun(ControlledRun):
     ) -> None:
         if transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', not {transport!r}")
-        main_module.check_not_preparing()
-        main = main_module.describe()
+        check_not_preparing()
+        main = describe_main()
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
         if isinstance(topology, str):
             shipped: Any = topology
         else:
             try:
-                shipped = main_module.dumps(topology, main)
+                shipped = dumps_with_main(topology, main)
             except Exception as exc:
                 raise TopologyError(
                     f"topology {plan.name!r} cannot be sent to worker processes ({exc}): "
@@ -138,7 +100,10 @@ class MultiprocessRun(ControlledRun):
         self.start_timeout = start_timeout
         self.max_attempts = max_attempts
         self.restarts: list[str] = []
-        self._launching = False
+        #: Why the current attempt lost a worker (None: it has not): the supervisor starts
+        #: the next one (:meth:`_run_attempts`).
+        self._lost_cause: str | None = None
+        self._starting = False  # an attempt's workers are being started: not asked anything
         self._directory = tempfile.mkdtemp(prefix="brokerless-stream-")
         if plan.checkpointed and plan.config.checkpoint_dir is None:
             checkpoints = f"{self._directory}/checkpoints"
@@ -154,7 +119,7 @@ class MultiprocessRun(ControlledRun):
             "keys": self._keys,
             "topology": shipped,
             "main": main,
-            "config": main_module.dumps(plan.config, main),
+            "config": dumps_with_main(plan.config, main),
             "transport": transport,
             "directory": self._directory,
             "control": control,
@@ -164,7 +129,7 @@ class MultiprocessRun(ControlledRun):
         self.processes: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, _kill, self.processes, self._directory)
         try:
-            self._launch(self._open_checkpoints())
+            self._run_attempts(self._open_checkpoints())
             if plan.checkpointed:
                 self._start_supervisor()
         except BaseException:
@@ -182,36 +147,58 @@ class MultiprocessRun(ControlledRun):
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
-    # -- attempts ----------------------------------------------------------------------------
+    # -- attempts: one loop starts them all ------------------------------------------------------
 
-    def _launch(self, restore: int | None) -> None:
-        """Start worker processes (restoring checkpoint ``restore``) until one attempt has
-        them all running."""
-        n = self.plan.config.num_workers
+    def _run_attempts(self, restore: int | None) -> None:
+        """Start an attempt (restoring checkpoint ``restore``); while the attempt being started
+        loses a worker, decide (:meth:`_next_attempt`) and start the next.  The only code that
+        starts workers: at the start, and from the supervisor after a running attempt lost
+        one (:meth:`_supervise_once`).  Looking at the control channel meanwhile only records
+        a loss (:meth:`_check_alive`), so nothing here runs inside itself."""
         while True:
-            self._spawn(n, restore)
-            self._launching = True
-            try:
-                self._wait(
-                    lambda: len(self.state.ready) == n, self.start_timeout, "workers to bind"
-                )
-                endpoints = [self.state.ready[i] for i in range(n)]
-                for index in range(n):
-                    self._send(index, ("start", endpoints))
-                self._wait(
-                    lambda: len(self.state.started) == n, self.start_timeout, "workers to start"
-                )
+            cause = self._start_attempt(restore)
+            if cause is None:
+                with self._attempt_changed:
+                    self._attempt_changed.notify_all()
                 return
-            except _AttemptFailed as failed:
-                restore = self._attempt_failed(failed.cause)
-            finally:
-                self._launching = False
+            restore = self._next_attempt(cause)
 
-    def _spawn(self, n: int, restore: int | None) -> None:
-        """End the previous attempt's processes; start a new attempt's."""
+    def _start_attempt(self, restore: int | None) -> str | None:
+        """Start the worker processes of a new attempt and wait until they all run; returns
+        None, or why the attempt lost a worker before that."""
+        n = self.plan.config.num_workers
+        state = self._spawn(n, restore)
+        self._starting = True
+        try:
+            return self._await_start(state, n)
+        finally:
+            self._starting = False
+
+    def _await_start(self, state: AttemptState, n: int) -> str | None:
+        """Wait until the ``n`` workers of ``state``'s attempt are bound, start them, and wait
+        until they run; returns None, or why the attempt lost a worker before that."""
+
+        def ready() -> bool:
+            return len(state.ready) == n or self._lost_cause is not None
+
+        def started() -> bool:
+            return len(state.started) == n or self._lost_cause is not None
+
+        self._wait(ready, self.start_timeout, "workers to bind")
+        if self._lost_cause is None:
+            endpoints = [state.ready[i] for i in range(n)]
+            for index in range(n):
+                self._send(index, (Kind.START, endpoints))
+            self._wait(started, self.start_timeout, "workers to start")
+        return self._lost_cause
+
+    def _spawn(self, n: int, restore: int | None) -> AttemptState:
+        """End the previous attempt's processes; start a new attempt's; returns what the
+        driver hears from them."""
         _end(self.processes)
         self.processes.clear()
         self._new_attempt(n, keep_events=True)
+        self._lost_cause = None
         for index in range(n):
             process = subprocess.Popen(
                 [sys.executable, "-m", "brokerless.stream", "worker"],
@@ -220,13 +207,12 @@ class MultiprocessRun(ControlledRun):
             )
             self.processes.append(process)
             job = dict(self._job, index=index, attempt=self.attempt, restore=restore)
-            data = pickle.dumps(job)
             stdin = process.stdin
             assert stdin is not None, "the worker runs with stdin=PIPE"
-            stdin.write(_LENGTH.pack(len(data)) + data)
-            stdin.flush()
+            write_job(stdin, job)
+        return self.state
 
-    def _attempt_failed(self, cause: str) -> int | None:
+    def _next_attempt(self, cause: str) -> int | None:
         """The current attempt lost a worker: raise (after stopping) when it was the last one
         allowed, else return the checkpoint the next one restores."""
         assert self._coordinator is not None
@@ -254,22 +240,32 @@ class MultiprocessRun(ControlledRun):
         return None
 
     def _check_alive(self) -> None:
+        """Raise if the run cannot go on; a lost worker of a checkpointed run is recorded for
+        the supervisor, which starts the next attempt."""
         if self._stopped:  # stopping: whatever happened, stop() finishes the clean-up
             return
         if self.state.failures:
             index, text = next(iter(self.state.failures.items()))
             raise WorkerProcessError(f"worker {index} of {self.plan.name!r} failed:\n{text}")
-        cause = self._lost()
-        if cause is None:
+        if self._lost_cause is not None:
             return
-        if self._coordinator is None:
-            raise WorkerProcessError(cause)
-        if self._launching:
-            raise _AttemptFailed(cause)
-        # a new attempt: a question waiting for answers is asked again of its workers as they
-        # prove their connections (ControlledRun._route), and completion rounds of different
-        # attempts never confirm each other (epoch)
-        self._launch(self._attempt_failed(cause))
+        cause = self._lost()
+        if cause is not None:
+            if self._coordinator is None:
+                raise WorkerProcessError(cause)
+            self._lost_cause = cause
+
+    def _accepting_questions(self) -> bool:
+        return self._lost_cause is None and not self._starting
+
+    def _supervise_once(self) -> None:
+        super()._supervise_once()
+        cause = self._lost_cause
+        if cause is not None and not self._stopped:
+            # a new attempt: a question waiting for answers is asked again of its workers
+            # (ControlledRun._ask), and completion rounds of different attempts never confirm
+            # each other (epoch)
+            self._run_attempts(self._next_attempt(cause))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the workers, collect their final reports, end the processes."""
@@ -340,71 +336,3 @@ def run_multiprocess(
         max_attempts=max_attempts,
     )
     return with_ui(run, ui)
-
-
-# -- the worker process -------------------------------------------------------------------------
-
-
-def _read_exactly(fd: int, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = os.read(fd, n - len(data))
-        if not chunk:
-            raise EOFError("the driver closed the job pipe")
-        data += chunk
-    return data
-
-
-def worker_main(stdin_fd: int = 0) -> int:
-    """The body of ``python -m brokerless.stream worker``: run one worker as its job (read
-    from stdin) says, until the driver says stop or goes away."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C
-    (length,) = _LENGTH.unpack(_read_exactly(stdin_fd, _LENGTH.size))
-    job = pickle.loads(_read_exactly(stdin_fd, length))
-    sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
-    stopping = threading.Event()
-
-    def orphaned() -> None:  # stdin ends when the driver's process ends
-        while os.read(stdin_fd, 4096):
-            pass
-        if not stopping.is_set():  # the driver died: its clean-up will not run
-            shutil.rmtree(job["directory"], ignore_errors=True)
-            os._exit(3)
-
-    threading.Thread(target=orphaned, name="driver-watch", daemon=True).start()
-    context = zmq.Context()
-    keys = job["keys"]
-    channel = WorkerChannel(
-        context, job["control"], job["key"], job["attempt"], job["index"], keys=keys
-    )
-    try:
-        main_module.prepare(job["main"])
-        shipped = job["topology"]
-        topology = load_topology(shipped) if isinstance(shipped, str) else pickle.loads(shipped)
-        config: Config = pickle.loads(job["config"])
-        plan = topology.build(config)
-        n = config.num_workers
-        messaging = (
-            SocketMessaging(context, job["transport"], job["directory"], keys=keys)
-            if n > 1
-            else None
-        )
-        worker = Worker(
-            plan,
-            assign(plan, n),
-            job["index"],
-            messaging,
-            capture=job["capture"],
-            restore=job["restore"],
-        )
-        endpoint = worker.bind()
-        channel.send(("ready", endpoint))
-        serve(worker, channel, started_info(worker, endpoint))
-        return 0
-    except Exception:
-        channel.send(("failed", traceback.format_exc()))
-        return 1
-    finally:
-        stopping.set()
-        channel.close()
-        context.term()

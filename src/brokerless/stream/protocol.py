@@ -12,21 +12,25 @@ item says what it is:
     [ACKED, root] / [FAILED, root]                     acker -> spout
     [CREDIT, executor id, count]                       receiving worker -> sending worker
     [BARRIER, source task, checkpoint id]              task -> downstream bolt task
+    [BATCH, [message, ...]]                            acker traffic for one task, in one pair
 
-Inside a worker the same lists travel through the queues without being encoded (a barrier as
-a :class:`Barrier`), and two more, from the worker to its executors, never on the wire:
-``[CHECKPOINT, id]`` (spouts: inject the barrier) and ``[COMMIT, id]`` (the checkpoint is
-complete; see ``checkpoint.py``).  What a worker accepts from the network is checked first
-(``inbound.py``).
+A BATCH holds the acker traffic (ACK_INIT, ACK, FAIL, ACKED, FAILED) one executor sends one
+task in one flush (``transfer.py``): one pair on the wire, one queue item in the receiving
+worker.  Inside a worker the same messages travel through the queues without being encoded
+(a barrier as a :class:`Barrier`, acker traffic as tuples), and two more, never on the wire,
+from the worker to its executors: ``[CHECKPOINT, id]`` (spouts: inject the barrier) and
+``[COMMIT, id]`` (the checkpoint is complete; see ``checkpoint.py``).  What a worker accepts
+from the network is checked first (``inbound.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .serializer import packer
 
-TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT, BARRIER, CHECKPOINT, COMMIT = range(10)
+TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT, BARRIER, CHECKPOINT, COMMIT, BATCH = range(11)
 KIND_NAMES = (
     "TUPLE",
     "ACK_INIT",
@@ -38,6 +42,7 @@ KIND_NAMES = (
     "BARRIER",
     "CHECKPOINT",
     "COMMIT",
+    "BATCH",
 )
 WORKER_TASK = 0  # the task id that addresses the worker itself
 MAX_BATCH = 1024  # pairs in one batch: what a worker's sender takes from its queue at once
@@ -50,7 +55,7 @@ def task_frame(task: int) -> bytes:
     return task.to_bytes(4, "little")
 
 
-def encode(message: list[Any]) -> bytes:
+def encode(message: Sequence[Any]) -> bytes:
     return packer()(message)
 
 

@@ -15,9 +15,13 @@ transfer queue).  A queue has two parts under one lock:
   by the data in flight, not by a capacity.
 
 Producers hand over many items at once (an executor flushes what it emitted while handling a
-batch, see ``executor.py``), the consumer takes many per lock hand-over (``take``), and each
+batch, see ``transfer.py``), the consumer takes many per lock hand-over (``take``), and each
 side signals the other only when it may be asleep: a put wakes the consumer only if it waits
-on an empty queue; a take wakes producers only if some wait for room.  ``close`` wakes
+on an empty queue; a take wakes producers only if some wait for room.  A queue has one
+consumer thread (its executor, sender or writer), so the consumer sleeps on a lock of its own
+used as a binary semaphore (``_wake``): waking it is one ``release``, where a Condition's
+``notify`` costs a waiter list and a lock per wait -- the receiver thread that fills every
+executor's queue pays that per batch.  ``close`` wakes
 everyone: a blocked ``put`` or ``take`` then raises :class:`Shutdown`, a BaseException so
 that a component's ``except Exception`` cannot swallow the end of its topology.
 """
@@ -40,10 +44,10 @@ class BoundedQueue:
         "_capacity",
         "_closed",
         "_lock",
-        "_readable",
         "_reader_waits",
         "_room",
         "_unbounded",
+        "_wake",
         "_writers_waiting",
         "max_depth",
         "puts",
@@ -54,8 +58,11 @@ class BoundedQueue:
         self._bounded: deque[Any] = deque()
         self._unbounded: deque[Any] = deque()
         self._lock = threading.Lock()
-        self._readable = threading.Condition(self._lock)
         self._room = threading.Condition(self._lock)
+        #: Held, except between a put that wakes the waiting consumer and the consumer taking
+        #: the wake-up (see the module doc); ``_reader_waits`` says a release is owed.
+        self._wake = threading.Lock()
+        self._wake.acquire()
         self._reader_waits = False
         self._writers_waiting = 0
         self._closed = False
@@ -119,24 +126,20 @@ class BoundedQueue:
         if depth > self.max_depth:
             self.max_depth = depth
         if self._reader_waits:
-            self._readable.notify()
+            self._reader_waits = False
+            self._wake.release()
 
     def take(self, max_items: int, timeout: float | None = None) -> list[Any]:
         """Up to ``max_items`` from each part, waiting up to ``timeout`` seconds (None:
-        forever, 0: not at all) for the first; [] when the time ran out."""
+        forever, 0: not at all) for the first; [] when the time ran out.  Only the queue's
+        one consumer thread calls it."""
         with self._lock:
             if self._closed:
                 raise Shutdown
             if not self._bounded and not self._unbounded:
                 if timeout == 0:
                     return []
-                self._reader_waits = True
-                try:
-                    self._readable.wait_for(
-                        lambda: self._bounded or self._unbounded or self._closed, timeout
-                    )
-                finally:
-                    self._reader_waits = False
+                self._sleep(timeout)
                 if self._closed:
                     raise Shutdown
             items = _pop(self._bounded, max_items)
@@ -147,10 +150,25 @@ class BoundedQueue:
                 items.extend(more)
             return items
 
+    def _sleep(self, timeout: float | None) -> None:
+        """Wait (the lock let go) until a put or ``close`` wakes the consumer, or ``timeout``."""
+        self._reader_waits = True
+        self._lock.release()
+        try:
+            woken = self._wake.acquire(True, -1 if timeout is None else timeout)
+        finally:
+            self._lock.acquire()
+        if self._reader_waits:  # nobody came: it waits no more
+            self._reader_waits = False
+        elif not woken:  # a put came between the timeout and now: take its wake-up back
+            self._wake.acquire()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._readable.notify_all()
+            if self._reader_waits:
+                self._reader_waits = False
+                self._wake.release()
             self._room.notify_all()
 
     def __repr__(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .grouping import Binding, Chooser, Grouping
-from .topology import TopologyPlan
+from .plan import TopologyPlan
 from .tuple import Fields
 
 

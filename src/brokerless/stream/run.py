@@ -40,10 +40,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .checkpoint import CheckpointCoordinator, CheckpointStatistics, TaskAck
+from .checkpoint import CheckpointCoordinator, CheckpointStatistics, Step, TaskAck
 from .metrics import ErrorReport, Statistics
+from .plan import TopologyPlan
 from .storage import open_storage
-from .topology import Topology, TopologyPlan
+from .topology import Topology
 from .worker import Activity
 
 _SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a checkpointed run
@@ -99,6 +100,13 @@ class TopologyRun(ABC):
     _failure: BaseException | None = None
     #: The live web page of this run, when one was opened (``open_ui``).
     ui: TopologyUI | None = None
+    #: How it runs: "local", "multiprocess" or "spark".
+    mode: str
+    #: The current set of workers (1 at first; a rollback or a lost worker starts another),
+    #: at most ``max_attempts`` of them; why each earlier one ended.
+    attempt: int
+    max_attempts: int
+    restarts: list[str]
 
     @abstractmethod
     def activity(self) -> list[Activity]:
@@ -121,6 +129,12 @@ class TopologyRun(ABC):
     @abstractmethod
     def stopped(self) -> bool:
         """Whether the run has stopped (by ``stop()``, or by itself when it failed)."""
+
+    @property
+    def worker_info(self) -> list[dict[str, Any]]:
+        """What each worker of the current attempt said when it started (pid, host, ...), for
+        workers in other processes."""
+        return []
 
     @abstractmethod
     def _pause(self, seconds: float) -> None:
@@ -198,8 +212,8 @@ class TopologyRun(ABC):
         self._coordinator = CheckpointCoordinator(plan, open_storage(self.checkpoint_dir))
         return self._coordinator.latest
 
-    def _broadcast(self, kind: str, checkpoint: int) -> None:
-        """Tell every worker ``kind`` ("checkpoint" or "commit") ``checkpoint``."""
+    def _broadcast(self, step: Step, checkpoint: int) -> None:
+        """Tell every worker ``step`` of ``checkpoint``."""
         raise NotImplementedError
 
     def _drive_checkpoints(self, acks: Iterable[TaskAck]) -> None:
@@ -209,11 +223,11 @@ class TopologyRun(ABC):
         for ack in acks:
             committed = coordinator.acknowledge(ack)
             if committed is not None:
-                self._broadcast("commit", committed)
+                self._broadcast(Step.COMMIT, committed)
         now = time.monotonic()
         coordinator.expire(now)
         if coordinator.due(now):
-            self._broadcast("checkpoint", coordinator.trigger(now))
+            self._broadcast(Step.CHECKPOINT, coordinator.trigger(now))
 
     def _supervise_once(self) -> None:
         """One look at the run by the supervisor (with the lock held)."""

@@ -1,6 +1,6 @@
 """Replayable spouts: what a checkpointed topology reads from (``checkpoint.py``).
 
-* :class:`WALSpout` -- the records of a write-ahead log in ``brokerless.spark.wal``'s format
+* :class:`WALSpout` -- the records of a write-ahead log in ``brokerless.stream.wal``'s format
   (the Spark source's, or one that a receiver of your own appends to): positions are sequence
   numbers, so a rollback replays exactly the records after the checkpoint's.  It follows the log
   as it grows: live input with exactly-once state.
@@ -15,6 +15,7 @@ from typing import Any
 
 from .component import ReplayableSpout, Stream, TopologyContext
 from .config import Config
+from .wal import LogReader
 
 __all__ = ["SequenceSpout", "WALSpout"]
 
@@ -57,8 +58,7 @@ class WALSpout(ReplayableSpout):
     records whose ``seq % n == i``; a task's position is the last sequence number it read.
 
     The log's directory must be readable from every worker (a shared mount on a cluster), and
-    must still hold the records after the last complete checkpoint (do not trim past it).
-    Reading it imports ``brokerless.spark.wal`` (and so pyspark)."""
+    must still hold the records after the last complete checkpoint (do not trim past it)."""
 
     outputs = ["seq", "payload", "received_at"]
 
@@ -68,15 +68,12 @@ class WALSpout(ReplayableSpout):
         self._position = 0
 
     def open(self, conf: Config, context: TopologyContext) -> None:
-        from brokerless.spark.wal import LogReader  # imports pyspark: only when used
-
-        self._reader_class = LogReader
         self._tasks = len(context.get_component_tasks(context.component_id))
         self._index = context.task_index
         self._reader = LogReader(self.directory)
 
     def values(self, record: Any) -> list[Any]:
-        """The tuple for one ``brokerless.spark.wal.Record``."""
+        """The tuple for one ``brokerless.stream.wal.Record``."""
         return [record.seq, record.frames[-1] if record.frames else b"", record.received_at]
 
     def next_tuple(self) -> None:
@@ -91,7 +88,7 @@ class WALSpout(ReplayableSpout):
 
     def seek(self, position: int) -> None:
         self._reader.close()
-        self._reader = self._reader_class(self.directory, after=position)
+        self._reader = LogReader(self.directory, after=position)
         self._position = position
 
     def close(self) -> None:

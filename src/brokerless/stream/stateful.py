@@ -34,20 +34,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
+from .bolt_executor import BoltExecutor
 from .checkpoint import TaskAck, snapshot_path
-from .component import StatefulBolt
-from .executor import BoltExecutor, Executor, SpoutExecutor, TaskFailed, _TaskState
+from .component import Bolt, Component, ReplayableSpout, Spout, StatefulBolt
+from .executor import Executor, TaskFailed, TaskState
+from .host import Host
+from .plan import TopologyPlan
 from .protocol import BARRIER, CHECKPOINT, COMMIT, Barrier, encode
 from .queues import BoundedQueue, Shutdown
+from .spout_executor import SpoutExecutor
 from .state import KeyValueState, decode_snapshot, encode_snapshot
 from .storage import open_storage
-from .topology import TopologyPlan
 from .tuple import Tuple
 
 __all__ = ["CheckpointedBoltExecutor", "CheckpointedSpoutExecutor", "TaskCheckpoints"]
+
+_C = TypeVar("_C", bound=Component)
 
 #: An aligning task declines its checkpoint when it holds back more than this many queues'
 #: worth (``executor_queue_size``) of tuples.
@@ -139,12 +144,19 @@ def downstream_tasks(plan: TopologyPlan, component: str) -> tuple[int, ...]:
     )
 
 
-class _Checkpointed(Executor):
+class CheckpointingHost(Host, Protocol):
+    """What a checkpointed executor needs of its worker: its part in checkpoints too."""
+
+    checkpoints: TaskCheckpoints | None
+
+
+class _Checkpointed(Executor[_C]):
     """What both checkpointed executors add: fail-fast component calls, restoring, barriers."""
 
     _closing = False
+    worker: CheckpointingHost
 
-    def _call_failed(self, state: _TaskState, method: str, error: Exception) -> Any:
+    def _call_failed(self, state: TaskState[_C], method: str, error: Exception) -> None:
         """A component method raised: the task fails (except while closing, when there is
         nothing left to roll back)."""
         if self._closing:
@@ -187,7 +199,7 @@ class _Checkpointed(Executor):
 
     def _send_barrier(self, task: int, checkpoint: int) -> None:
         """Barrier ``checkpoint`` from ``task`` to every task downstream, behind its tuples."""
-        local = self.worker.local_queues
+        local = self.worker.exchange.local_queues
         outbox = self.outbox
         barrier = Barrier(task, checkpoint)
         payload = None
@@ -201,21 +213,23 @@ class _Checkpointed(Executor):
                 outbox.remote(target, payload, True)
 
 
-class CheckpointedSpoutExecutor(_Checkpointed, SpoutExecutor):
+class CheckpointedSpoutExecutor(_Checkpointed[Spout], SpoutExecutor):
     def open(self) -> None:
         super().open()
         self._checkpoints = checkpoints = self._start_checkpointing()
         if checkpoints.restore is not None:
             for state in self._active:
-                self._call(state, "seek", self._restore(checkpoints, state.task, False))
+                spout = state.component
+                assert isinstance(spout, ReplayableSpout)  # checked when the plan was built
+                self._call(state, spout.seek, self._restore(checkpoints, state.task, False))
 
-    def _settle(self, message: list[Any]) -> None:
+    def _settle(self, message: Sequence[Any]) -> None:
         kind = message[0]
         if kind == CHECKPOINT:
             self._checkpoint(message[1])
         elif kind == COMMIT:
             for state in self._active:
-                self._call(state, "notify_checkpoint_complete", message[1])
+                self._call(state, _replayable(state).notify_checkpoint_complete, message[1])
         else:
             super()._settle(message)
 
@@ -224,11 +238,17 @@ class CheckpointedSpoutExecutor(_Checkpointed, SpoutExecutor):
         checkpoints = self._checkpoints
         for state in self._active:
             started = time.perf_counter_ns()
-            position = self._call(state, "position")
+            position = self._call(state, _replayable(state).position)
             snapshot = self._snapshot(checkpoints, state.task, checkpoint, position)
             pause = time.perf_counter_ns() - started
             checkpoints.save(TaskAck(checkpoint, state.task, pause_ns=pause), snapshot)
             self._send_barrier(state.task, checkpoint)
+
+
+def _replayable(state: TaskState[Spout]) -> ReplayableSpout:
+    spout = state.component
+    assert isinstance(spout, ReplayableSpout)  # a checkpointed topology's spouts are (its plan)
+    return spout
 
 
 class _Alignment:
@@ -248,7 +268,7 @@ class _Alignment:
 _process = BoltExecutor._execute  # what a tuple not held back gets (cheaper than super())
 
 
-class CheckpointedBoltExecutor(_Checkpointed, BoltExecutor):
+class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
     def open(self) -> None:
         super().open()
         self._checkpoints = checkpoints = self._start_checkpointing()
@@ -259,15 +279,16 @@ class CheckpointedBoltExecutor(_Checkpointed, BoltExecutor):
         self._alignments: dict[int, _Alignment] = {}
         for task, state in self.states.items():
             kv = None
-            if isinstance(state.component, StatefulBolt):
+            bolt = state.component
+            if isinstance(bolt, StatefulBolt):
                 if checkpoints.restore is None:
                     kv = KeyValueState()
                 else:
                     kv = self._restore(checkpoints, task, True)
-                self._call(state, "init_state", kv)
+                self._call(state, bolt.init_state, kv)
             self._alignments[task] = _Alignment(kv)
 
-    def _execute(self, state: _TaskState, tup: Any) -> None:
+    def _execute(self, state: TaskState[Bolt], tup: Any) -> None:
         align = self._alignments[state.task]
         if tup.__class__ is not Tuple:
             self._control(align, state, tup)
@@ -278,15 +299,17 @@ class CheckpointedBoltExecutor(_Checkpointed, BoltExecutor):
         else:
             _process(self, state, tup)
 
-    def _process_failed(self, state: _TaskState, tup: Tuple, error: Exception) -> None:
+    def _process_failed(self, state: TaskState[Bolt], tup: Tuple, error: Exception) -> None:
         self.report(state.task, error)
         raise TaskFailed(f"task {state.task}: process() raised {error!r}") from error
 
-    def _control(self, align: _Alignment, state: _TaskState, item: Any) -> None:
+    def _control(self, align: _Alignment, state: TaskState[Bolt], item: Any) -> None:
         if item.__class__ is not Barrier:  # [COMMIT, n], once for the executor's tasks
             for other in self.states.values():
+                bolt = other.component
                 if self._alignments[other.task].state is not None:
-                    self._call(other, "notify_checkpoint_complete", item[1])
+                    assert isinstance(bolt, StatefulBolt)  # it has a state: it is one
+                    self._call(other, bolt.notify_checkpoint_complete, item[1])
             return
         checkpoint = item.checkpoint
         if checkpoint <= align.done:
@@ -302,7 +325,7 @@ class CheckpointedBoltExecutor(_Checkpointed, BoltExecutor):
         if len(align.arrived) >= self._channels:
             self._aligned(align, state)
 
-    def _aligned(self, align: _Alignment, state: _TaskState) -> None:
+    def _aligned(self, align: _Alignment, state: TaskState[Bolt]) -> None:
         """Barrier ``align.checkpoint`` came from every channel: snapshot, pass it on, go on."""
         checkpoint = align.checkpoint
         alignment = time.perf_counter_ns() - align.started
@@ -313,21 +336,23 @@ class CheckpointedBoltExecutor(_Checkpointed, BoltExecutor):
         snapshot = None
         if align.state is not None:
             started = time.perf_counter_ns()
-            self._call(state, "pre_prepare", checkpoint)
+            bolt = state.component
+            assert isinstance(bolt, StatefulBolt)  # it has a state: it is one
+            self._call(state, bolt.pre_prepare, checkpoint)
             snapshot = self._snapshot(checkpoints, state.task, checkpoint, align.state)
             ack = ack._replace(pause_ns=time.perf_counter_ns() - started)
         checkpoints.save(ack, snapshot)
         self._send_barrier(state.task, checkpoint)
         self._release(align, state)
 
-    def _give_up(self, align: _Alignment, state: _TaskState, reason: str) -> None:
+    def _give_up(self, align: _Alignment, state: TaskState[Bolt], reason: str) -> None:
         """Decline the checkpoint being aligned and process what was held back."""
         align.arrived.clear()
         align.done = align.checkpoint
         self._checkpoints.save(TaskAck(align.checkpoint, state.task, error=reason), None)
         self._release(align, state)
 
-    def _release(self, align: _Alignment, state: _TaskState) -> None:
+    def _release(self, align: _Alignment, state: TaskState[Bolt]) -> None:
         held = align.held
         if held:
             align.held = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from .component import DEFAULT_STREAM, ReplayableSpout, Stream
+from .component import DEFAULT_STREAM, ComponentKind, ReplayableSpout, Stream
 from .config import Config
 from .metrics import ErrorReport, Statistics
 from .run import TopologyRun, plan_for
@@ -85,10 +85,11 @@ def mock_sources(
     plan = topology.build()
     for name, tuples in mocked_sources.items():
         spec = plan.components.get(name)
-        if spec is None or spec.kind != "spout":
+        if spec is None or spec.kind is not ComponentKind.SPOUT:
+            spouts = [c.name for c in plan.components.values() if c.kind is ComponentKind.SPOUT]
             raise TopologyError(
                 f"topology {topology.name!r}: mocked source {name!r} is not a spout "
-                f"(spouts: {[c.name for c in plan.components.values() if c.kind == 'spout']})"
+                f"(spouts: {spouts})"
             )
         if DEFAULT_STREAM not in spec.streams:
             raise TopologyError(
@@ -112,7 +113,7 @@ def finite_topology(
     endless = [
         c.name
         for c in plan_for(topology, workers, config).components.values()
-        if c.kind == "spout" and not c.finite
+        if c.kind is ComponentKind.SPOUT and not c.finite
     ]
     if endless:
         raise TopologyError(

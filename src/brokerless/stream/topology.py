@@ -1,4 +1,5 @@
-"""Topologies: the builder users write, and the validated plan the runtime executes.
+"""Topologies: the builder users write, checked and planned into the ``plan.TopologyPlan``
+the runtime executes.
 
     topo = (Topology("word-count")
             .spout("sentences", SentenceSpout, parallelism=2)
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from .component import (
     DEFAULT_STREAM,
     Bolt,
     Component,
+    ComponentKind,
     ReplayableSpout,
     Spout,
     StatefulBolt,
@@ -30,9 +33,8 @@ from .component import (
 )
 from .config import Config
 from .grouping import Grouping, Shuffle
+from .plan import ACKER, ComponentPlan, ExecutorPlan, Subscription, TopologyPlan
 from .tuple import Fields
-
-ACKER = "__acker"
 
 Inputs = Mapping[str | tuple[str, str], Grouping] | Sequence[str]
 
@@ -44,76 +46,11 @@ class TopologyError(ValueError):
 @dataclass(frozen=True)
 class _Declaration:
     name: str
-    kind: str  # "spout" or "bolt"
+    kind: ComponentKind  # a spout or a bolt
     factory: Callable[[], Component]
     parallelism: Any
     tasks: Any
     inputs: Any
-
-
-@dataclass(frozen=True)
-class ComponentPlan:
-    name: str
-    kind: str  # "spout", "bolt" or "acker"
-    factory: Callable[[], Component] | None
-    tasks: tuple[int, ...]
-    executors: tuple[int, ...]
-    streams: Mapping[str, Stream]
-    schemas: Mapping[str, Fields]
-    inputs: Mapping[tuple[str, str], Grouping]
-    finite: bool  # a spout that says when it is exhausted
-    stateful: bool = False  # a StatefulBolt
-
-
-@dataclass(frozen=True)
-class ExecutorPlan:
-    id: int
-    component: str
-    tasks: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Subscription:
-    component: str
-    grouping: Grouping
-    blocking: bool  # False on an edge inside a cycle: puts there never block (no deadlock)
-
-
-class TopologyPlan:
-    """A validated topology with task and executor ids: what workers run."""
-
-    def __init__(
-        self,
-        name: str,
-        config: Config,
-        components: dict[str, ComponentPlan],
-        executors: tuple[ExecutorPlan, ...],
-        subscribers: dict[tuple[str, str], list[Subscription]],
-    ) -> None:
-        self.name = name
-        self.config = config
-        self.components = components
-        self.executors = executors
-        self.subscribers = subscribers
-        self.task_component = {t: c.name for c in components.values() for t in c.tasks}
-        self.acker_tasks = components[ACKER].tasks if ACKER in components else ()
-        self.component_tasks = {name: c.tasks for name, c in components.items()}
-        #: (source, target) component pairs inside a cycle: puts there never block.
-        self.cycle_edges = frozenset(
-            (source, sub.component)
-            for (source, _), subs in subscribers.items()
-            for sub in subs
-            if not sub.blocking
-        )
-        #: A topology with stateful bolts: checkpointed (see ``checkpoint.py``).
-        self.checkpointed = any(c.stateful for c in components.values())
-
-    def schema(self, component: str, stream: str) -> Fields:
-        return self.components[component].schemas[stream]
-
-    def __repr__(self) -> str:
-        parts = ", ".join(f"{c.name}:{list(c.tasks)}" for c in self.components.values())
-        return f"<TopologyPlan {self.name!r} {parts}>"
 
 
 class Topology:
@@ -133,7 +70,9 @@ class Topology:
         tasks: int | None = None,
     ) -> Topology:
         """Add a spout; ``component`` is a Spout class or a zero-argument factory."""
-        self._declarations.append(_Declaration(name, "spout", component, parallelism, tasks, None))
+        self._declarations.append(
+            _Declaration(name, ComponentKind.SPOUT, component, parallelism, tasks, None)
+        )
         return self
 
     def bolt(
@@ -147,7 +86,9 @@ class Topology:
     ) -> Topology:
         """Add a bolt.  ``inputs`` maps a component (its default stream) or a
         ``(component, stream)`` pair to a grouping; a list of names means shuffle."""
-        self._declarations.append(_Declaration(name, "bolt", component, parallelism, tasks, inputs))
+        self._declarations.append(
+            _Declaration(name, ComponentKind.BOLT, component, parallelism, tasks, inputs)
+        )
         return self
 
     def with_component(self, name: str, component: Callable[[], Component]) -> Topology:
@@ -194,7 +135,7 @@ class _Planner:
         if problems:
             raise self.error("config: " + "; ".join(problems))
         declarations = self.topology._declarations
-        if not any(d.kind == "spout" for d in declarations):
+        if not any(d.kind is ComponentKind.SPOUT for d in declarations):
             raise self.error("it has no spout: add one with .spout(name, SpoutClass)")
         seen: set[str] = set()
         for d in declarations:
@@ -230,7 +171,7 @@ class _Planner:
             )
         if not callable(d.factory):
             raise self.error(f"{where}: {d.factory!r} is not a class or a factory function")
-        if d.kind == "bolt" and not d.inputs:
+        if d.kind is ComponentKind.BOLT and not d.inputs:
             raise self.error(f"bolt {d.name!r} has no inputs: pass inputs={{'spout': shuffle()}}")
 
     def inspect(self, d: _Declaration) -> tuple[dict[str, Stream], bool, Component]:
@@ -241,7 +182,7 @@ class _Planner:
             instance = d.factory()
         except Exception as exc:
             raise self.error(f"{where}: creating it with {d.factory!r} failed: {exc!r}") from exc
-        expected = Spout if d.kind == "spout" else Bolt
+        expected = Spout if d.kind is ComponentKind.SPOUT else Bolt
         if not isinstance(instance, expected):
             raise self.error(
                 f"{where}: {d.factory!r} made a {type(instance).__name__}, not a "
@@ -252,7 +193,7 @@ class _Planner:
         except ValueError as exc:
             raise self.error(f"{where}: outputs: {exc}") from None
         finite = (
-            d.kind == "spout"
+            d.kind is ComponentKind.SPOUT
             and isinstance(instance, Spout)  # as checked above: narrows the type for mypy
             and type(instance).exhausted is not Spout.exhausted
         )
@@ -261,10 +202,10 @@ class _Planner:
     def check_inputs(
         self,
         d: _Declaration,
-        kinds: dict[str, str],
+        kinds: dict[str, ComponentKind],
         streams: dict[str, dict[str, Stream]],
     ) -> dict[tuple[str, str], Grouping]:
-        if d.kind == "spout":
+        if d.kind is ComponentKind.SPOUT:
             return {}
         where = f"bolt {d.name!r}"
         raw = d.inputs
@@ -308,10 +249,12 @@ class _Planner:
         return checked
 
     def check_reachable(
-        self, kinds: dict[str, str], inputs: dict[str, dict[tuple[str, str], Grouping]]
+        self, kinds: dict[str, ComponentKind], inputs: dict[str, dict[tuple[str, str], Grouping]]
     ) -> None:
         downstream = _edges(inputs)
-        reached = _reach([name for name, kind in kinds.items() if kind == "spout"], downstream)
+        reached = _reach(
+            [name for name, kind in kinds.items() if kind is ComponentKind.SPOUT], downstream
+        )
         for name in kinds:
             if name not in reached:
                 raise self.error(
@@ -355,13 +298,13 @@ class _Planner:
         components: dict[str, ComponentPlan] = {}
         executors: list[ExecutorPlan] = []
         next_task = 1
-        layout: list[tuple[str, str, Callable[[], Component] | None, int, int]] = [
+        layout: list[tuple[str, ComponentKind, Callable[[], Component] | None, int, int]] = [
             (d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
             for d in declarations
         ]
         ackers = self.config.ackers
         if ackers:
-            layout.append((ACKER, "acker", None, ackers, ackers))
+            layout.append((ACKER, ComponentKind.ACKER, None, ackers, ackers))
         for name, kind, factory, parallelism, n_tasks in layout:
             tasks = tuple(range(next_task, next_task + n_tasks))
             next_task += n_tasks
@@ -424,3 +367,16 @@ def _split(tasks: tuple[int, ...], parts: int) -> list[tuple[int, ...]]:
         groups.append(tasks[start:end])
         start = end
     return groups
+
+
+def load_topology(reference: str) -> Topology:
+    """``"package.module:name"`` -> the Topology it names (or that calling it returns)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise TopologyError(f"topology reference {reference!r} must look like 'module:name'")
+    found: Any = getattr(import_module(module_name), attribute)
+    if not isinstance(found, Topology) and callable(found):
+        found = found()
+    if not isinstance(found, Topology):
+        raise TopologyError(f"{reference!r} is a {type(found).__name__}, not a Topology")
+    return found

@@ -4,8 +4,8 @@ port.
 Theory of operation
 -------------------
 Tasks are placed on workers by the deterministic assignment (``assignment.py``); every worker
-keeps the whole task -> worker map.  An emit (``executor.py``) gives each target task its copy,
-through the emitting executor's :class:`Outbox`, flushed once per batch:
+keeps the whole task -> worker map.  An emit (``emit.py``) gives each target task its copy,
+through the emitting executor's :class:`~.transfer.Outbox`, flushed once per batch:
 
 * a task **in this worker** gets the tuple object itself on its executor's queue -- no
   serialization -- waiting for room when the queue is full;
@@ -57,41 +57,36 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from .acker_executor import AckerExecutor
 from .assignment import Assignment
-from .executor import AckerExecutor, BoltExecutor, Executor, SpoutExecutor
+from .bolt_executor import BoltExecutor
+from .component import ComponentKind
+from .executor import Executor
 from .inbound import BadMessage, Inbound
 from .messaging import Messaging
 from .metrics import ErrorReport
-from .protocol import (
-    CHECKPOINT,
-    COMMIT,
-    CREDIT,
-    HEADER_ROOM,
-    MAX_BATCH,
-    WORKER_TASK,
-    encode,
-    task_frame,
-)
+from .plan import TopologyPlan
+from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, MAX_BATCH, WORKER_TASK, task_frame
 from .queues import BoundedQueue, Shutdown
+from .spout_executor import SpoutExecutor
 from .stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor, TaskCheckpoints
-from .topology import TopologyPlan
+from .transfer import Credits, Exchange
 
 log = logging.getLogger("brokerless.stream")
 
 _RECV_WAIT = 0.05  # seconds the receiver waits before rechecking for stop
 _MAX_ERRORS = 1000  # error reports kept per worker (all are counted in the metrics)
 _MAX_BAD_SENDERS = 64  # senders whose first bad message is reported (all are counted)
-_EXECUTORS: dict[str, type[Executor]] = {
-    "spout": SpoutExecutor,
-    "bolt": BoltExecutor,
-    "acker": AckerExecutor,
+_EXECUTORS: dict[ComponentKind, type[Executor[Any]]] = {
+    ComponentKind.SPOUT: SpoutExecutor,
+    ComponentKind.BOLT: BoltExecutor,
+    ComponentKind.ACKER: AckerExecutor,
 }
-_CHECKPOINTED_EXECUTORS: dict[str, type[Executor]] = {
-    "spout": CheckpointedSpoutExecutor,
-    "bolt": CheckpointedBoltExecutor,
-    "acker": AckerExecutor,
+_CHECKPOINTED_EXECUTORS: dict[ComponentKind, type[Executor[Any]]] = {
+    ComponentKind.SPOUT: CheckpointedSpoutExecutor,
+    ComponentKind.BOLT: CheckpointedBoltExecutor,
+    ComponentKind.ACKER: AckerExecutor,
 }
-_WORKER_FRAME = task_frame(WORKER_TASK)
 
 
 @dataclass(frozen=True)
@@ -103,136 +98,6 @@ class Activity:
     dequeued: int
     sent: int
     received: int
-
-
-class Credits:
-    """How many more tuples this worker may send to each remote bolt executor: at most a
-    window each, however many credits come back (only a forged credit could exceed it)."""
-
-    def __init__(self, window: int, executors: list[int]) -> None:
-        self.window = window
-        self._available = dict.fromkeys(executors, window)
-        self._changed = threading.Condition(threading.Lock())
-        self._waiting = 0
-        self._closed = False
-
-    @property
-    def executors(self) -> frozenset[int]:
-        """The remote bolt executors this worker may send tuples to."""
-        return frozenset(self._available)
-
-    def take(self, executor: int, wanted: int) -> int:
-        """Take up to ``wanted`` credits for ``executor``, waiting until there is one."""
-        with self._changed:
-            if self._available[executor] == 0:
-                self._waiting += 1
-                try:
-                    while self._available[executor] == 0 and not self._closed:
-                        self._changed.wait()
-                finally:
-                    self._waiting -= 1
-            if self._closed:
-                raise Shutdown
-            granted = min(wanted, self._available[executor])
-            self._available[executor] -= granted
-            return granted
-
-    def release(self, executor: int, count: int) -> None:
-        with self._changed:
-            self._available[executor] = min(self.window, self._available[executor] + count)
-            if self._waiting:
-                self._changed.notify_all()
-
-    def close(self) -> None:
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
-
-
-class Outbox:
-    """What one executor emitted since it last flushed, grouped by destination.
-
-    An executor flushes after each batch it handles, so a destination gets everything for it
-    in one hand-over (one lock, at most one wake-up) instead of one per tuple.  Control
-    messages and tuples that must not wait go first, then local tuples (waiting for room),
-    then tuples for other workers (waiting for credits).
-    """
-
-    __slots__ = ("_blocking", "_credited", "_pushed", "_transfer", "_worker", "size")
-
-    def __init__(self, worker: Worker) -> None:
-        self._worker = worker
-        self._pushed: dict[BoundedQueue, list[Any]] = {}
-        self._blocking: dict[BoundedQueue, list[Any]] = {}
-        self._transfer: list[Any] = []  # for other workers, no credit needed
-        self._credited: dict[int, list[Any]] = {}  # executor id -> for other workers
-        self.size = 0
-
-    def local(self, queue: BoundedQueue, item: Any, blocking: bool) -> None:
-        """A tuple for a task in this worker."""
-        by_queue = self._blocking if blocking else self._pushed
-        items = by_queue.get(queue)
-        if items is None:
-            by_queue[queue] = [item]
-        else:
-            items.append(item)
-        self.size += 1
-
-    def remote(self, task: int, payload: bytes, blocking: bool) -> None:
-        """A tuple for a task in another worker (``blocking``: it needs a credit)."""
-        worker = self._worker
-        item = (worker.task_worker[task], worker.frames[task], payload)
-        if blocking:
-            executor = worker.task_executor[task]
-            items = self._credited.get(executor)
-            if items is None:
-                self._credited[executor] = [item]
-            else:
-                items.append(item)
-        else:
-            self._transfer.append(item)
-        self.size += 1
-
-    def control(self, task: int, message: list[Any]) -> None:
-        """A control message (acker traffic) for ``task``; never waits."""
-        worker = self._worker
-        queue = worker.local_queues.get(task)
-        if queue is not None:
-            self.local(queue, (task, message, None), blocking=False)
-        else:
-            self._transfer.append((worker.task_worker[task], worker.frames[task], encode(message)))
-            self.size += 1
-
-    def credit(self, worker: int, executor: int, count: int) -> None:
-        """Give ``worker`` back ``count`` credits for ``executor`` (this worker's)."""
-        self._transfer.append((worker, _WORKER_FRAME, encode([CREDIT, executor, count])))
-        self.size += 1
-
-    def flush(self) -> None:
-        if not self.size:
-            return
-        worker = self._worker
-        if self._pushed:
-            for queue, items in self._pushed.items():
-                queue.push_many(items)
-            self._pushed.clear()
-        if self._transfer:
-            worker.transfer.push_many(self._transfer)
-            self._transfer = []
-        if self._blocking:
-            for queue, items in self._blocking.items():
-                queue.put_many(items)
-            self._blocking.clear()
-        if self._credited:
-            take, push_many = worker.credits.take, worker.transfer.push_many
-            for executor, items in self._credited.items():
-                done = 0
-                while done < len(items):
-                    granted = take(executor, len(items) - done)
-                    push_many(items[done : done + granted])
-                    done += granted
-            self._credited.clear()
-        self.size = 0
 
 
 class Worker:
@@ -275,29 +140,36 @@ class Worker:
         local_share = max(1, size - (n - 1) * self.credit_window)
         bolt_bound = local_share + (n - 1) * self.credit_window
         self.local_queues: dict[int, BoundedQueue] = {}
-        self.executors: list[Executor] = []
-        for executor_id in assignment.executors(index):
-            spec = plan.executors[executor_id]
-            kind = plan.components[spec.component].kind
-            bolt = kind == "bolt"
-            queue = BoundedQueue(local_share if bolt else None)
-            executor = kinds[kind](self, spec, queue, bolt_bound if bolt else None)
-            self.executors.append(executor)
-            self.local_queues.update(dict.fromkeys(spec.tasks, queue))
         self.credits = Credits(
             self.credit_window,
             [
                 e.id
                 for e in plan.executors
-                if plan.components[e.component].kind == "bolt"
+                if plan.components[e.component].kind is ComponentKind.BOLT
                 and assignment.executor_worker[e.id] != index
             ],
         )
+        self.transfer = BoundedQueue()
+        self.frames = {t: task_frame(t) for t in plan.task_component}
+        self.exchange = Exchange(
+            self.local_queues,
+            self.task_worker,
+            self.task_executor,
+            self.frames,
+            self.transfer,
+            self.credits,
+        )
+        self.executors: list[Executor[Any]] = []
+        for executor_id in assignment.executors(index):
+            spec = plan.executors[executor_id]
+            kind = plan.components[spec.component].kind
+            bolt = kind is ComponentKind.BOLT
+            queue = BoundedQueue(local_share if bolt else None)
+            self.local_queues.update(dict.fromkeys(spec.tasks, queue))
+            self.executors.append(kinds[kind](self, spec, queue, bolt_bound if bolt else None))
         self.inbound = Inbound(
             plan, self.task_worker, self.executors, self.credits.executors, self.credit_window
         )
-        self.transfer = BoundedQueue()
-        self.frames = {t: task_frame(t) for t in plan.task_component}
         self.sent = 0  # pairs sent to other workers
         self.received = 0  # pairs received from other workers (and accepted)
         self.bad_messages = 0  # pairs (or malformed batches) received and dropped
@@ -341,7 +213,7 @@ class Worker:
         if self.checkpoints is not None:
             self._threads.append(self.checkpoints.thread)
         # consumers first, spouts last
-        ordered = sorted(self.executors, key=lambda e: e.kind == "spout")
+        ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
         self._threads += [e.thread for e in ordered]
         for thread in self._threads:
             thread.start()
@@ -390,7 +262,7 @@ class Worker:
     def _tell(self, message: list[Any], stateful_bolts: bool) -> None:
         components = self.plan.components
         for executor in self.executors:
-            if executor.kind == "spout" or (
+            if executor.kind is ComponentKind.SPOUT or (
                 stateful_bolts and components[executor.component].stateful
             ):
                 try:
@@ -405,9 +277,6 @@ class Worker:
         log.error("worker %d: %s failed: %s", self.index, component, error)
 
     # -- called from executor threads --------------------------------------------------------
-
-    def outbox(self) -> Outbox:
-        return Outbox(self)
 
     def record_error(self, component: str, task: int, error: BaseException) -> None:
         text = "".join(traceback.format_exception(error))

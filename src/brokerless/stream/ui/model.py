@@ -11,21 +11,23 @@ whole topology when it loses a worker; ``restarts`` says why each earlier attemp
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..component import ComponentKind
 from ..metrics import ErrorReport, Statistics
-from ..topology import TopologyPlan
-
-if TYPE_CHECKING:
-    from ..run import TopologyRun
+from ..plan import TopologyPlan
 
 #: Errors listed by ``/api/stats`` (the newest; ``errors_total`` counts them all).
 MAX_ERRORS = 100
 
-_MODES = {"LocalRun": "local", "MultiprocessRun": "multiprocess", "SparkRun": "spark"}
 #: What a component's latency measures, by kind (Storm's names).
-LATENCY = {"spout": "complete latency", "bolt": "execute latency", "acker": "latency"}
+LATENCY = {
+    ComponentKind.SPOUT: "complete latency",
+    ComponentKind.BOLT: "execute latency",
+    ComponentKind.ACKER: "latency",
+}
 _CONFIG = (
     "num_workers",
     "num_ackers",
@@ -36,7 +38,32 @@ _CONFIG = (
 )
 
 
-def describe_topology(run: TopologyRun) -> dict[str, Any]:
+class ObservedRun(Protocol):
+    """What the UI reads of a run (every ``brokerless.stream.run.TopologyRun`` has it)."""
+
+    #: "local", "multiprocess" or "spark"
+    mode: str
+    #: The run's current set of workers (1 at first), of at most ``max_attempts``; why each
+    #: earlier one ended (``restarts``); what each worker of this one said when it started.
+    attempt: int
+    max_attempts: int
+    restarts: list[str]
+
+    @property
+    def plan(self) -> TopologyPlan: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+    @property
+    def worker_info(self) -> Sequence[dict[str, Any]]: ...
+
+    def statistics(self) -> Statistics: ...
+
+    def errors(self) -> list[ErrorReport]: ...
+
+
+def describe_topology(run: ObservedRun) -> dict[str, Any]:
     plan: TopologyPlan = run.plan
     components = []
     for component in plan.components.values():
@@ -71,7 +98,7 @@ def describe_topology(run: TopologyRun) -> dict[str, Any]:
     ]
     return {
         "name": plan.name,
-        "mode": _MODES.get(type(run).__name__, type(run).__name__),
+        "mode": run.mode,
         "workers": plan.config.num_workers,
         "config": {key: getattr(plan.config, key) for key in _CONFIG},
         "components": components,
@@ -80,10 +107,9 @@ def describe_topology(run: TopologyRun) -> dict[str, Any]:
 
 
 def describe_stats(
-    run: TopologyRun, statistics: Statistics, errors: list[ErrorReport], started: float
+    run: ObservedRun, statistics: Statistics, errors: list[ErrorReport], started: float
 ) -> dict[str, Any]:
     """The live figures (``statistics`` and ``errors`` taken from ``run`` by the caller)."""
-    restarts = list(getattr(run, "restarts", ()))
     return {
         "time": time.time(),
         "uptime_s": round(time.monotonic() - started, 3),
@@ -92,9 +118,9 @@ def describe_stats(
         "errors_total": len(errors),
         "errors": [asdict(e) for e in errors[-MAX_ERRORS:]],
         "attempts": {
-            "attempt": getattr(run, "attempt", 1),
-            "max_attempts": getattr(run, "max_attempts", 1),
-            "restarts": restarts,
-            "workers": list(getattr(run, "worker_info", ())),
+            "attempt": run.attempt,
+            "max_attempts": run.max_attempts,
+            "restarts": list(run.restarts),
+            "workers": list(run.worker_info),
         },
     }

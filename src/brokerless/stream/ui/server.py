@@ -29,12 +29,9 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .model import describe_stats, describe_topology
-
-if TYPE_CHECKING:
-    from ..run import TopologyRun
+from .model import ObservedRun, describe_stats, describe_topology
 
 _REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request
 _PAGE = "index.html"
@@ -62,7 +59,7 @@ def parse_address(where: UIAddress) -> tuple[str, int]:
 class TopologyUI:
     """The live web page of a running topology (see the module doc); ``url`` is where."""
 
-    def __init__(self, run: TopologyRun, where: UIAddress = True, refresh: float = 0.5) -> None:
+    def __init__(self, run: ObservedRun, where: UIAddress = True, refresh: float = 0.5) -> None:
         host, port = parse_address(where)
         self.run = run
         self.refresh = refresh

@@ -32,17 +32,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .component import DEFAULT_STREAM
-from .local import run_local
-from .multiprocess import load_topology, run_multiprocess, worker_main
-from .run import TopologyRun
-from .topology import Topology, TopologyError, TopologyPlan
+from brokerless.stream.component import DEFAULT_STREAM, ComponentKind
+from brokerless.stream.local import run_local
+from brokerless.stream.multiprocess import run_multiprocess
+from brokerless.stream.plan import TopologyPlan
+from brokerless.stream.run import TopologyRun
+from brokerless.stream.topology import Topology, TopologyError, load_topology
+from brokerless.stream.worker_process import worker_main
+
+from .runner import run_command
+from .status import INTERRUPTED
 
 if TYPE_CHECKING:
-    from .ui import UIAddress  # (the UI, and http.server, load only when used)
+    from brokerless.stream.ui import UIAddress  # (the UI, and http.server, load only when used)
 
-#: The exit status after Ctrl-C (128 + SIGINT), as ``brokerless.cli.status`` says.
-INTERRUPTED = 130
 
 _PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal
 _EXAMPLES = "brokerless.stream.examples"
@@ -80,8 +83,8 @@ class _Progress:
                 stats = self.run.statistics()
             except Exception:  # stopping: the final report says it all
                 return
-            spouts = [c for c in stats.components.values() if c.kind == "spout"]
-            bolts = [c for c in stats.components.values() if c.kind == "bolt"]
+            spouts = [c for c in stats.components.values() if c.kind is ComponentKind.SPOUT]
+            bolts = [c for c in stats.components.values() if c.kind is ComponentKind.BOLT]
             click.echo(
                 f"\r{time.monotonic() - self.started:6.1f} s  spout tuples acked "
                 f"{sum(c.acked for c in spouts):,}, failed {sum(c.failed for c in spouts):,}; "
@@ -211,7 +214,7 @@ def _run_options(function: Callable[..., int]) -> Callable[..., int]:
 
 
 def _finite(plan: TopologyPlan) -> bool:
-    return all(c.finite for c in plan.components.values() if c.kind == "spout")
+    return all(c.finite for c in plan.components.values() if c.kind is ComponentKind.SPOUT)
 
 
 @click.group(
@@ -360,6 +363,4 @@ def _emitted(run: TopologyRun, wanted: Sequence[str]) -> dict[str, list[list[Any
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``brokerless-stream`` and ``python -m brokerless.stream``: ``brokerless stream``."""
-    from brokerless.cli import run_command
-
     return run_command(stream, argv, "brokerless-stream")

@@ -1,0 +1,36 @@
+"""Running a click command as a program: exit statuses, Ctrl-C and a closed stdout (see
+``brokerless.cli``'s module doc), for ``brokerless`` and ``brokerless-stream`` alike."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+
+from .status import BROKEN_PIPE, INTERRUPTED
+
+#: The environment variable through which click's shell completion asks for completions.
+COMPLETE_VAR = "_BROKERLESS_COMPLETE"
+
+
+def run_command(command: click.Command, argv: Sequence[str] | None, name: str) -> int:
+    """Run ``command`` as a program named ``name``; returns the exit status (see the module
+    doc): errors are reported without a traceback, Ctrl-C is 130."""
+    try:
+        status = command.main(
+            args=list(sys.argv[1:] if argv is None else argv),
+            prog_name=name,
+            complete_var=COMPLETE_VAR,
+            standalone_mode=False,
+        )
+    except click.exceptions.Abort:  # click's name for KeyboardInterrupt
+        return INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except BrokenPipeError:  # the reader of stdout went away (| head): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush to fail
+        return BROKEN_PIPE
+    return status if isinstance(status, int) else 0

@@ -1,0 +1,201 @@
+"""The bolt executor: ``process`` for each tuple, acks and fails, credits back.
+
+Theory of operation
+-------------------
+A bolt executor takes a batch, runs ``process`` for each tuple, acks it when ``process``
+returns (``auto_ack``), fails it and records the error when it raises, hands flow-control
+credits back to the worker a remote tuple came from (in batches of half a window, see
+``worker.py``), and flushes its outbox.
+
+Acking is Storm's XOR scheme (``acker.py``): a tuple emitted anchored to inputs gets a fresh
+edge id per root, XORed into each anchor's ``_ack_val``; acking an input sends its acker task
+``ACK(root, edge ^ ack_val)`` for each root it belongs to, failing it ``FAIL(root)``.
+
+The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``); the
+counters count every tuple.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .component import Bolt, ComponentKind
+from .executor import Executor, TaskState
+from .metrics import LATENCY_SAMPLE
+from .protocol import ACK, FAIL
+from .queues import Shutdown
+from .tuple import Tuple
+
+_new_id = random.getrandbits  # edge ids: _new_id(64)
+_FLUSH_AT = 4096  # an executor hands over what it emitted at least this often
+
+
+class BoltCollector:
+    """What a bolt task's ``emit``, ``ack`` and ``fail`` go through."""
+
+    def __init__(self, executor: BoltExecutor, state: TaskState[Bolt]) -> None:
+        self.executor = executor
+        self.state = state
+        self.component = executor.component
+        # the common case, one anchor in one tree: that anchor and its root
+        self._parent: Tuple | None = None
+        self._root = 0
+        self._one_tree = self._edge_in_one_tree  # one bound method for every emit
+
+    def _edge_in_one_tree(self) -> dict[int, int]:
+        """The anchors of one copy of a tuple anchored to ``_parent`` alone, of one tree."""
+        edge = _new_id(64)
+        self._parent._ack_val ^= edge  # type: ignore[union-attr]  # set before it is used
+        return {self._root: edge}
+
+    def emit(
+        self,
+        values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None,
+        stream: str,
+        direct_task: int | None,
+    ) -> list[int]:
+        if anchors is None:
+            current = self.state.current
+            if current is None or not self.state.component.auto_anchor:
+                anchors = ()
+            else:
+                roots = current._anchors
+                if roots and len(roots) == 1 and not current._settled:  # the common case
+                    self._parent = current
+                    (self._root,) = roots
+                    return self.state.output.send(stream, values, direct_task, self._one_tree)
+                anchors = (current,)
+        elif isinstance(anchors, Tuple):
+            anchors = (anchors,)
+        tracked = []
+        for anchor in anchors:
+            if anchor._settled:
+                raise ValueError(
+                    f"{self.component!r} emitted anchored to {anchor!r}, which it already acked "
+                    "or failed: emit before acking, or pass anchors=[] for an unanchored tuple"
+                )
+            if anchor._anchors:
+                tracked.append(anchor)
+        if not tracked:
+            return self.state.output.send(stream, values, direct_task, None)
+        make_anchors: Callable[[], dict[int, int]]
+        # The ignores below: tracked holds only tuples whose _anchors is a dict (checked above).
+        if len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
+            self._parent = parent = tracked[0]
+            (self._root,) = parent._anchors  # type: ignore[misc]
+            make_anchors = self._one_tree
+        else:
+
+            def make_anchors() -> dict[int, int]:
+                out: dict[int, int] = {}
+                for parent in tracked:
+                    edge = _new_id(64)
+                    parent._ack_val ^= edge
+                    for r in parent._anchors:  # type: ignore[union-attr]
+                        out[r] = out.get(r, 0) ^ edge
+                return out
+
+        return self.state.output.send(stream, values, direct_task, make_anchors)
+
+    def ack(self, tup: Tuple) -> None:
+        if tup._settled:
+            return
+        tup._settled = True
+        executor = self.executor
+        roots = tup._anchors
+        if roots:
+            send, ack_val = executor.outbox.control, tup._ack_val
+            ackers = executor.acker_tasks
+            for root, edge in roots.items():
+                send(ackers[root % len(ackers)], (ACK, root, edge ^ ack_val))
+        executor.metrics.acked += 1
+
+    def fail(self, tup: Tuple) -> None:
+        if tup._settled:
+            return
+        tup._settled = True
+        executor = self.executor
+        roots = tup._anchors
+        if roots:
+            for root in roots:
+                executor.outbox.control(executor.acker_for(root), (FAIL, root))
+        executor.metrics.failed += 1
+
+    def report_error(self, error: BaseException) -> None:
+        self.executor.report(self.state.task, error)
+
+
+class BoltExecutor(Executor[Bolt]):
+    kind = ComponentKind.BOLT
+
+    def open(self) -> None:
+        for task in self.task_ids:
+            state = self._create(task, Bolt, BoltCollector)
+            if state is not None:
+                self._set_up(state, state.component.prepare)
+        self._returns = [0] * self.worker.num_workers
+        self._return_at = max(1, self.worker.credit_window // 2)
+
+    def close(self) -> None:
+        for state in self.states.values():
+            if not state.broken:
+                self._call(state, state.component.cleanup)
+
+    def loop(self) -> None:
+        take = self.queue.take
+        batch = self.config.executor_batch_size
+        states = self.states
+        execute = self._execute
+        returns = self._returns
+        outbox = self.outbox
+        while True:
+            items = take(batch)
+            for task, tup, origin in items:
+                try:
+                    execute(states[task], tup)
+                except Exception as exc:
+                    self._dropped(task, exc)
+                if origin is not None:
+                    returns[origin] += 1
+                    if returns[origin] >= self._return_at:
+                        outbox.credit(origin, self.id, returns[origin])
+                        returns[origin] = 0
+                if outbox.size >= _FLUSH_AT:
+                    outbox.flush()
+            outbox.flush()
+            self.handled += len(items)
+
+    def _execute(self, state: TaskState[Bolt], tup: Any) -> None:
+        collector = state.collector
+        if state.broken:
+            collector.fail(tup)
+            return
+        bolt = state.component
+        state.current = tup
+        metrics = self.metrics
+        sampled = not metrics.processed & LATENCY_SAMPLE
+        if sampled:
+            start = time.perf_counter_ns()
+        try:
+            bolt.process(tup)
+        except Shutdown:
+            raise
+        except Exception as exc:
+            self._process_failed(state, tup, exc)
+        else:
+            if bolt.auto_ack:
+                collector.ack(tup)
+        finally:
+            state.current = None
+        if sampled:
+            metrics.latency.add(time.perf_counter_ns() - start)
+        metrics.processed += 1
+
+    def _process_failed(self, state: TaskState[Bolt], tup: Tuple, error: Exception) -> None:
+        """``process`` raised: report it and fail the tuple (Storm's rule)."""
+        self.report(state.task, error)
+        state.collector.fail(tup)

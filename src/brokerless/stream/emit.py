@@ -1,0 +1,178 @@
+"""A task's emit path: from ``emit(values)`` to a copy for each target task in the outbox.
+
+Theory of operation
+-------------------
+:meth:`Emitter.send` runs in the emitter's thread: the routes (a chooser per subscribing
+component, see ``routing.py``) give the target tasks; the values are serialized once, and only
+if some target is in another worker (or ``always_try_serialize``), before anything is sent, so
+a value that cannot be serialized (or that serializes into more than ``max_tuple_bytes``)
+fails that emit alone.  Each target gets its own anchors (fresh edge ids, from the
+``make_anchors`` the collector passes).  A target in this worker gets a :class:`Tuple`
+object, a target elsewhere an encoded payload for the worker's transfer queue; both go into
+the executor's outbox (``transfer.py``), flushed after each batch the executor handles.  The
+flush waits for room in a full local queue, or for credits towards another worker: that wait
+is the back pressure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from .host import Host
+from .metrics import ExecutorMetrics
+from .protocol import TUPLE, encode
+from .routing import StreamRoute, build_routes
+from .serializer import SerializationError, dumps_values
+from .transfer import Outbox
+from .tuple import Tuple
+
+
+class _StreamOut:
+    """One stream's way out of one task, worked out once: the route, and for each target task
+    in this worker the outbox list its tuples go into."""
+
+    __slots__ = ("all_local", "direct", "direct_targets", "fields", "names", "picks", "width")
+
+    def __init__(
+        self,
+        route: StreamRoute,
+        local_tasks: frozenset[int],
+        lists: Callable[[int, bool], list[Any] | None],
+    ) -> None:
+        self.fields = route.fields
+        self.names = route.fields.names
+        self.width = len(route.fields)
+        self.direct = route.direct
+        self.all_local = route.possible_targets <= local_tasks
+        #: regular streams: (chooser, blocking, local task -> its outbox list) per subscriber
+        self.picks = [
+            (choose, blocking, _lists_of(route.possible_targets, blocking, lists))
+            for choose, blocking in route.choosers
+        ]
+        #: direct streams: task -> (blocking, its outbox list or None)
+        self.direct_targets = {
+            task: (blocking, lists(task, blocking))
+            for task, blocking in route.direct_targets.items()
+        }
+
+
+def _lists_of(
+    tasks: frozenset[int], blocking: bool, lists: Callable[[int, bool], list[Any] | None]
+) -> dict[int, list[Any]]:
+    found = {task: lists(task, blocking) for task in tasks}
+    return {task: items for task, items in found.items() if items is not None}
+
+
+class Emitter:
+    """One task's emit path (see the module doc)."""
+
+    def __init__(
+        self, worker: Host, component: str, task: int, metrics: ExecutorMetrics, outbox: Outbox
+    ) -> None:
+        plan = worker.plan
+        self.component = component
+        self.task = task
+        self.metrics = metrics
+        self.routes = build_routes(plan, component, task, worker.tasks)
+        local_queues = worker.exchange.local_queues
+
+        def lists(target: int, blocking: bool) -> list[Any] | None:
+            queue = local_queues.get(target)
+            return None if queue is None else outbox.items_for(queue, blocking)
+
+        self._streams = {
+            stream: _StreamOut(route, worker.tasks, lists) for stream, route in self.routes.items()
+        }
+        self.always_serialize = plan.config.always_try_serialize
+        self.serializer = plan.config.serializer
+        self.max_tuple_bytes = plan.config.max_tuple_bytes
+        self.capture = worker.capture
+        self.outbox = outbox
+
+    def _refuse(self, stream: str, values: Sequence[Any]) -> NoReturn:
+        """Raise what is wrong with emitting ``values`` on ``stream``."""
+        route = self.routes.get(stream)
+        if route is None:
+            raise ValueError(
+                f"{self.component!r} emitted on stream {stream!r}, which it does not declare "
+                f"(it declares {sorted(self.routes)}): add it to its outputs"
+            )
+        raise ValueError(
+            f"{self.component!r} emitted {len(values)} value(s) on stream {stream!r}, "
+            f"which has {len(route.fields)} field(s) {list(route.fields.names)}"
+        )
+
+    def send(
+        self,
+        stream: str,
+        values: Sequence[Any],
+        direct_task: int | None,
+        make_anchors: Callable[[], dict[int, int]] | None,
+    ) -> list[int]:
+        """Route ``values`` and deliver a copy to each target task; returns the task ids.
+        ``make_anchors`` gives each copy's anchors ({root: edge}) or is None (unanchored)."""
+        out = self._streams.get(stream)
+        if out is None or len(values) != out.width:
+            self._refuse(stream, values)
+        values = tuple(values)
+        if direct_task is None:
+            if out.direct:
+                raise ValueError(
+                    f"{self.component!r} emitted on direct stream {stream!r} without a task: "
+                    f"use emit_direct(task, values, stream={stream!r})"
+                )
+            picks = [(choose(values), blocking, lists) for choose, blocking, lists in out.picks]
+        else:
+            if not out.direct:
+                raise ValueError(
+                    f"{self.component!r} used emit_direct on stream {stream!r}, which is not "
+                    "direct: declare it Stream(..., direct=True) or use emit"
+                )
+            target = out.direct_targets.get(direct_task)
+            if target is None:
+                raise ValueError(
+                    f"{self.component!r} emitted directly to task {direct_task}, which does not "
+                    f"subscribe to stream {stream!r}; subscribed tasks: "
+                    f"{sorted(out.direct_targets)}"
+                )
+            blocking, items = target
+            picks = [([direct_task], blocking, {} if items is None else {direct_task: items})]
+        blob = None
+        if self.always_serialize or not out.all_local:
+            remote = self.always_serialize
+            for tasks, _, lists in picks:
+                for task in tasks:
+                    if task not in lists:
+                        remote = True
+            if remote:
+                blob = dumps_values(self.serializer, values, out.names, self.component, stream)
+                if len(blob) > self.max_tuple_bytes:
+                    raise SerializationError(
+                        f"{self.component!r} emitted a tuple of {len(blob)} bytes on stream "
+                        f"{stream!r}, more than max_tuple_bytes ({self.max_tuple_bytes}): "
+                        "emit smaller values, or raise the topology's max_tuple_bytes"
+                    )
+        outbox = self.outbox
+        component, source, fields = self.component, self.task, out.fields
+        sent = []
+        queued = 0
+        for tasks, blocking, lists in picks:
+            for task in tasks:
+                anchors = make_anchors() if make_anchors is not None else None
+                items = lists.get(task)
+                if items is not None:
+                    items.append(
+                        (task, Tuple(values, component, stream, source, fields, anchors), None)
+                    )
+                    queued += 1
+                else:
+                    outbox.remote(task, encode([TUPLE, source, stream, anchors, blob]), blocking)
+                sent.append(task)
+        outbox.size += queued
+        metrics = self.metrics
+        metrics.emitted += 1
+        metrics.transferred += len(sent)
+        if self.capture is not None:
+            self.capture.append((component, stream, values))
+        return sent

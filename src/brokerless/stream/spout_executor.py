@@ -1,0 +1,200 @@
+"""The spout executor: ``next_tuple`` rounds, acks and fails, timeouts.
+
+Theory of operation
+-------------------
+A spout executor alternates between the acks and fails the ackers send it (calling the spout's
+``ack``/``fail``), the timeouts of its tuples in flight, and rounds of ``next_tuple`` (up to a
+batch per task while it keeps emitting) on each task that has fewer than ``max_spout_pending``
+tuples in flight and is not exhausted.  When no task emitted anything it waits on its queue
+(an ack wakes it at once), backing off from 1 ms to 100 ms.
+
+A tuple emitted with a ``msg_id`` is the root of a tree (``acker.py``): the collector gives
+each copy an edge id, tells the root's acker task ``ACK_INIT`` with their XOR, and keeps the
+tuple in :class:`~.acker.PendingTrees` until ``ACKED``, ``FAILED`` or its timeout.  A root id
+is chosen so that its acker task is in this worker when one is.  The complete latency is
+timed for one acked tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .acker import PendingTrees
+from .component import ComponentKind, Spout
+from .executor import Executor, TaskState
+from .metrics import LATENCY_SAMPLE
+from .protocol import ACK_INIT, ACKED, BATCH
+from .queues import Shutdown
+
+_new_id = random.getrandbits  # root and edge ids: _new_id(64)
+_MIN_WAIT = 0.001
+_MAX_WAIT = 0.1
+
+
+class SpoutCollector:
+    """What a spout task's ``emit`` goes through."""
+
+    def __init__(self, executor: SpoutExecutor, state: TaskState[Spout]) -> None:
+        self.executor = executor
+        self.state = state
+        # the tree of the tuple being emitted: its root, the XOR of its copies' edge ids
+        self._root = 0
+        self._checksum = 0
+        self._anchors = self._new_edge  # one bound method for every emit
+
+    def _new_edge(self) -> dict[int, int]:
+        """The anchors of one copy of the tuple being emitted: a fresh edge id in its tree."""
+        edge = _new_id(64)
+        self._checksum ^= edge
+        return {self._root: edge}
+
+    def emit(
+        self, values: Sequence[Any], stream: str, msg_id: Any, direct_task: int | None
+    ) -> list[int]:
+        output = self.state.output
+        if msg_id is None:
+            return output.send(stream, values, direct_task, None)
+        executor = self.executor
+        task = self.state.task
+        self._root = root = executor.new_root()
+        self._checksum = 0
+        sent = output.send(stream, values, direct_task, self._anchors if executor.acking else None)
+        executor.pending_trees.add(root, task, msg_id, time.monotonic())
+        if sent and executor.acking:
+            executor.outbox.control(
+                executor.acker_for(root), (ACK_INIT, root, self._checksum, task)
+            )
+        else:  # nothing to track: acked at once (after next_tuple returns)
+            executor.outbox.control(task, (ACKED, root))
+        return sent
+
+    def report_error(self, error: BaseException) -> None:
+        self.executor.report(self.state.task, error)
+
+
+class SpoutExecutor(Executor[Spout]):
+    kind = ComponentKind.SPOUT
+
+    def open(self) -> None:
+        config = self.config
+        self.pending_trees = PendingTrees(config.message_timeout_secs)
+        self.max_pending = config.max_spout_pending or float("inf")
+        self.done = False
+        for task in self.task_ids:
+            state = self._create(task, Spout, SpoutCollector)
+            if state is not None:
+                self._set_up(state, state.component.open)
+        self._active = [s for s in self.states.values() if not s.broken]
+        self._local_ackers = [i for i, t in enumerate(self.acker_tasks) if t in self.worker.tasks]
+
+    def close(self) -> None:
+        for state in self.states.values():
+            if not state.broken:
+                self._call(state, state.component.close)
+
+    def pending(self) -> tuple[int, int]:
+        return len(self.pending_trees), self.pending_trees.max_per_task
+
+    def new_root(self) -> int:
+        """A random root id whose acker task (``root % ackers``) is in this worker when one
+        is: the spout's ACK_INIT and the acker's ACKED then never cross workers."""
+        root = _new_id(63)
+        local = self._local_ackers
+        if local:
+            n = len(self.acker_tasks)
+            root += local[root % len(local)] - root % n
+        return root
+
+    def loop(self) -> None:
+        take = self.queue.take
+        batch = self.config.executor_batch_size
+        wait = _MIN_WAIT
+        while not self.stopping:
+            items = take(batch, 0)
+            if items:
+                self._handle(items)
+            self._expire()
+            if self._next_tuples():
+                wait = _MIN_WAIT
+                continue
+            timeout = wait
+            expiry = self.pending_trees.next_expiry()
+            if expiry is not None:
+                timeout = max(0.0, min(timeout, expiry - time.monotonic()))
+            items = take(batch, timeout)
+            if items:
+                self._handle(items)
+                wait = _MIN_WAIT
+            else:
+                wait = min(wait * 2, _MAX_WAIT)
+
+    def _next_tuples(self) -> bool:
+        """Let each task that may emit call next_tuple, up to a batch while it emits; hand
+        over what they emitted; True if anything was."""
+        metrics = self.metrics
+        per_task = self.pending_trees.per_task
+        batch = self.config.executor_batch_size
+        emitted = False
+        exhausted = True
+        for state in self._active:
+            spout = state.component
+            if self._call(state, spout.exhausted):
+                continue
+            exhausted = False
+            task = state.task
+            next_tuple = spout.next_tuple
+            for _ in range(batch):
+                if per_task.get(task, 0) >= self.max_pending:
+                    break
+                before = metrics.emitted
+                try:  # what _call does, inline: this is the spout's hot path
+                    next_tuple()
+                except Shutdown:
+                    raise
+                except Exception as exc:
+                    self._raised(state, next_tuple, exc)
+                if metrics.emitted == before:
+                    break
+                emitted = True
+        self.outbox.flush()
+        self.done = exhausted and not len(self.pending_trees)
+        return emitted
+
+    def _handle(self, items: list[Any]) -> None:
+        settle = self._settle
+        for task, message, _ in items:
+            try:
+                if message[0] == BATCH:  # from an executor of this worker
+                    for one in message[1]:
+                        settle(one)
+                else:
+                    settle(message)
+            except Exception as exc:
+                self._dropped(task, exc)
+        self.outbox.flush()
+        self.handled += len(items)
+
+    def _settle(self, message: Sequence[Any]) -> None:
+        """ACKED or FAILED from an acker: tell the spout (unless its tuple timed out)."""
+        entry = self.pending_trees.pop(message[1])
+        if entry is not None:
+            task, msg_id, started = entry
+            state = self.states[task]
+            if message[0] == ACKED:
+                metrics = self.metrics
+                if not metrics.acked & LATENCY_SAMPLE:
+                    metrics.latency.add(int((time.monotonic() - started) * 1e9))
+                metrics.acked += 1
+                self._call(state, state.component.ack, msg_id)
+            else:
+                self.metrics.failed += 1
+                self._call(state, state.component.fail, msg_id)
+
+    def _expire(self) -> None:
+        for task, msg_id, _ in self.pending_trees.expired(time.monotonic()):
+            self.metrics.failed += 1
+            state = self.states[task]
+            self._call(state, state.component.fail, msg_id)
