@@ -100,7 +100,7 @@ def test_a_disconnected_session_is_freed_at_once(ctx, no_gc):
     monitor.rcvtimeo = 5000
     push.connect(uri)
     monitor.recv_multipart()  # refused: the next attempt is in 10 s
-    (session,) = [o for o in gc.get_objects() if isinstance(o, Session) and o.socket is push]
+    (session,) = [o for o in gc.get_objects() if isinstance(o, Session) and o.socket is push._port]
     ref, io = weakref.ref(session), session.io
     del session
     push.disconnect(uri)

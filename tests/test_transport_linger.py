@@ -73,7 +73,7 @@ def _closed_while_the_engine_completes_its_handshake(ctx, peer: Peer, linger: in
     peer.accept()
     for i in range(MESSAGES):
         push.send(bytes([i]) * SIZE)
-    (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+    (session,) = ctx._network["tcp"]._sessions[(id(push._port), peer.endpoint)]
     gate = _hold_at_the_peers_ready(session, peer)
     push.close()
     gate.set()
@@ -91,17 +91,17 @@ def _hold_at_the_peers_ready(session, peer: Peer) -> threading.Event:
         io.call_and_wait(lambda _: None)
         engine = session.engine
     conn = engine.conn
-    receive_data = conn.receive_data
+    receive = conn.receive
     entered, gate = threading.Event(), threading.Event()
 
     def pause_at_ready(data):
         if b"\x05READY" in bytes(data):  # the peer's READY (the greeting may come with it)
-            conn.receive_data = receive_data
+            conn.receive = receive
             entered.set()
             assert gate.wait(10)
-        return receive_data(data)
+        return receive(data)
 
-    conn.receive_data = pause_at_ready
+    conn.receive = pause_at_ready
     threading.Thread(target=peer.handshake, daemon=True).start()
     assert entered.wait(10), "the peer's READY never arrived"
     return gate
@@ -152,7 +152,7 @@ def test_a_pipe_handed_to_a_socket_after_it_closed_is_ended():
         push.linger = 0
         push.connect(peer.endpoint)
         peer.accept()
-        (session,) = ctx._network["tcp"]._sessions[(id(push), peer.endpoint)]
+        (session,) = ctx._network["tcp"]._sessions[(id(push._port), peer.endpoint)]
         assert session.pipe is None  # IMMEDIATE: made when the handshake completes
         gate = _hold_at_the_peers_ready(session, peer)
         push.close()  # ends the pipes queued for it: none yet

@@ -33,7 +33,7 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
-from brokerless.zmtp.frames import encode_batch
+from brokerless.zmtp.frames import RUN_MIN, encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -259,6 +259,44 @@ def test_frame_decoder_round_trip_split_anywhere(msgs, data):
     check_all_or_nothing(msgs, 0, cuts, len(stream), batches)
 
 
+@st.composite
+def runs_of_equal_sizes(draw) -> list:
+    """Messages in runs of one size, short or long frames (the decoder cuts runs of RUN_MIN or
+    more at their stride), broken by other messages, bodies all different."""
+    msgs: list = []
+    for _ in range(draw(st.integers(1, 5))):
+        size = draw(st.one_of(st.integers(0, 255), st.integers(256, 2000)))  # short, long
+        count = draw(st.integers(RUN_MIN - 2, RUN_MIN * 5))
+        msgs += [bytes((len(msgs) + i) % 256 for i in range(size)) for _ in range(count)]
+        msgs += draw(st.lists(messages, max_size=2))
+    return msgs
+
+
+@FAST
+@given(msgs=runs_of_equal_sizes(), data=st.data())
+def test_frame_decoder_runs_of_equal_sizes_split_anywhere(msgs, data):
+    stream = b"".join(wire(m) for m in msgs)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10), label="cuts")
+    batches = feed_in_chunks(FrameDecoder(), stream, cuts)
+    assert [m for batch in batches for m in batch] == msgs
+    check_all_or_nothing(msgs, 0, cuts, len(stream), batches)
+    assert all(
+        type(p) is bytes
+        for batch in batches
+        for m in batch
+        for p in (m if type(m) is list else [m])
+    )
+
+
+def test_frame_decoder_cuts_a_run_of_equal_sizes_up_to_a_partial_frame():
+    msgs = [bytes((i,)) * 100 for i in range(RUN_MIN * 3)]
+    stream = b"".join(wire(m) for m in msgs)
+    dec = FrameDecoder()
+    assert dec.feed(stream[:-50]) == msgs[:-1]  # the last frame is not whole yet
+    assert dec.buffered == 102 - 50
+    assert dec.feed(stream[-50:]) == msgs[-1:]
+
+
 @FAST
 @given(msgs=message_lists, data=st.data())
 def test_frame_decoder_round_trip_from_a_reused_receive_buffer(msgs, data):
@@ -314,16 +352,15 @@ def test_connection_encode_batch_sends_subscriptions_as_commands():
     assert bufs[0][:1] == bytes((0x04,))  # a COMMAND frame, not a message
 
 
-def test_had_events_says_whether_events_came_with_the_messages():
+def test_receive_says_whether_events_came_with_the_messages():
     a, b = connected(T.PUSH, T.PULL)
     a.send_message(b"one")
-    assert b.receive_data(a.data_to_send()) == [b"one"]
-    assert b.had_events is False
+    assert b.receive(a.data_to_send()) == ([b"one"], False)
     a.send_message(b"two")
     a.send_ping(10)
-    items = b.receive_data(a.data_to_send())
+    items, events = b.receive(a.data_to_send())
     assert items[0] == b"two" and isinstance(items[1], Ping)
-    assert b.had_events is True
+    assert events is True
 
 
 def check_all_or_nothing(msgs, start, cuts, total, batches):

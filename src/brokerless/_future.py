@@ -186,10 +186,10 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
 
     # -- endpoints: as the sync socket's, but ``with`` gives back this socket ----------------
 
-    def bind(self, addr: str) -> EndpointContext:
+    def bind(self, addr: str) -> EndpointContext[Any]:
         return EndpointContext(self, self.unbind, self._shadow_sock.bind(addr).addr)
 
-    def connect(self, addr: str) -> EndpointContext:
+    def connect(self, addr: str) -> EndpointContext[Any]:
         return EndpointContext(self, self.disconnect, self._shadow_sock.connect(addr).addr)
 
     def get_monitor_socket(self, events: int = int(Event.ALL), addr: str | None = None) -> Self:
@@ -668,24 +668,34 @@ def _forward_method(name: str) -> Callable[..., Any]:
     return forward
 
 
-def _forward_attribute(name: str) -> property:
+def _forward_attribute(name: str, attr: Any) -> property:
     def fget(self: _AsyncSocket) -> Any:
         return getattr(self._shadow_sock, name)
 
     def fset(self: _AsyncSocket, value: Any) -> None:
         setattr(self._shadow_sock, name, value)
 
-    return property(fget, fset, doc=getattr(vars(SyncSocket)[name], "__doc__", None))
+    return property(fget, fset, doc=getattr(attr, "__doc__", None))
 
 
 def _install_forwarders() -> None:
-    for name, attr in vars(SyncSocket).items():
-        if name.startswith("__") or name in _ON_FACADE or name in vars(_AsyncSocket):
+    """Forward what the sync Socket class and its mixins (:mod:`brokerless.socket`) define; the
+    option attributes (``SocketOptionAttrs``) stay inherited: they go through the façade's
+    ``getsockopt``/``setsockopt``, which are forwarded."""
+    seen: set[str] = set()
+    for cls in SyncSocket.__mro__:
+        if not cls.__module__.startswith(SyncSocket.__module__.rpartition(".")[0]):
             continue
-        if isinstance(attr, FunctionType):
-            setattr(_AsyncSocket, name, _forward_method(name))
-        elif isinstance(attr, property | MemberDescriptorType):
-            setattr(_AsyncSocket, name, _forward_attribute(name))
+        for name, attr in vars(cls).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            if name.startswith("__") or name in _ON_FACADE or name in vars(_AsyncSocket):
+                continue
+            if isinstance(attr, FunctionType):
+                setattr(_AsyncSocket, name, _forward_method(name))
+            elif isinstance(attr, property | MemberDescriptorType):
+                setattr(_AsyncSocket, name, _forward_attribute(name, attr))
 
 
 _install_forwarders()

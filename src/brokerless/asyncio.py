@@ -20,10 +20,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _future
+from ._future import POLLIN, POLLOUT, _Async, _AsyncContext, _AsyncPoller, _AsyncSocket
 
 
-class _AsyncIO(_future._Async):
+class _AsyncIO(_Async):
     _Future = asyncio.Future
     _READ = selectors.EVENT_READ
     _WRITE = selectors.EVENT_WRITE
@@ -63,15 +63,15 @@ class _AsyncIO(_future._Async):
         return loop.is_closed()
 
 
-class Poller(_AsyncIO, _future._AsyncPoller):
+class Poller(_AsyncIO, _AsyncPoller):
     """Poller whose ``poll`` returns an asyncio Future of ``[(socket, events), ...]``."""
 
     def _watch_raw(
         self, loop: asyncio.AbstractEventLoop, fd: Any, events: int, callback: Callable[[], None]
     ) -> None:
-        if events & _future.POLLIN:
+        if events & POLLIN:
             loop.add_reader(fd, callback)
-        if events & _future.POLLOUT:
+        if events & POLLOUT:
             loop.add_writer(fd, callback)
 
     def _unwatch_raw(self, loop: asyncio.AbstractEventLoop, fd: Any) -> None:
@@ -79,7 +79,7 @@ class Poller(_AsyncIO, _future._AsyncPoller):
         loop.remove_writer(fd)
 
 
-class Socket(_AsyncIO, _future._AsyncSocket):
+class Socket(_AsyncIO, _AsyncSocket):
     """Socket whose send/recv/poll return asyncio Futures."""
 
     _repr_cls = "zmq.asyncio.Socket"
@@ -89,7 +89,7 @@ class Socket(_AsyncIO, _future._AsyncSocket):
 Poller._socket_class = Socket
 
 
-class Context(_future._AsyncContext[Socket]):
+class Context(_AsyncContext[Socket]):
     """Context whose sockets are :class:`Socket`; ``Context(sync_ctx)`` shadows ``sync_ctx``."""
 
     __slots__ = ()

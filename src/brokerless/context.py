@@ -25,13 +25,15 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from . import shadow as _shadow
 from .constants import ContextOption
 from .errno import EFAULT, EINVAL, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
-from .mailbox import Mailbox
+from .mailbox import Command, Mailbox
 from .option_attrs_generated import ContextOptionAttrs
+from .shadow import address as shadow_address
+from .shadow import foreign as shadow_foreign
+from .shadow import resolve as shadow_resolve
 from .socket import STOP, Socket, SyncSocket
 from .transport.inproc import InprocTransport
 from .transport.network import NetworkTransport
@@ -39,8 +41,10 @@ from .transport.network import NetworkTransport
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing's from Python 3.11
 
+    from .transport.port import SocketPort, Transport
+
 #: The class of the sockets a context makes (``zmq.Context[MySocket]``).
-_SocketT = TypeVar("_SocketT", bound=Socket, covariant=True)
+_SocketT = TypeVar("_SocketT", bound="Socket[Any]", covariant=True)
 
 
 class Context(ContextOptionAttrs, Generic[_SocketT]):
@@ -52,33 +56,36 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
 
     # Besides the (shared, for a shadow) __dict__, each object's own: what it shadows.
     __slots__ = ("__dict__", "__weakref__", "_shadow_obj", "_shadowed")
+    _shadow_obj: Context[Any] | int | None
+    _shadowed: Context[Any] | None
 
-    _instance: Any = None
+    _instance: Context[Any] | None = None
     _instance_lock = threading.Lock()
     _instance_pid: int | None = None
     _socket_class: type[_SocketT] = Socket  # type: ignore[assignment]
     _repr_cls = "zmq.Context"
 
     @overload
-    def __init__(self: SyncContext, io_threads: int = 1, **kwargs: Any) -> None: ...
+    def __init__(self: SyncContext, io_threads: int = 1, **kwargs: int) -> None: ...
     @overload
-    def __init__(self: SyncContext, io_threads: Context, /) -> None: ...
+    def __init__(self: SyncContext, io_threads: Context[Any], /) -> None: ...
     @overload
-    def __init__(self: SyncContext, *, shadow: Context | int) -> None: ...
+    def __init__(self: SyncContext, *, shadow: Context[Any] | int) -> None: ...
     def __init__(
         self: SyncContext,
-        io_threads: int | Context = 1,
-        shadow: Context | int = 0,
+        io_threads: int | Context[Any] = 1,
+        shadow: Context[Any] | int = 0,
         **kwargs: Any,
     ) -> None:
         if isinstance(io_threads, Context):
             io_threads, shadow = 1, io_threads
         if shadow:
             self._shadow_obj = shadow
-            self._shadowed = _shadow.resolve(shadow, Context)
+            self._shadowed = shadow_resolve(shadow, Context)
             self.__dict__ = self._shadowed.__dict__
             return
-        self._shadow_obj = self._shadowed = None
+        self._shadow_obj = None
+        self._shadowed = None
         if not isinstance(io_threads, int) or io_threads < 0:
             raise ZMQError(
                 EINVAL, f"Invalid argument: io_threads must be an int >= 0, not {io_threads!r}"
@@ -90,7 +97,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             ContextOption.BLOCKY: 1,
         }
         self.sockopts: dict[int, Any] = {}
-        self._sockets: weakref.WeakSet[Socket] = weakref.WeakSet()
+        self._sockets: weakref.WeakSet[Socket[Any]] = weakref.WeakSet()
         # Re-entrant: a socket's finalizer (close on garbage collection) may run while this
         # thread already holds it.
         self._lock = threading.RLock()
@@ -110,7 +117,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     # -- the shared instance ------------------------------------------------------------------
 
     @classmethod
-    def instance(cls, io_threads: int = 1) -> Context:
+    def instance(cls, io_threads: int = 1) -> Context[Any]:
         """The process-wide context (created on first use, again after fork or term)."""
         with cls._instance_lock:
             inst = cls._instance
@@ -177,7 +184,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     @property
     def underlying(self) -> int:
         """The number ``Context.shadow`` takes for this context (see :mod:`brokerless.shadow`)."""
-        return _shadow.address(self._shadowed or self)
+        return shadow_address(self._shadowed or self)
 
     @property
     def _shadow(self) -> bool:
@@ -185,15 +192,15 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         return self._shadowed is not None
 
     @classmethod
-    def shadow(cls, address: Context | int) -> Self:
+    def shadow(cls, address: Context[Any] | int) -> Self:
         """Another object for an existing context: ``address`` is the context or its
         ``underlying``.  It shares everything; dropping it terminates nothing."""
-        return cls(shadow=_shadow.resolve(address, Context))
+        return cls(shadow=shadow_resolve(address, Context))
 
     @classmethod
     def shadow_pyczmq(cls, ctx: Any) -> Self:
         """pyczmq's contexts are libzmq's: refused (EFAULT), there is no libzmq here."""
-        raise _shadow.foreign("Context", "a pyczmq context is libzmq's")
+        raise shadow_foreign("Context", "a pyczmq context is libzmq's")
 
     def __copy__(self, memo: Any = None) -> Self:
         """A copy is a shadow: the same context (pyzmq's rule)."""
@@ -218,9 +225,8 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         with self._lock:
             self._terminating = True
             sockets = list(self._sockets)
-        for sock in sockets:
-            sock.send_command(STOP, None)
-        sockets = sock = None  # hold no socket while waiting: a dropped one must be collectable
+        _stop(sockets)
+        del sockets  # hold no socket while waiting: a dropped one must be collectable
         with self._all_closed:
             while len(self._sockets) or self._sessions:
                 self._all_closed.wait()
@@ -269,18 +275,24 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         """Destroy, with a ResourceWarning for each socket left open (as pyzmq)."""
         self._destroy(None, warn=True)
 
-    # -- services for sockets -----------------------------------------------------------------
+    # -- services for sockets (see socket.state.SocketContext) -----------------------------------
 
-    def _new_mailbox(self) -> Mailbox:
+    @property
+    def _port(self) -> Self:
+        """What the transports of its sockets see of the context (transport.port.ContextPort:
+        ``_inproc``, ``_io_thread``, ``_session_started``, ``_session_finished``)."""
+        return self
+
+    def _new_mailbox(self) -> Mailbox[Command]:
         return Mailbox()
 
-    def _socket_closing(self, sock: Socket) -> None:
-        """Tell every transport that ``sock`` is closing (listeners stop, sessions flush)."""
-        self._inproc.socket_closed(sock)
+    def _socket_closing(self, port: SocketPort) -> None:
+        """Tell every transport that a socket is closing (listeners stop, sessions flush)."""
+        self._inproc.socket_closed(port)
         for transport in self._network.values():
-            transport.socket_closed(sock)
+            transport.socket_closed(port)
 
-    def _socket_closed(self, sock: Socket) -> None:
+    def _socket_closed(self, sock: Any) -> None:
         with self._all_closed:
             self._sockets.discard(sock)
             self._all_closed.notify_all()
@@ -306,7 +318,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             self._next_io += 1
             return io
 
-    def _transport(self, name: str) -> InprocTransport | NetworkTransport:
+    def _transport(self, name: str) -> Transport:
         if name == "inproc":
             return self._inproc
         if name in self._network:
@@ -316,7 +328,13 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         )
 
 
-_open_contexts: weakref.WeakSet[Context] = weakref.WeakSet()
+def _stop(sockets: list[Socket[Any]]) -> None:
+    """Fail calls blocked (or to come) on ``sockets`` with ETERM (``Context.term``)."""
+    for sock in sockets:
+        sock.send_command(STOP, None)
+
+
+_open_contexts: weakref.WeakSet[Context[Any]] = weakref.WeakSet()
 
 
 @atexit.register

@@ -9,6 +9,7 @@ shares, not a copy per message.
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from typing import Any, Final
@@ -106,6 +107,7 @@ class Frame:
     # _properties: the properties of the connection the frame came from, set only on frames
     # received over tcp/ipc (unset costs nothing on the others: ``properties`` reads it).
     __slots__ = ("_buffer", "_bytes", "_data", "_properties", "_releases", "more", "tracker")
+    _properties: dict[str, bytes] | None
 
     def __init__(
         self,
@@ -152,7 +154,7 @@ class Frame:
         return getattr(self, "_properties", None)
 
     def __del__(self) -> None:
-        if self._releases:
+        if self._releases and self.tracker is not None:
             self.tracker._release()
 
     def __copy__(self) -> Frame:
@@ -179,7 +181,7 @@ class Frame:
             view = self._buffer = memoryview(self._data)
         return view
 
-    def __bytes__(self) -> bytes:
+    def __bytes__(self) -> builtins.bytes:
         return self.bytes
 
     def __buffer__(self, flags: int) -> memoryview:  # Python >= 3.12 buffer protocol
@@ -204,7 +206,7 @@ class Frame:
             return
         raise ValueError(f"Frame option {option} cannot be set")
 
-    def get(self, option: int | str | bytes) -> int | str:
+    def get(self, option: int | str | builtins.bytes) -> int | str:
         """A frame option (``zmq.MORE``) or, by name, a property of the connection the frame
         came from, as text (``"User-Id"``, ``"Socket-Type"``, ``"Peer-Address"``, ``"X-..."``;
         names as spelled, as libzmq looks them up).  An unknown property is EINVAL."""
@@ -223,7 +225,7 @@ class Frame:
             raise ZMQError(EINVAL, f"Invalid argument: the frame has no property {name!r}")
         return value.decode("utf8", "replace")
 
-    def __getitem__(self, key: int | str | bytes) -> int | str:
+    def __getitem__(self, key: int | str | builtins.bytes) -> int | str:
         """``frame["User-Id"]`` is ``frame.get("User-Id")`` (pyzmq's spelling)."""
         return self.get(key)
 

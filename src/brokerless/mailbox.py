@@ -30,10 +30,34 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+
+class Command(Enum):
+    """What objects tell a socket or a session through its mailbox (libzmq's commands)."""
+
+    #: A pipe has messages again (its reader had found it empty).
+    ACTIVATE_READ = "activate_read"
+    #: A pipe has room again (its writer had found it at the HWM).
+    ACTIVATE_WRITE = "activate_write"
+    #: The peer closed its end of a pipe: read what is left, then drop it.
+    PIPE_TERM = "pipe_term"
+    #: The connection behind a pipe was lost and is being remade.
+    HICCUP = "hiccup"
+    #: A new pipe for the socket (inproc connect, a handshake completed).
+    ATTACH = "attach"
+    #: The context is terminating: fail blocked and later calls with ETERM.
+    STOP = "stop"
+    #: Nothing to do but look again (a lent read left work for the socket's thread).
+    WAKE = "wake"
+
 
 #: A command that only wakes the owner (it re-checks its state; nothing else to do).
-WAKE = "wake"
+WAKE = Command.WAKE
+
+#: What a mailbox carries: a :class:`Command` (sockets, sessions), a call (I/O threads).
+C = TypeVar("C")
 
 
 class Signaler:
@@ -79,13 +103,13 @@ class Signaler:
             self._rfd = self._wfd = -1
 
 
-class Mailbox:
+class Mailbox(Generic[C]):
     """Commands for one owner, with the two ways of waking it."""
 
     __slots__ = ("_armed", "_blocking", "_wake", "commands", "signaler")
 
     def __init__(self) -> None:
-        self.commands: deque[tuple[str, Any]] = deque()
+        self.commands: deque[tuple[C, Any]] = deque()
         self.signaler = Signaler()
         self._wake = threading.Lock()
         self._wake.acquire()  # locked = no wake-up pending
@@ -95,7 +119,7 @@ class Mailbox:
     def fileno(self) -> int:
         return self.signaler.fileno()
 
-    def send(self, command: str, arg: Any = None) -> None:
+    def send(self, command: C, arg: Any = None) -> None:
         """Queue a command (any thread); wakes the owner if it may be asleep."""
         self.commands.append((command, arg))
         if self._armed:
@@ -110,7 +134,7 @@ class Mailbox:
             else:
                 self.signaler.send()
 
-    def process(self, dispatch: Callable[[str, Any], None]) -> None:
+    def process(self, dispatch: Callable[[C, Any], None]) -> None:
         """Run every queued command through ``dispatch`` (owner thread only)."""
         if not self._armed:
             if self._blocking:

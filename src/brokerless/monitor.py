@@ -11,26 +11,30 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .constants import Event, SocketType
+from .constants import Event
 from .error import ZMQError
 
-if TYPE_CHECKING:
-    from .socket import Socket
-
 _HEADER = struct.Struct("=HI")
+
+
+class MonitorPair(Protocol):
+    """The PAIR socket a monitor publishes on (the monitored socket made and bound it)."""
+
+    def _post(self, msg: list[bytes]) -> None:
+        """Send ``msg`` if there is room now, else drop it."""
+
+    def close(self, linger: int | None = None) -> None: ...
 
 
 class Monitor:
     """The sending side of a socket monitor."""
 
-    def __init__(self, owner: Socket, addr: str, events: int) -> None:
+    def __init__(self, pair: MonitorPair, events: int) -> None:
         self.events = events
         self._lock = threading.Lock()
-        self._pair = owner.context.socket(SocketType.PAIR)
-        self._pair.setsockopt(17, 0)  # LINGER 0: nothing to keep once stopped
-        self._pair.bind(addr)
+        self._pair: MonitorPair | None = pair
 
     def emit(self, event: int, value: int, endpoint: str) -> None:
         if not self.events & event:
@@ -41,9 +45,7 @@ class Monitor:
             if pair is None:
                 return
             try:
-                if pair._commands:
-                    pair._process_commands()
-                pair._xsend(msg)  # no room, or no reader yet: dropped
+                pair._post(msg)  # no room, or no reader yet: dropped
             except ZMQError:
                 pass  # the context is terminating
 

@@ -33,11 +33,41 @@ import weakref
 from collections import deque
 from typing import Any, Protocol
 
+from .mailbox import Command
+
 
 class PipeOwner(Protocol):
-    """What a pipe needs from the object at each of its ends."""
+    """What a pipe needs from the object at each of its ends (a socket, a session, a ZAP
+    client)."""
 
-    def send_command(self, command: Any, arg: Any) -> None: ...
+    def send_command(self, command: Command, arg: Any) -> None:
+        """Queue ``command`` about pipe ``arg`` for the owner (any thread)."""
+
+    def pipe_terminated(self, pipe: Pipe) -> None:
+        """``pipe`` ended: its peer's delimiter was read (the owner's thread)."""
+
+
+class InputLoan(Protocol):
+    """A connection's input lent to the thread of the socket it feeds (see "Lent input" in
+    :mod:`brokerless.transport.engine`): that thread polls ``fileno`` and reads and decodes
+    what comes (into the pipe) itself, then gives it back."""
+
+    @property
+    def fileno(self) -> int: ...
+
+    def read_lent(self) -> None:
+        """Read and decode what the descriptor holds, into the pipe."""
+
+    def return_input(self) -> None:
+        """Give the input back to its I/O thread."""
+
+
+class InputSource(Protocol):
+    """What feeds a pipe from a network connection (``Pipe.source``)."""
+
+    def lend_input(self) -> InputLoan | None:
+        """The connection's input for the calling socket thread; None when it cannot be lent
+        now (no connection, not in traffic, the I/O thread busy with it)."""
 
 
 class _Delimiter:
@@ -51,10 +81,10 @@ class _Delimiter:
 DELIMITER = _Delimiter()
 
 # Commands a pipe sends to its owners (dispatched by the owner's mailbox).
-ACTIVATE_READ = "activate_read"
-ACTIVATE_WRITE = "activate_write"
-PIPE_TERM = "pipe_term"
-HICCUP = "hiccup"
+ACTIVATE_READ = Command.ACTIVATE_READ
+ACTIVATE_WRITE = Command.ACTIVATE_WRITE
+PIPE_TERM = Command.PIPE_TERM
+HICCUP = Command.HICCUP
 
 _MAX_WM_DELTA = 1024
 
@@ -81,7 +111,7 @@ class Lane:
     )
 
     def __init__(self, writer_hwm: int | None, reader_hwm: int | None, conflate: bool) -> None:
-        self.q: deque = deque()
+        self.q: deque[Any] = deque()
         self.writer_hwm = writer_hwm
         self.reader_hwm = reader_hwm
         self._update_hwm()
@@ -103,6 +133,22 @@ class Lane:
         self.hwm = hwm
         self.lwm = low_water_mark(hwm) if hwm else 0
 
+    def wake_reader(self) -> None:
+        """The writer queued into a lane its reader had found empty: the reader gets
+        ``activate_read``."""
+        self.reader_asleep = False
+        writer = self.writer
+        if writer is not None:
+            writer._notify_peer(ACTIVATE_READ)
+
+    def wake_writer(self) -> None:
+        """The reader drained the lane to the low-water mark: the writer blocked at the HWM
+        may go on (it gets ``activate_write``)."""
+        self.writer_blocked = False
+        reader = self.reader
+        if reader is not None:
+            reader._notify_peer(ACTIVATE_WRITE)
+
     def set_hwms(self, writer_hwm: int | None = None, reader_hwm: int | None = None) -> None:
         if writer_hwm is not None:
             self.writer_hwm = writer_hwm
@@ -118,6 +164,7 @@ class Pipe:
         "_in",
         "_out",
         "_owner_ref",
+        "_source_ref",
         "data",
         "endpoint",
         "greeted",
@@ -142,9 +189,10 @@ class Pipe:
         self.endpoint = ""
         self.data: Any = None  # per-pattern state
         #: The greeting the peer's side already wrote for this end's owner (None: not yet).
-        self.greeted: tuple | None = None
+        self.greeted: tuple[Any, ...] | None = None
         #: The properties of the connection feeding this end (``Frame.get``); None on inproc.
         self.metadata: dict[str, bytes] | None = None
+        self._source_ref: weakref.ref[InputSource] | None = None
 
     def __repr__(self) -> str:
         return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"
@@ -159,6 +207,28 @@ class Pipe:
     @owner.setter
     def owner(self, owner: Any) -> None:
         self._owner_ref = None if owner is None else weakref.ref(owner)
+
+    @property
+    def inbound(self) -> Lane:
+        """The lane this end reads (for a reader that takes messages itself: ``Socket.recv``)."""
+        return self._in
+
+    @property
+    def outbound(self) -> Lane:
+        """The lane this end writes (for a writer that queues messages itself: ``Socket.send``;
+        it must not while ``terminating``, nor past the HWM, nor on a conflating lane)."""
+        return self._out
+
+    @property
+    def source(self) -> InputSource | None:
+        """The connection feeding this end (tcp, ipc), held weakly as the owner is; None on
+        inproc."""
+        ref = self._source_ref
+        return None if ref is None else ref()
+
+    @source.setter
+    def source(self, source: InputSource | None) -> None:
+        self._source_ref = None if source is None else weakref.ref(source)
 
     def peer_gone(self) -> bool:
         """The peer closed its end (its delimiter is queued), e.g. before we attached."""
@@ -183,17 +253,16 @@ class Pipe:
             self._peer_finished()
             return None
         if lane.writer_blocked and len(q) <= lane.lwm:
-            lane.writer_blocked = False
-            self._notify_peer(ACTIVATE_WRITE)
+            lane.wake_writer()
         return msg
 
-    def read_many(self, limit: int) -> list:
+    def read_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` whole messages; like :meth:`read`, an empty result (or one that
         emptied the pipe) marks the reader asleep, and the end of the stream is reported."""
         lane = self._in
         q = lane.q
         popleft = q.popleft
-        out: list = []
+        out: list[Any] = []
         while True:
             out += [popleft() for _ in range(min(limit - len(out), len(q)))]
             if len(out) == limit:
@@ -209,7 +278,7 @@ class Pipe:
             self._wake_writer_if_drained()
         return out
 
-    def read_queued(self, limit: int, settle: bool) -> tuple[list, bool]:
+    def read_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
         """Up to ``limit`` messages queued now, for a reader that is not the end's owner (the
         socket's thread writing directly for its I/O thread); the delimiter stays for the
         owner.  With ``settle``, emptying the lane marks the reader asleep (as :meth:`read`
@@ -218,7 +287,7 @@ class Pipe:
         the caller arranges the next read)."""
         lane = self._in
         q = lane.q
-        out: list = []
+        out: list[Any] = []
         for _ in range(min(limit, len(q))):
             msg = q.popleft()
             if msg is DELIMITER:
@@ -244,8 +313,7 @@ class Pipe:
         mark (``read`` does the same inline: it runs once per message)."""
         lane = self._in
         if lane.writer_blocked and len(lane.q) <= lane.lwm:
-            lane.writer_blocked = False
-            self._notify_peer(ACTIVATE_WRITE)
+            lane.wake_writer()
 
     def check_read(self) -> bool:
         """Whether a message is ready; marks the reader asleep when there is none."""
@@ -269,8 +337,9 @@ class Pipe:
         if owner is not None:
             owner.pipe_terminated(self)
 
-    def _notify_peer(self, command: str) -> None:
+    def _notify_peer(self, command: Command) -> None:
         peer = self.peer
+        assert peer is not None  # set by pipepair before either end is used
         owner = peer.owner
         if owner is not None:
             owner.send_command(command, peer)
@@ -300,11 +369,10 @@ class Pipe:
                 msg = msg[-1]  # libzmq keeps one part only: conflation is for single parts
         lane.q.append(msg)
         if lane.reader_asleep:
-            lane.reader_asleep = False
-            self._notify_peer(ACTIVATE_READ)
+            lane.wake_reader()
         return True
 
-    def write_many(self, msgs: list) -> int:
+    def write_many(self, msgs: list[Any]) -> int:
         """Queue whole messages in order, as many as the HWM allows; returns how many."""
         lane = self._out
         n = 0
@@ -313,8 +381,7 @@ class Pipe:
         if n:
             lane.q.extend(msgs if n == len(msgs) else msgs[:n])
             if lane.reader_asleep:
-                lane.reader_asleep = False
-                self._notify_peer(ACTIVATE_READ)
+                lane.wake_reader()
         for i in range(n, len(msgs)):  # at the HWM: the single-message path marks us blocked
             if not self.write(msgs[i]):
                 return i
@@ -325,8 +392,7 @@ class Pipe:
         lane = self._out
         lane.q.append(msg)
         if lane.reader_asleep:
-            lane.reader_asleep = False
-            self._notify_peer(ACTIVATE_READ)
+            lane.wake_reader()
 
     def pending_in(self) -> int:
         """Messages waiting to be read (the delimiter not counted)."""

@@ -146,8 +146,8 @@ class Poller:
 
 
 def select_(
-    rlist: list, wlist: list, xlist: list, timeout: float | None = None
-) -> tuple[list, list, list]:
+    rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
+) -> tuple[list[Any], list[Any], list[Any]]:
     """pyzmq's ``zmq.select``: like ``select.select`` (timeout in seconds) for sockets too."""
     poller = Poller()
     for obj in {*rlist, *wlist, *xlist}:

@@ -172,7 +172,7 @@ class _Flow:
             stats[at + 1] += size
 
 
-def _capture_tap(capture: Socket) -> Tap:
+def _capture_tap(capture: Socket[Any]) -> Tap:
     send_multipart = capture.send_multipart
 
     def tap(msg: Any) -> None:
@@ -182,10 +182,10 @@ def _capture_tap(capture: Socket) -> Tap:
 
 
 def run_proxy(
-    frontend: Socket,
-    backend: Socket,
+    frontend: Socket[Any],
+    backend: Socket[Any],
     *,
-    control: Socket | None = None,
+    control: Socket[Any] | None = None,
     taps: tuple[Tap | None, Tap | None] = (None, None),
     transform: Transform | None = None,
 ) -> int:
@@ -256,7 +256,7 @@ def _steer(ctrl: _Port, state: _State, stats: list[int]) -> _State:
     return state
 
 
-def proxy(frontend: Socket, backend: Socket, capture: Socket | None = None) -> int:
+def proxy(frontend: Socket[Any], backend: Socket[Any], capture: Socket[Any] | None = None) -> int:
     """Forward messages between ``frontend`` and ``backend`` until the context is terminated
     (raises ``ContextTerminated``) or Ctrl-C; ``capture`` gets a copy of every message.
 
@@ -266,10 +266,10 @@ def proxy(frontend: Socket, backend: Socket, capture: Socket | None = None) -> i
 
 
 def proxy_steerable(
-    frontend: Socket,
-    backend: Socket,
-    capture: Socket | None = None,
-    control: Socket | None = None,
+    frontend: Socket[Any],
+    backend: Socket[Any],
+    capture: Socket[Any] | None = None,
+    control: Socket[Any] | None = None,
 ) -> int:
     """:func:`proxy`, steered by commands on ``control`` (PAUSE, RESUME, TERMINATE,
     STATISTICS); returns 0 after TERMINATE.  pyzmq's ``zmq.proxy_steerable``."""
@@ -277,6 +277,6 @@ def proxy_steerable(
     return run_proxy(frontend, backend, control=control, taps=(tap, tap))
 
 
-def device(device_type: int, frontend: Socket, backend: Socket) -> int:
+def device(device_type: int, frontend: Socket[Any], backend: Socket[Any]) -> int:
     """libzmq's deprecated ``zmq_device``: :func:`proxy` (the device type is not used)."""
     return proxy(frontend, backend)

@@ -14,6 +14,7 @@ a name set twice keeps its first value, as libzmq's map does.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -99,7 +100,7 @@ def _set_server(options: dict[SocketOption, Any], value: int) -> None:
     options[_O.PLAIN_SERVER] = options[_O.CURVE_SERVER] = value
 
 
-def as_server(options: dict[SocketOption, Any]) -> bool:
+def as_server(options: Mapping[SocketOption, Any]) -> bool:
     """The greeting's as-server flag (and the role of PLAIN and CURVE)."""
     return bool(options[_O.CURVE_SERVER]) and options[_O.MECHANISM] != _M.NULL
 
@@ -129,7 +130,7 @@ def _property(value: bytes) -> tuple[str, bytes]:
         raise _invalid(_O.METADATA, "names are ASCII") from None
 
 
-def mechanism(options: dict[SocketOption, Any]) -> Any:
+def mechanism(options: Mapping[SocketOption, Any]) -> Any:
     """The mechanism factory (``Connection``'s ``mechanism``) a socket's options choose."""
     chosen = options[_O.MECHANISM]
     server = as_server(options)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tornado.concurrent import Future
 from tornado.ioloop import IOLoop
 
-from .. import _future
+from .._future import POLLIN, POLLOUT, _Async, _AsyncContext, _AsyncPoller, _AsyncSocket
 
 if TYPE_CHECKING:
     from tornado.platform.asyncio import BaseAsyncIOLoop
@@ -51,7 +51,7 @@ class _TornadoTimer:
         self.loop.remove_timeout(self.timeout)
 
 
-class _AsyncTornado(_future._Async):
+class _AsyncTornado(_Async):
     _Future: type[asyncio.Future[Any]] = _TornadoFuture
     _READ = IOLoop.READ
     _WRITE = IOLoop.WRITE
@@ -80,20 +80,18 @@ class _AsyncTornado(_future._Async):
         return loop.asyncio_loop.is_closed()
 
 
-class Poller(_AsyncTornado, _future._AsyncPoller):
+class Poller(_AsyncTornado, _AsyncPoller):
     """Poller whose ``poll`` returns a tornado Future of ``[(socket, events), ...]``."""
 
     def _watch_raw(self, loop: IOLoop, fd: Any, events: int, callback: Callable[[], None]) -> None:
-        mask = (IOLoop.READ if events & _future.POLLIN else 0) | (
-            IOLoop.WRITE if events & _future.POLLOUT else 0
-        )
+        mask = (IOLoop.READ if events & POLLIN else 0) | (IOLoop.WRITE if events & POLLOUT else 0)
         loop.add_handler(fd, lambda _fd, _events: callback(), mask)
 
     def _unwatch_raw(self, loop: IOLoop, fd: Any) -> None:
         loop.remove_handler(fd)
 
 
-class Socket(_AsyncTornado, _future._AsyncSocket):
+class Socket(_AsyncTornado, _AsyncSocket):
     """Socket whose send/recv/poll return tornado Futures."""
 
     _repr_cls = "zmq.eventloop.future.Socket"
@@ -103,7 +101,7 @@ class Socket(_AsyncTornado, _future._AsyncSocket):
 Poller._socket_class = Socket
 
 
-class Context(_future._AsyncContext[Socket]):
+class Context(_AsyncContext[Socket]):
     """Context whose sockets are :class:`Socket`."""
 
     __slots__ = ()

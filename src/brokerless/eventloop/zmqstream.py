@@ -28,7 +28,7 @@ from typing import Any
 from tornado.ioloop import IOLoop
 from tornado.log import gen_log
 
-from .. import _future
+from .._future import _AsyncSocket
 from ..constants import Errno, Flag, PollEvent, SocketOption
 from ..error import ContextTerminated, ZMQError
 from ..frame import MessageTracker
@@ -70,7 +70,7 @@ class ZMQStream:
     io_loop: IOLoop
 
     def __init__(self, socket: Socket[Any], io_loop: IOLoop | None = None) -> None:
-        if isinstance(socket, _future._AsyncSocket):
+        if isinstance(socket, _AsyncSocket):
             warnings.warn(
                 "ZMQStream needs a plain brokerless Socket: given an async one, it uses the "
                 "socket that one wraps (create sockets with socket_class=brokerless.Socket)",

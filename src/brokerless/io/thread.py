@@ -65,7 +65,7 @@ class IOThread:
 
     def __init__(self, name: str = "brokerless-io") -> None:
         self._selector = selectors.DefaultSelector()
-        self._mailbox = Mailbox()
+        self._mailbox: Mailbox[Callable[[Any], None]] = Mailbox()
         self._mailbox.use_fd()
         self._selector.register(self._mailbox.fileno(), selectors.EVENT_READ, None)
         self._timers: list[tuple[float, int, Timer]] = []

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any
+from typing import Any, cast
 
 from ..constants import SocketType
 from ..context import Context
@@ -55,7 +55,7 @@ class PUBHandler(logging.Handler):
         }
         if isinstance(interface_or_socket, Socket):
             self.socket = interface_or_socket
-            self.ctx = interface_or_socket.context
+            self.ctx = cast("Context[Any]", interface_or_socket.context)
         else:
             self.ctx = context or Context()
             self.socket = self.ctx.socket(SocketType.PUB)

@@ -41,6 +41,17 @@ class Pattern:
     options_accepted: ClassVar[frozenset[SocketOption]] = frozenset()
     #: Each message sent is followed by a wait for one (REQ, REP): never a burst of sends.
     lock_step: ClassVar[bool] = False
+    #: With one pipe, what ``xrecv`` returns is the pipe's next message as it is (no envelope,
+    #: no filter, nothing held back): the socket may then take it from the pipe itself.
+    passes_through: ClassVar[bool] = False
+    def recv_passes_through(self) -> bool:
+        """Whether ``xrecv`` passes messages through now (``passes_through``, unless the
+        pattern's state decides: a SUB subscribed to everything)."""
+        return self.passes_through
+
+    #: With one pipe, what ``xsend`` does with a message is write it to that pipe as it is
+    #: (no envelope, no routing): the socket may then write it there itself.
+    sends_through: ClassVar[bool] = False
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         self.options = options

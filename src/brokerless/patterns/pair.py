@@ -11,6 +11,8 @@ from .base import Pattern
 
 class Pair(Pattern):
     socket_type = SocketType.PAIR
+    passes_through = True
+    sends_through = True
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)

@@ -12,6 +12,7 @@ from .strategies import FairQueue, LoadBalancer
 
 class Push(Pattern):
     socket_type = SocketType.PUSH
+    sends_through = True
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
@@ -35,6 +36,7 @@ class Push(Pattern):
 
 class Pull(Pattern):
     socket_type = SocketType.PULL
+    passes_through = True
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)

@@ -102,7 +102,12 @@ class XPub(Pattern):
             self._deliver(data)
 
     def _targets(self, msg: Any) -> Any:
-        matched = self.subscriptions.match(as_bytes(first_frame(msg)))
+        everyone = self.subscriptions.everything_only()
+        matched = (
+            everyone
+            if everyone is not None
+            else self.subscriptions.match(as_bytes(first_frame(msg)))
+        )
         if self.options[_O.INVERT_MATCHING]:
             return [pipe for pipe in self.dist.pipes if pipe not in matched]
         return matched
@@ -256,8 +261,23 @@ class XSub(Pattern):
     def xhas_in(self) -> bool:
         if self.prefetched is not None:
             return True
+        if self._passes_all():  # no message to look at before it is received
+            return self.fq.has_in()
         self.prefetched = self.xrecv()
         return self.prefetched is not None
+
+    def _passes_all(self) -> bool:
+        """Every message is received as it comes: no filter (XSUB, or a SUB subscribed to
+        everything, not inverted) and no conflation."""
+        options = self.options
+        if options[_O.CONFLATE]:
+            return False
+        if not self.filters:
+            return True
+        return b"" in self.subscriptions and not options[_O.INVERT_MATCHING]
+
+    def recv_passes_through(self) -> bool:
+        return self.prefetched is None and self._passes_all()
 
 
 class Sub(XSub):

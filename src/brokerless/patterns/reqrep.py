@@ -27,6 +27,8 @@ _ROUTING_ID = struct.Struct(">BI")
 
 class Dealer(Pattern):
     socket_type = SocketType.DEALER
+    passes_through = True
+    sends_through = True
     options_accepted = frozenset({_O.PROBE_ROUTER})
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
@@ -167,6 +169,7 @@ class Req(Dealer):
     socket_type = SocketType.REQ
     options_accepted = frozenset({_O.REQ_CORRELATE, _O.REQ_RELAXED, _O.PROBE_ROUTER})
     lock_step = True
+    passes_through = sends_through = False  # envelopes, and the request-reply lock step
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)

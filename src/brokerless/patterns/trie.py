@@ -59,6 +59,9 @@ class SubscriptionCounts(_ByLength):
     def __len__(self) -> int:
         return len(self._counts)
 
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._counts
+
     def add(self, topic: bytes) -> bool:
         """Count one more subscription; True when the topic is new."""
         n = self._counts.get(topic, 0)
@@ -130,6 +133,13 @@ class SubscriptionTable(_ByLength):
     def rm_pipe(self, pipe: Any) -> list[bytes]:
         """Drop every subscription of ``pipe``; returns the topics left with no subscriber."""
         return [topic for topic in self.topics_of(pipe) if self.rm(topic, pipe)]
+
+    def everything_only(self) -> set[Any] | None:
+        """The subscribers when the only topic is ``b""`` (everyone gets every message, the
+        usual fan-out: no need to look at the message); else None."""
+        if self._lengths == [0]:
+            return self._topics[b""]
+        return None
 
     def match(self, data: bytes) -> Iterable[Any]:
         """The pipes with a subscription that is a prefix of ``data``."""

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from errno import ENAMETOOLONG
+from typing import Any
 
 from ..errno import EADDRINUSE, EADDRNOTAVAIL, EINVAL
 from ..error import ZMQError
@@ -22,16 +23,18 @@ class NetAddress:
     """Where to bind or connect: a socket family and a ``sockaddr``."""
 
     family: int
-    sockaddr: tuple | str
+    sockaddr: tuple[Any, ...] | str
     transport: str
 
-    def uri(self, sockaddr: tuple | str | None = None) -> str:
+    def uri(self, sockaddr: tuple[Any, ...] | str | bytes | None = None) -> str:
         """The endpoint string (LAST_ENDPOINT form) for this or an actual ``sockaddr``."""
         addr = self.sockaddr if sockaddr is None else sockaddr
         if self.transport == "ipc":
-            name = addr if isinstance(addr, str) else addr.decode()
+            name = addr if isinstance(addr, str) else bytes(addr).decode()
             return "ipc://" + (name.replace("\0", "@", 1) if name.startswith("\0") else name)
-        host, port = addr[0], addr[1]
+        assert isinstance(addr, tuple)  # tcp: (host, port, ...)
+        host: str = addr[0]
+        port: int = addr[1]
         return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
 
 
@@ -179,7 +182,8 @@ def peer_address(sock: pysocket.socket) -> bytes:
     peer's credentials (Linux), else ``localhost``; empty when unknown."""
     try:
         if sock.family in (pysocket.AF_INET, pysocket.AF_INET6):
-            return sock.getpeername()[0].encode()
+            host: str = sock.getpeername()[0]
+            return host.encode()
         if sock.family == pysocket.AF_UNIX:
             cred = getattr(pysocket, "SO_PEERCRED", None)
             if cred is None:

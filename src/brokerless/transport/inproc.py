@@ -13,16 +13,18 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..constants import SocketOption, SocketType
 from ..errno import EADDRINUSE, ECONNREFUSED
 from ..error import ZMQError
+from ..mailbox import Command
 from ..pipe import Pipe, pipepair
 from .endpoint import Endpoint
 
 if TYPE_CHECKING:
-    from ..socket import Socket
+    from ..pipe import PipeOwner
+    from .port import SocketPort
 
 _O = SocketOption
 
@@ -32,7 +34,7 @@ class _Pending:
     """A connection waiting for its binder.  ``deferred``: the connecter attaches its end only
     once bound (IMMEDIATE, or a ROUTER, which must learn the binder's routing id first)."""
 
-    connecter: weakref.ref
+    connecter: weakref.ref[SocketPort]
     connecter_end: Pipe
     binder_end: Pipe
     deferred: bool
@@ -43,16 +45,16 @@ class InprocTransport:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # re-entrant: a finalizer may close a socket under it
-        self._bound: weakref.WeakValueDictionary[str, Socket] = weakref.WeakValueDictionary()
+        self._bound: weakref.WeakValueDictionary[str, SocketPort] = weakref.WeakValueDictionary()
         self._pending: dict[str, list[_Pending]] = {}
 
-    def bind(self, sock: Socket, ep: Endpoint) -> str:
+    def bind(self, sock: SocketPort, ep: Endpoint) -> str:
         with self._lock:
             if ep.address in self._bound:
                 raise ZMQError(EADDRINUSE, f"Address already in use: {ep.uri} is bound already")
             self._bound[ep.address] = sock
             pending = self._pending.pop(ep.address, [])
-        opts = sock._options
+        opts = sock.options
         for p in pending:
             p.connecter_end.peer_routing_id = opts[_O.ROUTING_ID]
             p.binder_end.set_writer_hwm(opts[_O.SNDHWM])  # the binder's limits are known now
@@ -62,20 +64,20 @@ class InprocTransport:
             if p.deferred:
                 connecter = p.connecter()
                 if connecter is not None and not connecter.closed:
-                    connecter.send_command("attach", p.connecter_end)
+                    connecter.post(Command.ATTACH, p.connecter_end)
                 else:
                     p.connecter_end.terminate()
         return ep.uri
 
-    def unbind(self, sock: Socket, ep: Endpoint) -> None:
+    def unbind(self, sock: SocketPort, ep: Endpoint) -> None:
         with self._lock:
             if self._bound.get(ep.address) is sock:
                 del self._bound[ep.address]
 
-    def connect(self, sock: Socket, ep: Endpoint) -> list[Pipe]:
-        opts = sock._options
+    def connect(self, sock: SocketPort, ep: Endpoint) -> list[Pipe]:
+        opts = sock.options
         conflate = bool(opts[_O.CONFLATE])
-        deferred = bool(opts[_O.IMMEDIATE]) or sock._type == SocketType.ROUTER
+        deferred = bool(opts[_O.IMMEDIATE]) or sock.socket_type == SocketType.ROUTER
         with self._lock:
             binder = self._bound.get(ep.address)
             if binder is sock:
@@ -88,7 +90,7 @@ class InprocTransport:
                     _Pending(weakref.ref(sock), mine, theirs, deferred)
                 )
             else:
-                b_opts = binder._options
+                b_opts = binder.options
                 mine, theirs = pipepair(
                     (opts[_O.SNDHWM], opts[_O.RCVHWM]),
                     (b_opts[_O.SNDHWM], b_opts[_O.RCVHWM]),
@@ -97,10 +99,10 @@ class InprocTransport:
                 mine.peer_routing_id = b_opts[_O.ROUTING_ID]
                 # Write the binder's greeting now: it would otherwise wait for the binder's
                 # thread to attach the pipe (libzmq loses a binding SUB's subscriptions so).
-                greeting = binder._pattern.greeting()
+                greeting = binder.greeting()
                 for msg in greeting:
                     theirs.force_write(msg)
-                theirs.greeted = greeting
+                theirs.greeted = tuple(greeting)
         mine.endpoint = theirs.endpoint = ep.uri
         mine.routing_id = opts[_O.CONNECT_ROUTING_ID]
         theirs.peer_routing_id = opts[_O.ROUTING_ID]
@@ -109,15 +111,15 @@ class InprocTransport:
         if binder is not None:
             with self._lock:  # close() unregisters under this lock: no ATTACH after that
                 if self._bound.get(ep.address) is binder:
-                    binder.send_command("attach", theirs)
+                    binder.post(Command.ATTACH, theirs)
                 else:
                     mine.terminate()
         return [mine]
 
-    def stop_input(self, sock: Socket) -> None:
+    def stop_input(self, sock: SocketPort) -> None:
         """Nothing to stop: inproc peers write straight into the socket's pipes."""
 
-    def open_internal(self, name: str, owner: Any) -> Pipe | None:
+    def open_internal(self, name: str, owner: PipeOwner) -> Pipe | None:
         """A pipe from ``owner`` -- an internal peer, not a socket (a connection's ZAP client)
         -- to the socket bound at ``inproc://name``; None when nothing is bound there.  No
         HWM on either side (as libzmq's ZAP pipes), and no greeting from the binder."""
@@ -129,10 +131,10 @@ class InprocTransport:
             mine.owner = owner
             mine.endpoint = theirs.endpoint = f"inproc://{name}"
             theirs.greeted = ()
-            binder.send_command("attach", theirs)
+            binder.post(Command.ATTACH, theirs)
         return mine
 
-    def socket_closed(self, sock: Socket) -> None:
+    def socket_closed(self, sock: SocketPort) -> None:
         """Free the names ``sock`` bound.  Its connections still waiting for a binder stay
         registered: what was sent on them is delivered when the peer binds (as in libzmq)."""
         with self._lock:
@@ -143,7 +145,7 @@ class InprocTransport:
                 if not waiting:
                     del self._pending[name]
 
-    def disconnect(self, sock: Socket, ep: Endpoint) -> None:
+    def disconnect(self, sock: SocketPort, ep: Endpoint) -> None:
         with self._lock:
             waiting = self._pending.get(ep.address)
             if waiting:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import socket as pysocket
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..constants import Event, SocketOption, SocketType
@@ -29,14 +30,14 @@ from .session import Session, new_connection
 if TYPE_CHECKING:
     from ..io import IOThread
     from ..pipe import Pipe
-    from ..socket import Socket
+    from .port import ContextPort, SocketPort
 
 _O = SocketOption
 READ = 1
 ACCEPT_BATCH = 64
 
 
-def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
+def _tuned(sock: pysocket.socket, opts: Mapping[SocketOption, Any]) -> pysocket.socket:
     sock.setblocking(False)
     _address.tune(
         sock,
@@ -50,9 +51,9 @@ def _tuned(sock: pysocket.socket, opts: dict) -> pysocket.socket:
 
 def _engine(io: IOThread, session: Session, sock: pysocket.socket) -> Engine:
     """The engine for a new connection: ZMTP, or raw bytes for a STREAM socket."""
-    opts = session.socket._options
+    opts = session.socket.options
     sock = _tuned(sock, opts)
-    if session.socket._type == SocketType.STREAM:
+    if session.socket.socket_type == SocketType.STREAM:
         return RawEngine(io, session, sock, opts)
     return Engine(io, session, sock, new_connection(session), opts)
 
@@ -61,7 +62,7 @@ class Listener:
     """Accepts connections for one bound endpoint; each gets its own session."""
 
     def __init__(
-        self, io: IOThread, socket: Socket, sock: pysocket.socket, uri: str, path: str | None
+        self, io: IOThread, socket: SocketPort, sock: pysocket.socket, uri: str, path: str | None
     ) -> None:
         self.io = io
         self.socket = socket
@@ -82,7 +83,7 @@ class Listener:
                 return
             except OSError:
                 return  # e.g. EMFILE: the listener stays; the peer retries
-            self.socket._emit(Event.ACCEPTED, conn.fileno(), self.uri)
+            self.socket.emit(Event.ACCEPTED, conn.fileno(), self.uri)
             session = Session(
                 self.io, self.socket, self.uri, connecting=False, on_done=self.sessions.discard
             )
@@ -113,7 +114,7 @@ class Listener:
         """Close the listening socket (I/O thread)."""
         self.io.unregister(self.sock)
         self.sock.close()
-        if self._inode is not None:
+        if self._inode is not None and self.path is not None:
             try:  # a socket that bound the same path since then keeps its file
                 if os.stat(self.path).st_ino == self._inode:
                     os.unlink(self.path)
@@ -131,7 +132,7 @@ class Connector:
         self.sock: pysocket.socket | None = None
 
     def start(self, _: Any = None) -> None:
-        opts = self.session.socket._options
+        opts = self.session.socket.options
         try:
             if self.ep.transport == "ipc":
                 candidates = [_address.parse_ipc(self.ep.address)]
@@ -151,12 +152,14 @@ class Connector:
             self.session.connect_failed()
             return
         if err:
-            self.session.socket._emit(Event.CONNECT_DELAYED, err, self.session.endpoint)
+            self.session.socket.emit(Event.CONNECT_DELAYED, err, self.session.endpoint)
         self.sock = sock
         self.io.register(sock, 2, self._connected)
 
     def _connected(self, _: int) -> None:
         sock = self.sock
+        if sock is None:  # closed meanwhile (its registration went with it)
+            return
         self.io.unregister(sock)
         self.sock = None
         err = sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ERROR)
@@ -165,7 +168,7 @@ class Connector:
             self.session.connect_failed()
             return
         session = self.session
-        session.socket._emit(Event.CONNECTED, sock.fileno(), session.endpoint)
+        session.socket.emit(Event.CONNECTED, sock.fileno(), session.endpoint)
         session.attach_engine(_engine(self.io, session, sock))
 
     def close(self) -> None:
@@ -178,14 +181,14 @@ class Connector:
 class NetworkTransport:
     """tcp or ipc for one context: what ``Socket.bind``/``connect``/... call."""
 
-    def __init__(self, context: Any, name: str) -> None:
+    def __init__(self, context: ContextPort, name: str) -> None:
         self.context = context
         self.name = name
         self._listeners: dict[tuple[int, str], Listener] = {}
         self._sessions: dict[tuple[int, str], list[Session]] = {}
 
-    def bind(self, socket: Socket, ep: Endpoint) -> str:
-        opts = socket._options
+    def bind(self, socket: SocketPort, ep: Endpoint) -> str:
+        opts = socket.options
         if ep.transport == "ipc":
             addr = _address.parse_ipc(ep.address)
         else:
@@ -193,35 +196,35 @@ class NetworkTransport:
         sock = _address.listen(addr, opts[_O.BACKLOG])
         uri = addr.uri(sock.getsockname())
         io = self.context._io_thread()
-        path = addr.sockaddr if ep.transport == "ipc" else None
+        path = addr.sockaddr if isinstance(addr.sockaddr, str) else None  # ipc's file
         listener = Listener(io, socket, sock, uri, path)
         self._listeners[(id(socket), uri)] = listener
         io.call_soon(listener.start)
         return uri
 
-    def unbind(self, socket: Socket, ep: Endpoint) -> None:
+    def unbind(self, socket: SocketPort, ep: Endpoint) -> None:
         listener = self._listeners.pop((id(socket), ep.uri), None)
         if listener is None:
             raise ZMQError(ENOENT, f"No such file or directory: {ep.uri} is not bound")
         listener.io.call_and_wait(listener.close)  # the endpoint is free when unbind returns
 
-    def connect(self, socket: Socket, ep: Endpoint) -> list[Pipe]:
+    def connect(self, socket: SocketPort, ep: Endpoint) -> list[Pipe]:
         if ep.transport == "tcp":
-            _address.parse_tcp(ep.address, bind=False, ipv6=bool(socket._options[_O.IPV6]))
+            _address.parse_tcp(ep.address, bind=False, ipv6=bool(socket.options[_O.IPV6]))
         io = self.context._io_thread()
         session = Session(io, socket, ep.uri, connecting=True)
         session.connector = Connector(io, session, ep)
         self._sessions.setdefault((id(socket), ep.uri), []).append(session)
         pipes = []
-        if not session.immediate and socket._type != SocketType.ROUTER:
+        if not session.immediate and socket.socket_type != SocketType.ROUTER:
             pipe = session.make_pipe()
-            pipe.routing_id = socket._options[_O.CONNECT_ROUTING_ID]  # a STREAM's name for it
+            pipe.routing_id = socket.options[_O.CONNECT_ROUTING_ID]  # a STREAM's name for it
             socket.attach_pipe(pipe)
             pipes.append(pipe)
         io.call_soon(session.connector.start)
         return pipes
 
-    def stop_input(self, socket: Socket) -> None:
+    def stop_input(self, socket: SocketPort) -> None:
         """``socket`` takes nothing more from the network; returns once every listener and
         session of it has handed what it decoded to the socket's pipes."""
         sid = id(socket)
@@ -233,11 +236,11 @@ class NetworkTransport:
                 for session in sessions:
                     session.io.call_and_wait(session.stop_input)
 
-    def disconnect(self, socket: Socket, ep: Endpoint) -> None:
+    def disconnect(self, socket: SocketPort, ep: Endpoint) -> None:
         for session in self._sessions.pop((id(socket), ep.uri), []):
             session.io.call_soon(session.close)
 
-    def socket_closed(self, socket: Socket) -> None:
+    def socket_closed(self, socket: SocketPort) -> None:
         """The socket is closed: stop listening; sessions flush what they have, then end."""
         sid = id(socket)
         for key in [k for k in self._listeners if k[0] == sid]:

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 :class:`RawConnection` stands in for the ZMTP :class:`~brokerless.zmtp.Connection` with the
 same small sans-I/O interface, so the :class:`~.engine.Engine` drives it unchanged: it is in
-TRAFFIC from the start (no greeting, no handshake), ``receive_data`` turns each read into
+TRAFFIC from the start (no greeting, no handshake), ``receive`` turns each read into
 single-part messages of at most ``CHUNK`` octets, as libzmq does (copies: the engine's read
 buffer is reused), ``encode_batch`` writes each
 message's bytes as they are (large ones by reference, runs of small ones joined), and
@@ -23,6 +23,7 @@ none for raw connections) and DISCONNECTED when it ends.
 from __future__ import annotations
 
 import socket as pysocket
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..constants import SocketOption, SocketType
@@ -33,7 +34,7 @@ from .engine import Engine
 
 if TYPE_CHECKING:
     from ..io import IOThread
-    from .session import Session
+    from .engine_state import EngineOwner
 
 _O = SocketOption
 
@@ -48,24 +49,34 @@ class RawConnection:
     def __init__(self) -> None:
         self.state = TRAFFIC
         self.peer: Ready | None = None
-        self.had_events = False  # receive_data returns messages only
 
-    def opening(self) -> list:
+    #: A raw peer has no heartbeats and no handshake (so nothing waits for ZAP).
+    heartbeats = False
+    zap_waiting = False
+
+    def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the
         session attach its pipe (a raw peer announces nothing: no type, no id)."""
         self.peer = Ready(SocketType.STREAM, b"", {}, 0)
         return [self.peer]
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list:
+    def receive(self, data: bytes | bytearray | memoryview) -> tuple[list[Any], bool]:
+        """Each read as messages of at most CHUNK octets; never an event."""
         if len(data) <= CHUNK:
-            return [bytes(data)]
+            return [bytes(data)], False
         view = memoryview(data)
-        return [bytes(view[i : i + CHUNK]) for i in range(0, len(view), CHUNK)]
+        return [bytes(view[i : i + CHUNK]) for i in range(0, len(view), CHUNK)], False
+
+    def zap_reply(self, frames: list[bytes] | None) -> list[Any]:
+        raise RuntimeError("a raw connection has no handshake to ask ZAP about")
+
+    def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None:
+        raise RuntimeError("a raw connection has no heartbeats")
 
     def data_to_send(self) -> bytes:
         return b""
 
-    def encode_batch(self, msgs: list, zero_copy_min: int, as_buffer: Any = None) -> list:
+    def encode_batch(self, msgs: list[Any], zero_copy_min: int, as_buffer: Any = None) -> list[Any]:
         return encode_batch(msgs, zero_copy_min, as_buffer, _unframed)
 
     def close(self) -> None:
@@ -73,7 +84,7 @@ class RawConnection:
         self.state = ERROR_STATE
 
 
-def _unframed(out: list, msg: Any) -> None:
+def _unframed(out: list[Any], msg: Any) -> None:
     out.append(msg)
 
 
@@ -81,12 +92,18 @@ class RawEngine(Engine):
     """The engine of one STREAM connection; see the module docstring."""
 
     def __init__(
-        self, io: IOThread, session: Session, sock: pysocket.socket, options: dict
+        self,
+        io: IOThread,
+        session: EngineOwner,
+        sock: pysocket.socket,
+        options: Mapping[SocketOption, Any],
     ) -> None:
         # No handshake to time out, no ZMTP heartbeats: a raw peer has neither.
         options = {**options, _O.HANDSHAKE_IVL: 0, _O.HEARTBEAT_IVL: 0}
         super().__init__(io, session, sock, RawConnection(), options)
         self._notify = bool(options[_O.STREAM_NOTIFY])
+
+    conn: RawConnection
 
     def start(self) -> None:
         super().start()

@@ -29,18 +29,19 @@ back at it: it is freed as soon as the socket and the listener let go of it.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import pipe as _pipe
-from .. import security
 from ..constants import Event, SocketOption, SocketType
+from ..mailbox import Command
 from ..pipe import Pipe, pipepair
+from ..security import as_server, mechanism
 from ..zmtp import Connection, Ready
 
 if TYPE_CHECKING:
     from ..io import IOThread, Timer
-    from ..socket import Socket
     from .engine import Engine
+    from .port import SocketPort
 
 _O = SocketOption
 
@@ -49,7 +50,13 @@ class Session:
     """See the module docstring."""
 
     def __init__(
-        self, io: IOThread, socket: Socket, endpoint: str, *, connecting: bool, on_done: Any = None
+        self,
+        io: IOThread,
+        socket: SocketPort,
+        endpoint: str,
+        *,
+        connecting: bool,
+        on_done: Callable[[Session], None] | None = None,
     ) -> None:
         self.io = io
         self.socket = socket
@@ -63,10 +70,11 @@ class Session:
         self._on_done = on_done
         self._linger_timer: Timer | None = None
         self._reconnect_timer: Timer | None = None
-        opts = socket._options
+        opts = socket.options
         self.immediate = bool(opts[_O.IMMEDIATE])
         self.reconnect_ivl = opts[_O.RECONNECT_IVL] / 1000
         self._backoff = self.reconnect_ivl
+        self.last_error = ""
         socket.context._session_started(self)
 
     def __repr__(self) -> str:
@@ -76,46 +84,47 @@ class Session:
 
     def make_pipe(self, peer: Ready | None = None) -> Pipe:
         """Create the pipe pair; returns the socket's end (the caller hands it to the socket)."""
-        opts = self.socket._options
-        conflate = bool(opts[_O.CONFLATE]) and self.socket._type in _CONFLATABLE
+        opts = self.socket.options
+        conflate = bool(opts[_O.CONFLATE]) and self.socket.socket_type in _CONFLATABLE
         theirs, mine = pipepair((opts[_O.SNDHWM], opts[_O.RCVHWM]), (None, None), conflate)
         mine.owner = self
+        theirs.source = self
         mine.endpoint = theirs.endpoint = self.endpoint
         if peer is not None:
             theirs.peer_routing_id = peer.routing_id
         # The socket's greeting (subscriptions, probe, welcome) goes in now, not when the
         # socket's thread gets round to attaching the pipe.
-        greeting = self.socket._pattern.greeting()
+        greeting = self.socket.greeting()
         for msg in greeting:
             theirs.force_write(msg)
-        theirs.greeted = greeting
+        theirs.greeted = tuple(greeting)
         self.pipe = mine
         return theirs
 
-    def send_command(self, command: str, arg: Any) -> None:
+    def send_command(self, command: Command, arg: Any) -> None:
         """Pipe owner interface: pipe events arrive from the socket's thread.  New messages for
         an idle connection are written by that thread itself (``Engine.try_direct_output``)."""
-        if command == _pipe.ACTIVATE_READ and arg is self.pipe:
+        if command is Command.ACTIVATE_READ and arg is self.pipe:
             engine = self.engine
             if (
                 engine is not None
                 and not self.io.is_current
-                and engine.try_direct_output(self.socket._pattern.lock_step)
+                and engine.try_direct_output(self.socket.lock_step)
             ):
                 return
         self.io.call_soon(self._on_command, (command, arg))
 
-    def _on_command(self, item: tuple[str, Pipe]) -> None:
+    def _on_command(self, item: tuple[Command, Pipe]) -> None:
         command, pipe = item
         if pipe is not self.pipe or self.done:
             return
-        if command == _pipe.ACTIVATE_READ:
+        if command is Command.ACTIVATE_READ:
             if self.engine is not None:
                 self.engine.restart_output()
-        elif command == _pipe.ACTIVATE_WRITE:
+        elif command is Command.ACTIVATE_WRITE:
             if self.engine is not None:
                 self.engine.restart_input()
-        elif command == _pipe.PIPE_TERM:
+        elif command is Command.PIPE_TERM:
             self.closing = True
             if pipe.process_pipe_term():
                 self.pipe_terminated(pipe)
@@ -142,7 +151,15 @@ class Session:
         else:
             self._start_linger()
 
-    def push_many(self, msgs: list) -> int:
+    def lend_input(self) -> Engine | None:
+        """Input source interface (``Pipe.source``): the connection's input for the socket's
+        thread, while it waits for a message (see "Lent input" in :mod:`.engine`)."""
+        engine = self.engine
+        if engine is None or not engine.lend_input():
+            return None
+        return engine
+
+    def push_many(self, msgs: list[Any]) -> int:
         """Messages from the wire for the socket; returns how many the pipe took."""
         pipe = self.pipe
         if pipe is None:
@@ -167,12 +184,12 @@ class Session:
         else:
             self._finish()  # nothing would hold it or end it any more
 
-    def pull_many(self, limit: int) -> list:
+    def pull_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
         pipe = self.pipe
         return [] if pipe is None else pipe.read_many(limit)
 
-    def pull_queued(self, limit: int, settle: bool) -> tuple[list, bool]:
+    def pull_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
         """What the socket has queued now (for a direct write by the socket's thread), and
         whether its next message will be signalled (see ``Pipe.read_queued``)."""
         pipe = self.pipe
@@ -194,11 +211,13 @@ class Session:
         if self.pipe is None:
             theirs = self.make_pipe(peer)
             theirs.metadata = _properties(engine, peer)
-            self.socket.send_command("attach", theirs)
+            self.socket.post(Command.ATTACH, theirs)
         else:
-            self.pipe.peer.metadata = _properties(engine, peer)  # this connection's, from now
+            socket_end = self.pipe.peer
+            assert socket_end is not None  # pipepair made both ends
+            socket_end.metadata = _properties(engine, peer)  # this connection's, from now
         # After ATTACH is queued: whoever waits for this event finds the pipe on its next call.
-        self.socket._emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
+        self.socket.emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
         engine.restart_output()
 
     def engine_failed(
@@ -215,11 +234,11 @@ class Session:
         self.engine = None
         self.last_error = reason
         if engine.conn.peer is not None:  # the handshake had completed (a fault may follow)
-            self.socket._emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
+            self.socket.emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
         elif code:
-            self.socket._emit(event, code, self.endpoint)
+            self.socket.emit(event, code, self.endpoint)
         else:
-            self.socket._emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
+            self.socket.emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
         if not self.connecting or (self.closing and self.pipe is None):
             self._drop_pipe()
             self._finish()
@@ -253,8 +272,8 @@ class Session:
 
     def _schedule_reconnect(self) -> None:
         delay = self._backoff
-        self.socket._emit(Event.CONNECT_RETRIED, int(delay * 1000), self.endpoint)
-        ivl_max = self.socket._options[_O.RECONNECT_IVL_MAX] / 1000
+        self.socket.emit(Event.CONNECT_RETRIED, int(delay * 1000), self.endpoint)
+        ivl_max = self.socket.options[_O.RECONNECT_IVL_MAX] / 1000
         if ivl_max > self.reconnect_ivl:
             self._backoff = min(self._backoff * 2, ivl_max)
         if delay <= 0 or self.connector is None:
@@ -269,7 +288,7 @@ class Session:
             self.connector.start()
 
     def _needs_identity(self) -> bool:
-        return self.socket._type == SocketType.ROUTER
+        return self.socket.socket_type == SocketType.ROUTER
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -286,7 +305,7 @@ class Session:
             pipe.terminate()
 
     def _start_linger(self) -> None:
-        linger = self.socket._options[_O.LINGER]
+        linger = self.socket.options[_O.LINGER]
         if linger == 0 or (self.engine is None and not self.connecting):
             self.close()
         elif linger > 0 and self._linger_timer is None:
@@ -324,13 +343,13 @@ _CONFLATABLE = frozenset(
 def new_connection(session: Session) -> Connection:
     """The protocol state for a new connection of ``session``, with the mechanism its socket's
     options choose (see :mod:`brokerless.security`)."""
-    opts = session.socket._options
+    opts = session.socket.options
     return Connection(
-        session.socket._type,
+        session.socket.socket_type,
         opts[_O.ROUTING_ID],
-        as_server=security.as_server(opts),
+        as_server=as_server(opts),
         max_msg_size=opts[_O.MAXMSGSIZE],
-        mechanism=security.mechanism(opts),
+        mechanism=mechanism(opts),
         metadata=opts[_O.METADATA] or None,
     )
 

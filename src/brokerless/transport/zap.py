@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import pipe as _pipe
+from ..mailbox import Command
 from ..zmtp import ZapRequest
 from ..zmtp.mechanisms.zap import ZAP_ENDPOINT
 
 if TYPE_CHECKING:
     from ..io import IOThread
     from ..pipe import Pipe
-    from .inproc import InprocTransport
+    from .port import InprocNames
 
 #: The answer when the handler left without replying.
 HANDLER_GONE: list[bytes] = []
@@ -38,7 +38,7 @@ class ZapClient:
     with the reply's frames, None when no handler is bound, or :data:`HANDLER_GONE`."""
 
     def __init__(
-        self, io: IOThread, inproc: InprocTransport, on_reply: Callable[[Any], None]
+        self, io: IOThread, inproc: InprocNames, on_reply: Callable[[list[bytes] | None], None]
     ) -> None:
         self.io = io
         self._inproc = inproc
@@ -65,13 +65,13 @@ class ZapClient:
 
     # -- pipe owner interface (send_command from any thread) -------------------------------
 
-    def send_command(self, command: str, arg: Any) -> None:
+    def send_command(self, command: Command, arg: Any) -> None:
         self.io.call_soon(self._on_command, command)
 
-    def _on_command(self, command: str) -> None:
+    def _on_command(self, command: Command) -> None:
         if self._pipe is None:
             return
-        if command == _pipe.PIPE_TERM:
+        if command is Command.PIPE_TERM:
             self._read()  # the reply may precede the end
             if self._pipe is not None and self._pipe.process_pipe_term():
                 self.pipe_terminated(self._pipe)

@@ -12,11 +12,7 @@ from .connection import (
     HANDSHAKE,
     IDENTITY,
     TRAFFIC,
-    VALID_PEERS,
     Connection,
-    Ping,
-    Pong,
-    Ready,
     State,
 )
 from .errors import (
@@ -28,9 +24,11 @@ from .errors import (
     UnexpectedFrame,
     ZapUnavailable,
 )
+from .events import Ping, Pong, Ready
 from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
 from .greeting import Protocol
 from .mechanisms.zap import ZapRequest
+from .peers import VALID_PEERS
 
 __all__ = [
     "ERROR_STATE",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import ProtocolError
+from .errors import MalformedCommand, ProtocolError
 
 READY = b"READY"
 ERROR = b"ERROR"
@@ -42,15 +42,15 @@ LIBZMQ_PLAIN_ERROR = b"\x5eRROR"
 
 def parse_command(body: bytes) -> Command:
     if not body:
-        raise ProtocolError("empty command frame")
+        raise MalformedCommand("empty command frame")
     if body.startswith(LIBZMQ_PLAIN_ERROR):
         return Command(ERROR, body[len(LIBZMQ_PLAIN_ERROR) :])
     n = body[0]
     if n == 0 or len(body) < 1 + n:
-        raise ProtocolError("malformed command name")
+        raise MalformedCommand("malformed command name")
     name = body[1 : 1 + n]
     if not name.isalpha():
-        raise ProtocolError(f"malformed command name {name!r}")
+        raise MalformedCommand(f"malformed command name {name!r}")
     return Command(name, body[1 + n :])
 
 
@@ -96,7 +96,7 @@ def fold(properties: dict[str, bytes]) -> dict[str, bytes]:
 def parse_ping(data: bytes) -> tuple[int, bytes]:
     """(TTL in tenths of a second, context) of a PING."""
     if len(data) < 2 or len(data) > 2 + MAX_PING_CONTEXT:
-        raise ProtocolError("malformed PING command")
+        raise MalformedCommand("malformed PING command")
     return int.from_bytes(data[:2], "big"), data[2:]
 
 

@@ -43,9 +43,10 @@ raises :class:`AuthenticationFailed` after queueing the ERROR command the peer s
 for status 300, as libzmq does).
 
 On a connection whose mechanism ``encrypts`` (CURVE), every frame of the traffic -- message
-parts and commands alike -- travels as one MESSAGE command in a data frame, its flags inside the
-box; ``encode`` and the traffic decoder are swapped for boxed versions when the handshake
-completes, so NULL and PLAIN traffic runs the same code as before.
+parts and commands alike -- travels as one MESSAGE command (:mod:`.boxes`); ``encode`` and the
+traffic decoder are swapped for boxed versions when the handshake completes, so NULL and PLAIN
+traffic runs the same code as before.  The events are in :mod:`.events`, RFC 37's table of
+which socket types may talk to which in :mod:`.peers`.
 
 Older peers, as libzmq talks to them: a ZMTP 2.0 peer (RFC 15) frames as 3.x does without
 commands, a ZMTP 1.0 peer (RFC 13) with :mod:`.frames_v1`.  After the greeting each side sends
@@ -63,11 +64,11 @@ greeting shows what it speaks, as libzmq does (CVE-2014-9721).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._strenum import StrEnum
 from ..constants import SocketType
+from .boxes import BOX_COMMAND, Boxes
 from .commands import (
     CANCEL,
     ERROR,
@@ -78,17 +79,25 @@ from .commands import (
     command_body,
     error_data,
     fold,
-    parse_command,
     parse_error,
     parse_ping,
     ping_data,
 )
-from .errors import AuthenticationFailed, HandshakeError, PeerError, ProtocolError, UnexpectedFrame
+from .errors import (
+    AuthenticationFailed,
+    HandshakeError,
+    InvalidMetadata,
+    MechanismMismatch,
+    PeerError,
+    ProtocolError,
+)
+from .events import Ping, Pong, Ready
 from .frames import FrameDecoder, encode_batch, encode_command, encode_message
 from .frames_v1 import V1FrameDecoder, encode_message_v1
 from .greeting import Greeting, GreetingExchange, Protocol
 from .mechanisms import Mechanism, NullMechanism
 from .mechanisms.zap import parse_reply
+from .peers import VALID_PEERS, legacy_socket_type
 
 
 class State(StrEnum):
@@ -109,57 +118,10 @@ TRAFFIC = State.TRAFFIC
 ERROR_STATE = State.ERROR
 
 _T = SocketType
-#: Which socket types may talk to which (RFC 37).
-VALID_PEERS: dict[SocketType, frozenset[SocketType]] = {
-    _T.REQ: frozenset({_T.REP, _T.ROUTER}),
-    _T.REP: frozenset({_T.REQ, _T.DEALER}),
-    _T.DEALER: frozenset({_T.REP, _T.DEALER, _T.ROUTER}),
-    _T.ROUTER: frozenset({_T.REQ, _T.DEALER, _T.ROUTER}),
-    _T.PUB: frozenset({_T.SUB, _T.XSUB}),
-    _T.XPUB: frozenset({_T.SUB, _T.XSUB}),
-    _T.SUB: frozenset({_T.PUB, _T.XPUB}),
-    _T.XSUB: frozenset({_T.PUB, _T.XPUB}),
-    _T.PUSH: frozenset({_T.PULL}),
-    _T.PULL: frozenset({_T.PUSH}),
-    _T.PAIR: frozenset({_T.PAIR}),
-}
 #: Socket types that announce their routing id in READY (libzmq does the same).
 _SENDS_IDENTITY = frozenset({_T.REQ, _T.DEALER, _T.ROUTER})
 _SUBSCRIBERS = frozenset({_T.SUB, _T.XSUB})
-#: The flags inside a CURVE box: libzmq writes its own message flags there, where a command is
-#: 0x02 (on the wire, outside any box, it is 0x04).
-_BOX_MORE, _BOX_COMMAND = 0x01, 0x02
 _PUBLISHERS = frozenset({_T.PUB, _T.XPUB})
-
-
-@dataclass(frozen=True, slots=True)
-class Ready:
-    """The handshake is complete.  ``metadata`` holds the peer's properties by lower-cased
-    name; ``properties`` what the connection's messages carry, as libzmq spells them: what the
-    ZAP handler said (``User-Id``, its metadata), then the peer's own properties (which cannot
-    replace those).  ``protocol`` is what the peer speaks: a ZMTP 2.0 / 1.0 peer sends no READY
-    and is not asked about, so it has no metadata nor properties, ``minor_version`` is 0, and a
-    ZMTP 1.0 one has no ``socket_type`` (it announces none)."""
-
-    socket_type: SocketType | None
-    routing_id: bytes
-    metadata: dict[str, bytes]
-    minor_version: int
-    protocol: Protocol = Protocol.ZMTP_3
-    properties: dict[str, bytes] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Ping:
-    """The peer pinged; a PONG is already queued.  ``ttl`` is in tenths of a second."""
-
-    ttl: int
-    context: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Pong:
-    context: bytes
 
 
 class Connection:
@@ -200,10 +162,9 @@ class Connection:
         self._subscriptions_as_commands = False
         self._accepts_subscriptions = False
         #: How encode_batch encodes each message (None: its own fast path, ZMTP 3.x framing).
-        self._batch_encoder: Callable[[list, Any], None] | None = None
-        self._boxed_parts: list | None = None  # an unfinished multipart message (CURVE)
-        #: Whether the last ``receive_data`` may have returned events (False: only messages).
-        self.had_events = True
+        self._batch_encoder: Callable[[list[Any], Any], None] | None = None
+        #: The boxing of the traffic, once the handshake of an encrypting mechanism completed.
+        self._boxes: Boxes | None = None
 
     @property
     def heartbeats(self) -> bool:
@@ -224,7 +185,7 @@ class Connection:
         """Queue one whole message (TRAFFIC only); ``encode`` is the batching form."""
         self.encode(self._out, msg)
 
-    def encode(self, out: list, msg: Any) -> None:
+    def encode(self, out: list[Any], msg: Any) -> None:
         """Append the wire form of ``msg`` to the buffer list ``out``."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
@@ -239,7 +200,7 @@ class Connection:
         else:
             self._framing(out, msg)
 
-    def encode_batch(self, msgs: list, zero_copy_min: int, as_buffer: Any = None) -> list:
+    def encode_batch(self, msgs: list[Any], zero_copy_min: int, as_buffer: Any = None) -> list[Any]:
         """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
@@ -253,29 +214,16 @@ class Connection:
 
     def _command(self, body: bytes) -> None:
         """Queue a command of the traffic (boxed on an encrypted connection)."""
-        if self.mechanism.encrypts and self.state is TRAFFIC:
-            self._boxed(self._out, _BOX_COMMAND, body)
+        if self._boxes is not None:
+            self._boxes.box(self._out, BOX_COMMAND, body)
         else:
             self._out.append(encode_command(body))
 
-    def _encode_boxed(self, out: list, msg: Any) -> None:
+    def _encode_boxed(self, out: list[Any], msg: Any) -> None:
         """``encode`` on an encrypted connection: one MESSAGE command per frame."""
-        if self.state is not TRAFFIC:
+        if self.state is not TRAFFIC or self._boxes is None:
             raise RuntimeError(f"cannot send messages in state {self.state}")
-        if msg.__class__ is list:
-            last = len(msg) - 1
-            for i, part in enumerate(msg):
-                self._boxed(out, _BOX_MORE if i < last else 0, part)
-        elif self._subscriptions_as_commands and len(msg) and msg[0] < 2:
-            name = SUBSCRIBE if msg[0] == 1 else CANCEL
-            self._boxed(out, _BOX_COMMAND, command_body(name, bytes(msg[1:])))
-        else:
-            self._boxed(out, 0, msg)
-
-    def _boxed(self, out: list, flags: int, data: Any) -> None:
-        if data.__class__ is not bytes:
-            data = getattr(data, "buffer", data)  # a Frame: its buffer
-        out.append(self.mechanism.encode_frame(flags, data))
+        self._boxes.encode(out, msg)
 
     def send_error(self, reason: str) -> None:
         """Tell the peer why it is being refused (before closing)."""
@@ -283,33 +231,44 @@ class Connection:
 
     # -- input ---------------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list:
-        """Feed received bytes; returns messages and events (see the module docstring)."""
+    def receive(self, data: bytes | bytearray | memoryview) -> tuple[list[Any], bool]:
+        """Feed received bytes; returns the messages and events they complete (see the module
+        docstring) and whether any event may be among them (False: only whole messages, which
+        a transport can hand on in one go)."""
         try:
             if self.state is TRAFFIC:
                 return self._receive_traffic(data)
-            if self.state is ERROR_STATE:
-                raise ProtocolError("connection already failed or closed")
-            if self.state is GREETING:
-                data = self._receive_greeting(data)
-            if self.state is HANDSHAKE:
-                return self._receive_handshake(data)
-            if self.state is State.ZAP:
-                self.decoder.hold(data)  # until zap_reply
-                return []
-            if self.state is IDENTITY:
-                return self._receive_identity(data)
-            return []  # the greeting is not complete
+            return self._receive_setup(data), True
         except ProtocolError:
             self.close()
             raise
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Feed received bytes; returns the messages and events they complete."""
+        return self.receive(data)[0]
+
+    def _receive_setup(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Input before the traffic: greeting, handshake, a 2.0/1.0 peer's identity."""
+        if self.state is ERROR_STATE:
+            raise ProtocolError("connection already failed or closed")
+        if self.state is GREETING:
+            data = self._receive_greeting(data)
+        if self.state is HANDSHAKE:
+            return self._receive_handshake(data)
+        if self.state is State.ZAP:
+            self.decoder.hold(data)  # until zap_reply
+            return []
+        if self.state is IDENTITY:
+            return self._receive_identity(data)
+        return []  # the greeting is not complete
 
     def close(self) -> None:
         """The connection is over: park in ERROR and drop buffered input now (see the module
         docstring)."""
         self.state = ERROR_STATE
         self.decoder.release()
-        self._boxed_parts = None
+        if self._boxes is not None:
+            self._boxes.release()
 
     def _receive_greeting(self, data: Any) -> Any:
         """Go on with the greeting; returns the input that follows it."""
@@ -325,7 +284,7 @@ class Connection:
     def _start_handshake(self, greeting: Greeting) -> None:
         """A ZMTP 3.x peer: the security mechanism takes over."""
         if greeting.mechanism != self.mechanism.name:
-            raise HandshakeError(
+            raise MechanismMismatch(
                 f"security mechanism mismatch: we use {self.mechanism.name.decode()}, "
                 f"the peer {greeting.mechanism.decode()}"
             )
@@ -338,7 +297,7 @@ class Connection:
         """A ZMTP 2.0 or 1.0 peer: send our identity, then wait for the peer's."""
         max_msg_size = self.decoder.max_msg_size
         if greeting.peer_socket_type is not None:  # its greeting announced a socket type
-            self._peer_type = _legacy_socket_type(greeting.peer_socket_type)
+            self._peer_type = legacy_socket_type(greeting.peer_socket_type)
             self._check_peer_type(self._peer_type)
         if self.protocol is Protocol.ZMTP_2_0:
             self.decoder = FrameDecoder(max_msg_size, command_frames=False)
@@ -352,7 +311,7 @@ class Connection:
                 encode_message_v1(self._out, self._routing_id)
         self.state = IDENTITY
 
-    def _receive_identity(self, data: Any) -> list:
+    def _receive_identity(self, data: Any) -> list[Any]:
         """A 2.0 / 1.0 peer's first message is its identity: then traffic, from the same
         input on."""
         try:
@@ -363,19 +322,19 @@ class Connection:
             raise
         return self._identified(items) if items else []
 
-    def _identified(self, items: list) -> list:
+    def _identified(self, items: list[Any]) -> list[Any]:
         """The peer's identity is ``items[0]``: READY, then the messages that followed."""
         identity = items[0]
         if identity.__class__ is list:
             raise HandshakeError("the peer's identity is not a message of one frame")
         self.state = TRAFFIC
-        self.had_events = True  # READY is an event
+        assert self.protocol is not None  # known since the greeting
         self.peer = Ready(self._peer_type, identity, {}, 0, protocol=self.protocol)
         if self._greeting.unversioned and self.socket_type in _PUBLISHERS:
             return [self.peer, b"\x01", *items[1:]]  # the subscription it will not send
         return [self.peer, *items[1:]]
 
-    def _receive_handshake(self, data: Any) -> list:
+    def _receive_handshake(self, data: Any) -> list[Any]:
         # The decoder hands over one command per feed while handshaking, and refuses data
         # frames; a fault in a later frame is met after READY and the messages before it, as in
         # libzmq, which handles frame by frame.
@@ -402,7 +361,7 @@ class Connection:
         """The handshake is paused until ``zap_reply``."""
         return self.state is State.ZAP
 
-    def zap_reply(self, frames: list[bytes] | None) -> list:
+    def zap_reply(self, frames: list[bytes] | None) -> list[Any]:
         """Resume a handshake paused for ZAP with the handler's reply (None: no handler is
         bound); returns what ``receive_data`` would, and raises as it does."""
         if self.state is not State.ZAP:
@@ -425,16 +384,14 @@ class Connection:
             self.close()
             raise
 
-    def _completed(self, properties: dict[str, bytes]) -> list:
+    def _completed(self, properties: dict[str, bytes]) -> list[Any]:
         """The handshake is complete: READY, and whatever traffic followed it in the input."""
         ready = self._complete(properties)
         try:
-            rest = self._receive_traffic(b"")
+            rest, _ = self._receive_traffic(b"")
         except ProtocolError as exc:
             exc.messages = [ready, *exc.messages]
             raise
-        finally:
-            self.had_events = True  # READY is an event
         return [ready, *rest]
 
     def _complete(self, properties: dict[str, bytes]) -> Ready:
@@ -443,7 +400,7 @@ class Connection:
         try:
             peer_type = SocketType[raw_type.decode("ascii")]
         except (KeyError, UnicodeDecodeError):
-            raise HandshakeError(f"peer announced an unknown socket type {raw_type!r}") from None
+            raise InvalidMetadata(f"peer announced an unknown socket type {raw_type!r}") from None
         self._check_peer_type(peer_type)
         self.state = TRAFFIC
         self.decoder.handshaking = False
@@ -455,6 +412,7 @@ class Connection:
         self.peer = Ready(peer_type, identity, metadata, self._minor, properties=carried)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
         if self.mechanism.encrypts:
+            self._boxes = Boxes(self.mechanism, self._subscriptions_as_commands)
             self.encode = self._encode_boxed  # type: ignore[method-assign]
             self._receive_traffic = self._receive_boxed  # type: ignore[method-assign]
         if self._subscriptions_as_commands or self.mechanism.encrypts:
@@ -469,74 +427,33 @@ class Connection:
                 f"a {self.socket_type.name} socket cannot talk to a {peer_type.name} peer"
             )
 
-    def _receive_traffic(self, data: Any) -> list:
+    def _receive_traffic(self, data: Any) -> tuple[list[Any], bool]:
         try:
             items = self.decoder.feed(data)
         except ProtocolError as exc:
-            exc.messages = self._traffic(exc.messages, self.decoder.commands)
+            exc.messages = self._traffic(exc.messages, self.decoder.commands)[0]
             raise
         return self._traffic(items, self.decoder.commands)
 
-    def _receive_boxed(self, data: Any) -> list:
+    def _receive_boxed(self, data: Any) -> tuple[list[Any], bool]:
         """``_receive_traffic`` on an encrypted connection: every frame is a MESSAGE."""
+        boxes = self._boxes
+        assert boxes is not None  # swapped in with them (see _complete)
         try:
             items = self.decoder.feed(data)
         except ProtocolError as exc:
-            opened, _ = self._unbox(exc.messages)
+            opened, _ = boxes.open(exc.messages)
             exc.messages = [item for item in opened if item.__class__ is not Command]
             raise
-        opened, commands = self._unbox(items)
+        opened, commands = boxes.open(items)
         return self._traffic(opened, commands)
 
-    def _unbox(self, items: list) -> tuple[list, bool]:
-        """Open MESSAGE frames into messages and commands; whether any is a command.  A fault
-        raises with the messages opened before it."""
-        decode = self.mechanism.decode_frame
-        parts = self._boxed_parts
-        out: list = []
-        commands = False
-        try:
-            for item in items:
-                if item.__class__ is bytes:
-                    flags, data = decode(item)
-                elif item.__class__ is Command and item.name == b"MESSAGE":  # sent as a command
-                    flags, data = decode(b"\x07MESSAGE" + item.data)
-                else:
-                    raise UnexpectedFrame(
-                        "unencrypted frame on a CURVE connection"
-                        if item.__class__ is not Command
-                        else f"unencrypted {item.name!r} command on a CURVE connection"
-                    )
-                if flags & _BOX_COMMAND:
-                    if flags & _BOX_MORE or parts is not None:
-                        raise ProtocolError("command inside a multipart message")
-                    out.append(parse_command(data))
-                    commands = True
-                elif flags & _BOX_MORE:
-                    if parts is None:
-                        parts = [data]
-                    else:
-                        parts.append(data)
-                elif parts is None:
-                    out.append(data)
-                else:
-                    parts.append(data)
-                    out.append(parts)
-                    parts = None
-        except ProtocolError as exc:
-            exc.messages = [item for item in out if item.__class__ is not Command]
-            raise
-        finally:
-            self._boxed_parts = parts
-        return out, commands
-
-    def _traffic(self, items: list, commands: bool) -> list:
-        """Handle the commands among decoded items; messages pass through untouched."""
+    def _traffic(self, items: list[Any], commands: bool) -> tuple[list[Any], bool]:
+        """Handle the commands among decoded items; messages pass through untouched.  Returns
+        the items and whether events may be among them (only when there were commands)."""
         if not commands:
-            self.had_events = False
-            return items
-        self.had_events = True
-        out: list = []
+            return items, False
+        out: list[Any] = []
         try:
             for item in items:
                 if item.__class__ is not Command:
@@ -557,12 +474,4 @@ class Connection:
         except ProtocolError as exc:
             exc.messages = out
             raise
-        return out
-
-
-def _legacy_socket_type(number: int) -> SocketType:
-    """The socket type a ZMTP 2.0 greeting announces: RFC 15's numbers, which are libzmq's (an
-    XPUB or XSUB sends its own, 9 or 10)."""
-    if number not in VALID_PEERS:
-        raise HandshakeError(f"peer announced an unknown socket type {number}")
-    return SocketType(number)
+        return out, True

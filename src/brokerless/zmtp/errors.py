@@ -8,6 +8,8 @@ HANDSHAKE_FAILED_AUTH with the ZAP status, :class:`ZapUnavailable` as HANDSHAKE_
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..constants import Event
 
 _E = Event
@@ -16,11 +18,13 @@ _E = Event
 class ProtocolError(Exception):
     """The peer broke ZMTP; the connection must be closed (the reason goes to the monitor).
 
-    ``messages`` holds the whole messages decoded from the same input before the fault: they
-    arrived intact and are delivered before the connection closes (as libzmq does).
+    ``code`` is what the monitor reports with HANDSHAKE_FAILED_PROTOCOL (each subclass has its
+    own; a raise site may give a more precise one).  ``messages`` holds the whole messages
+    decoded from the same input before the fault, as ``http.client.IncompleteRead`` holds its
+    ``partial``: they arrived intact and are delivered before the connection closes (as libzmq
+    does, frame by frame).
     """
 
-    messages: list = []
     #: HANDSHAKE_FAILED_PROTOCOL's value for this error.
     code: int = _E.PROTOCOL_ERROR_ZMTP_UNSPECIFIED
 
@@ -28,6 +32,7 @@ class ProtocolError(Exception):
         super().__init__(reason)
         if code is not None:
             self.code = code
+        self.messages: list[Any] = []
 
 
 class HandshakeError(ProtocolError):
@@ -39,6 +44,26 @@ class UnexpectedFrame(HandshakeError):
     the mechanism does not know (libzmq's ZMTP_UNEXPECTED_COMMAND)."""
 
     code = _E.PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND
+
+
+class MalformedCommand(ProtocolError):
+    """A command frame that breaks the framing or the command syntax (empty, a bad name, the
+    MORE flag, a command inside a multipart message): ZMTP_MALFORMED_COMMAND_UNSPECIFIED."""
+
+    code = _E.PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED
+
+
+class MechanismMismatch(HandshakeError):
+    """The peer's greeting names another security mechanism, one we cannot use with what it
+    speaks, or none that can be read (ZMTP_MECHANISM_MISMATCH)."""
+
+    code = _E.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+
+
+class InvalidMetadata(HandshakeError):
+    """The peer's properties are not valid: an unknown socket type (ZMTP_INVALID_METADATA)."""
+
+    code = _E.PROTOCOL_ERROR_ZMTP_INVALID_METADATA
 
 
 class MessageTooLarge(ProtocolError):

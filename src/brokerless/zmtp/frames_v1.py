@@ -34,7 +34,7 @@ def frame_header_v1(size: int, more: bool = False) -> bytes:
     return b"\xff" + (size + 1).to_bytes(8, "big") + bytes((flags,))
 
 
-def encode_message_v1(out: list, msg: Any) -> None:
+def encode_message_v1(out: list[Any], msg: Any) -> None:
     """Append the ZMTP 1.0 frames of ``msg`` (a part, or a list of parts) to ``out``."""
     if msg.__class__ is list:
         last = len(msg) - 1
@@ -56,7 +56,7 @@ class V1FrameDecoder(FrameDecoder):
         super().__init__(max_msg_size)
         self._identity = True  # the next frame is the peer's identity
 
-    def _decode(self, view: Any, out: list) -> int:
+    def _decode(self, view: Any, out: list[Any]) -> int:
         parts = self._parts
         limit = frame_limit(self.max_msg_size)
         append = out.append

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .errors import HandshakeError
+from .errors import HandshakeError, MechanismMismatch
 
 SIGNATURE_SIZE = 10
 LEGACY_GREETING_SIZE = 12  # ZMTP 2.0 (and 1.0 with a revision octet): signature, revision, type
@@ -129,7 +129,7 @@ class GreetingExchange:
         self._secure = secure
         self._in = bytearray()
 
-    def receive(self, data: Any, out: list) -> Any:
+    def receive(self, data: Any, out: list[Any]) -> Any:
         """Take greeting octets from ``data`` and append what to send to ``out``; returns what
         follows the greeting in ``data`` (all that arrived, greeting included, from an
         unversioned ZMTP 1.0 peer), empty until the greeting is done."""
@@ -153,7 +153,7 @@ class GreetingExchange:
         received = self._in
         return received[0] != 0xFF or (len(received) == SIGNATURE_SIZE and not received[9] & 1)
 
-    def _step_complete(self, out: list) -> None:
+    def _step_complete(self, out: list[Any]) -> None:
         """Every octet the current step waits for is in: take the next step."""
         received = self._in
         step = self.step
@@ -179,7 +179,7 @@ class GreetingExchange:
 
     def _check_legacy(self, protocol: Protocol) -> None:
         if self._secure:
-            raise HandshakeError(
+            raise MechanismMismatch(
                 f"the peer speaks {protocol.value}, which has no security: the "
                 f"{self._mechanism.decode()} mechanism cannot be used with it"
                 + (" when it asks ZAP" if self._mechanism == b"NULL" else "")
@@ -198,7 +198,7 @@ def parse_greeting(data: bytes | bytearray) -> Greeting:
     """Parse a whole ZMTP 3 greeting (the first 64 octets the peer sent)."""
     mechanism = bytes(data[12:32]).rstrip(b"\x00")
     if not mechanism or any(c not in _MECHANISM_CHARS for c in mechanism):
-        raise HandshakeError(f"malformed ZMTP mechanism name {bytes(data[12:32])!r}")
+        raise MechanismMismatch(f"malformed ZMTP mechanism name {bytes(data[12:32])!r}")
     return Greeting(data[10], data[11], mechanism, bool(data[32] & 1))
 
 

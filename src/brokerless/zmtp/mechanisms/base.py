@@ -15,7 +15,7 @@ A mechanism that ``encrypts`` (CURVE) also boxes every frame of the traffic: see
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..commands import ERROR, Command, command_body, error_data, parse_error
 from ..errors import (
@@ -63,6 +63,16 @@ class Mechanism:
         """Handle one handshake command: bodies to send, and the peer's properties once the
         handshake is complete (None while it is not).  Raises ``ProtocolError`` to refuse."""
         raise NotImplementedError
+
+    # A mechanism that ``encrypts`` boxes each frame of the traffic:
+
+    def encode_frame(self, flags: int, data: Any) -> bytes | bytearray:
+        """One frame of the traffic as the MESSAGE command that carries it."""
+        raise NotImplementedError(f"{self.name.decode()} does not encrypt the traffic")
+
+    def decode_frame(self, body: bytes) -> tuple[int, bytes]:
+        """Flags and data of one MESSAGE command body."""
+        raise NotImplementedError(f"{self.name.decode()} does not encrypt the traffic")
 
     def zap_replied(self, reply: ZapReply | None) -> tuple[list[bytes], dict[str, bytes] | None]:
         """The handler's answer to ``zap_request`` (None: no handler is bound); as ``receive``.

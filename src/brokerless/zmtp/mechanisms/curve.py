@@ -45,8 +45,9 @@ from typing import Any
 
 import nacl.bindings as sodium
 
-# PyNaCl's cffi module (libsodium itself) has no type stubs: ffi and lib are untyped.
-from nacl._sodium import ffi as _ffi  # type: ignore[import-not-found]
+# PyNaCl's cffi module (libsodium itself) has no type stubs (pyproject.toml's mypy override):
+# ffi and lib are untyped.
+from nacl._sodium import ffi as _ffi
 from nacl._sodium import lib as _lib
 from nacl.exceptions import CryptoError
 

@@ -1,0 +1,127 @@
+"""Waiting: how a socket's thread blocks until it can send or receive, or a poll is answered.
+
+Theory of operation
+-------------------
+A call that cannot proceed (no message; every pipe at its HWM) waits on the socket's mailbox
+for a command that may change that -- a pipe activated, a new pipe, the context terminating --
+then tries again, until RCVTIMEO/SNDTIMEO runs out (``Again``) or forever.  The wait is
+``select.poll`` on the mailbox's descriptor or a lock (see :mod:`brokerless.mailbox`); either
+way Ctrl-C interrupts it.
+
+Lent input: a REQ or REP about to wait for its reply with one tcp/ipc peer reads that
+connection itself while it waits (the connection's input is *lent* to the socket's thread, see
+"Lent input" in :mod:`brokerless.transport.engine`), so a round trip needs no hand-over to the
+I/O thread, whose turn may be a GIL switch away.  The socket asks for the loan through the
+pipe's ``source`` (the connection that feeds it), never through the transport's objects.
+"""
+
+from __future__ import annotations
+
+import select
+from collections.abc import Callable
+from typing import Any
+
+from ..constants import Flag, PollEvent, SocketOption
+from ..deadline import Deadline
+from ..errno import EAGAIN
+from ..error import Again
+from ..pipe import InputLoan
+from .state import SocketState
+
+NOBLOCK = int(Flag.NOBLOCK)
+POLLIN = int(PollEvent.POLLIN)
+POLLOUT = int(PollEvent.POLLOUT)
+
+
+class WaitingMixin(SocketState):
+    """Blocking and polling (see the module docstring)."""
+
+    __slots__ = ()
+
+    #: (the input last borrowed, a poll object watching its descriptor and our mailbox)
+    _lent_poll: tuple[InputLoan, select.poll] | None
+
+    def _wait_for(
+        self,
+        attempt: Callable[[], Any],
+        flags: int,
+        timeout_option: SocketOption,
+        reading: bool = False,
+    ) -> Any:
+        """Retry ``attempt`` as commands arrive until it returns something other than None (an
+        empty message ``b""`` is a result too) or time runs out.
+        ``reading``: waiting for a message, so with one network peer this thread reads the
+        connection itself while it waits (see ``_wait_reading``)."""
+        if flags & NOBLOCK:
+            raise Again(EAGAIN, "Resource temporarily unavailable")
+        deadline = Deadline(self._options[timeout_option])
+        mailbox = self._mailbox
+        while True:
+            self._process_commands()
+            result = attempt()
+            if result is not None:
+                return result
+            wait_ms = deadline.wait_ms()
+            if wait_ms is None:
+                raise Again(EAGAIN, "Resource temporarily unavailable")
+            if not (reading and self._wait_reading(wait_ms)):
+                mailbox.wait(wait_ms)
+
+    def _wait_reading(self, wait_ms: int) -> bool:
+        """Wait for a command or for data on the connection behind this socket's only pipe,
+        reading that data here -- no hand-over to the I/O thread, whose turn may be a GIL
+        switch away (see "Lent input" in :mod:`brokerless.transport.engine`).  Lock-step
+        sockets only (REQ, REP: each wait is for one reply): a stream's receiver is better
+        served by the I/O thread reading ahead in large batches.  False when there is no such
+        connection or it cannot be lent now: then wait as usual."""
+        if len(self._pipes) != 1 or not self._pattern.lock_step:
+            return False
+        (pipe,) = self._pipes
+        source = pipe.source
+        loan = None if source is None else source.lend_input()
+        if loan is None:
+            return False
+        mailbox = self._mailbox
+        lent_poll = self._lent_poll
+        if lent_poll is None or lent_poll[0] is not loan:
+            poller = select.poll()
+            poller.register(loan.fileno, select.POLLIN)
+            poller.register(mailbox.fileno(), select.POLLIN)
+            self._lent_poll = lent_poll = (loan, poller)
+        pipe.hold_reader_awake()  # what we read goes into the pipe unsignalled: we look next
+        try:
+            mailbox.use_fd()
+            if mailbox.commands:
+                return True
+            for fd, _ in lent_poll[1].poll(wait_ms):
+                if fd == loan.fileno:
+                    loan.read_lent()
+                else:
+                    mailbox.clear_fd()
+        finally:
+            loan.return_input()
+            self._pattern.read_activated(pipe)
+        return True
+
+    def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:
+        """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events."""
+        if self._fault is not None:
+            raise self._fault()
+        deadline = Deadline(timeout)
+        while True:
+            events = self._events() & flags
+            if events:
+                return events
+            wait_ms = deadline.wait_ms()
+            if wait_ms is None:
+                return 0
+            self._mailbox.wait(wait_ms)
+
+    def _events(self) -> int:
+        self._process_commands()
+        events = 0
+        if self._rx_parts is not None or self._pattern.xhas_in():
+            events |= POLLIN
+        if self._tx_parts is not None or self._pattern.xhas_out():
+            events |= POLLOUT
+        return events

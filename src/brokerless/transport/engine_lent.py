@@ -1,0 +1,128 @@
+"""Lent input: the socket's thread reads its connection itself while it waits for a reply.
+
+Theory of operation
+-------------------
+A message that has to wait for the I/O thread to get the GIL costs a thread hand-over -- the
+whole latency budget of a request and its reply.  So a REQ's or REP's thread about to block in
+``recv`` with one network peer borrows the connection's input (``lend_input``, asked through
+the pipe's source, :class:`~brokerless.pipe.InputSource`): the I/O thread stops watching the
+descriptor, the socket's thread polls it together with its own mailbox and decodes what arrives
+straight into the pipe (``read_lent``, into that thread's own read buffer), then gives the input
+back (``return_input``).
+
+The hand-over, step by step:
+
+* ``lend_input`` takes ``in_lock`` (or fails: the I/O thread is reading), checks the
+  connection is in traffic with nothing waiting for room in the pipe, and under
+  ``_interest_lock`` sets ``_lent`` and drops READ from the selector.  ``in_lock`` stays held
+  by the borrower until it gives the input back.
+* ``read_lent`` reads and decodes; what only the I/O thread may handle -- events (PING),
+  protocol errors, a broken connection, the end of the stream -- is left to it in order:
+  events are queued for ``restart_input`` with reading stopped, so nothing read later
+  overtakes them.
+* ``return_input`` clears ``_lent`` and restores READ, then releases ``in_lock``; a
+  ``restart_input`` that found the lock taken meanwhile (``_restart_wanted``) runs again on
+  the I/O thread, which then wakes the socket's thread.
+* Closing while lent wakes the borrower (a WAKE command), who closes the descriptor when it
+  gives the input back, so a descriptor is never closed under a poll.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..io.thread import READ_BUFFER_SIZE
+from ..mailbox import WAKE
+from ..zmtp import TRAFFIC, ProtocolError
+from .engine_state import EngineState
+
+
+class LentInputMixin(EngineState):
+    """Lending the input to the socket's thread (see the module docstring)."""
+
+    def lend_input(self) -> bool:
+        """Let the calling socket thread read the descriptor (``read_lent``) until it calls
+        ``return_input``; False when the I/O thread must go on reading (busy, not in traffic,
+        input stopped at the HWM or waiting for the I/O thread)."""
+        if not self.in_lock.acquire(False):
+            return False
+        with self._interest_lock:
+            if self.alive and self._reading and not self._pending_in and self.conn.state is TRAFFIC:
+                self._lent = True
+                self._update_interest()
+                return True
+        self._release_input()
+        return False
+
+    def return_input(self) -> None:
+        """The borrower is done: the I/O thread watches the descriptor again (or, if the
+        engine was closed meanwhile, the borrower closes it)."""
+        with self._interest_lock:
+            self._lent = False
+            if self.alive:
+                self._update_interest()
+            else:
+                self._close_socket()
+        self._release_input()
+
+    def _release_input(self) -> None:
+        self.in_lock.release()
+        if self._restart_wanted:  # restart_input found the lock taken: it runs again now
+            self.io.call_soon(self._restart_and_wake)
+
+    def read_lent(self) -> None:
+        """Read and decode what the descriptor holds, into the pipe (the borrowing thread,
+        after its poll said readable; see the module docstring for what is left to the I/O
+        thread)."""
+        if not self.alive:
+            return
+        buf = _borrower_buffer()
+        try:
+            n = self.sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError, OSError):
+            return  # OSError: the connection broke; the I/O thread meets it and says why
+        if n == 0:
+            return  # the end of the stream stays readable for the I/O thread
+        self._last_rx = time.monotonic()
+        with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
+            try:
+                items, events = self.conn.receive(buf[:n])
+            except ProtocolError as exc:
+                self._reading = False
+                self.io.call_soon(self._protocol_failed, exc)
+                return
+            reply = self.conn.data_to_send()
+            if reply:
+                self._queue(reply)
+                self._write_direct(more_queued=False)
+        if not items:
+            return
+        if events:
+            self._pending_in = items
+            self._pending_events = True
+            self._reading = False
+            self.io.call_soon(self._restart_and_wake)
+        else:
+            self._push_run(items, 0, len(items), False)
+
+    def _restart_and_wake(self, _: Any = None) -> None:
+        """The I/O thread's part of a lent read that left work here (events to deliver, or a
+        restart_input that found the input lent): do it, then wake the socket's thread, which
+        may borrow the input again."""
+        self.restart_input()
+        if self.alive:
+            self.session.socket.post(WAKE, None)
+
+
+_borrowers = threading.local()
+
+
+def _borrower_buffer() -> memoryview:
+    """The read buffer of a thread that reads a lent input (made on its first lent read)."""
+    try:
+        buffer: memoryview = _borrowers.buffer
+    except AttributeError:
+        buffer = _borrowers.buffer = memoryview(bytearray(READ_BUFFER_SIZE))
+    return buffer

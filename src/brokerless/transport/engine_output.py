@@ -1,0 +1,157 @@
+"""An engine's output: the socket's messages, encoded in batches, onto the descriptor.
+
+Theory of operation
+-------------------
+The I/O thread takes every message waiting in the pipe (up to a batch limit sized by the last
+message, about :data:`BATCH_BYTES`), encodes them into one list of buffers (small frames
+joined, bodies of :data:`ZERO_COPY_MIN` octets or more passed by reference) and writes it with
+one ``sendmsg``.  What the kernel does not take waits for EVENT_WRITE; when the pipe is empty
+the engine goes idle until the pipe signals a new message (``restart_output``).  A full batch
+means more may wait: the rest is queued behind the I/O thread's other work, so connections
+sharing the thread (a PUB's subscribers) take turns.
+
+Direct output: the socket's thread, having just queued into an idle connection, writes it to
+the OS socket itself (``try_direct_output``), so a sparse flow costs no hand-over to the I/O
+thread.  Whatever the kernel does not take, and any messages queued behind, are left to the
+I/O thread (``_after_direct``).  ``out_lock`` is held by whichever thread writes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from ..zmtp import TRAFFIC
+from .engine_state import EngineState
+
+BATCH_BYTES = 256 * 1024
+BATCH_MESSAGES = 4096
+ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
+IOV_MAX = 512
+
+
+class OutputMixin(EngineState):
+    """Batched and direct output (see the module docstring)."""
+
+    def _queue(self, data: bytes) -> None:
+        if data:
+            self._out.append(data)
+
+    def try_direct_output(self, settle: bool) -> bool:
+        """The socket's thread, having just queued into an idle connection, writes it to the
+        OS socket itself: no hand-over to the I/O thread, no wait for the GIL.  For a socket
+        whose every send is followed by a wait for a reply (``settle``: REQ, REP) that is all:
+        once the pipe is empty its next message is signalled again, and the I/O thread has
+        nothing to do.  Otherwise more sends may follow at once: the pipe's reader stays awake,
+        so they are not signalled (and written) one by one, and the I/O thread is asked once
+        to take them in batches -- as it is to finish a write the kernel took only part of.
+        Returns False when the I/O thread must do it all (busy connection, handshake not
+        done)."""
+        lock = self.out_lock
+        if not lock.acquire(False):
+            return False
+        try:
+            if not self.alive or self.conn.state is not TRAFFIC or self._out:
+                return False
+            msgs, asleep = self.session.pull_queued(BATCH_MESSAGES, settle)
+            self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
+            self._write_direct(more_queued=not asleep)
+        finally:
+            lock.release()
+        return True
+
+    def _write_direct(self, more_queued: bool) -> None:
+        """Write what is queued from the socket's thread (``out_lock`` held).  What the kernel
+        does not take, messages still queued in the pipe (``more_queued``) and a broken
+        connection (met again, and closed, on its turn) are left to the I/O thread."""
+        try:
+            self._send_out()
+        except OSError:
+            pass
+        if more_queued or self._out:
+            self.io.call_soon(self._after_direct)
+
+    def _after_direct(self, _: Any) -> None:
+        """The I/O thread's turn after a direct write: finish what the kernel did not take,
+        then take what was queued behind it (the pipe's reader was left awake, so nothing else
+        will announce those messages)."""
+        with self.out_lock:
+            if self._out:
+                self._flush()
+            if not self._out:
+                self.restart_output()
+
+    def restart_output(self, _: Any = None) -> None:
+        """Write one batch of what waits in the pipe (see the module docstring)."""
+        with self.out_lock:
+            self._restart_output()
+
+    def _restart_output(self) -> None:
+        if not self.alive or self.conn.state is not TRAFFIC or self._out:
+            return
+        session = self.session
+        msgs = session.pull_many(self._batch_limit)
+        if len(msgs) == self._batch_limit:
+            self.io.call_soon(self.restart_output)  # more may wait: after the others' turns
+        elif not msgs:
+            session.output_flushed(self)  # the pipe is empty: its next message wakes us
+            return
+        self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
+        self._batch_limit = _batch_limit(msgs[-1])
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write what the kernel takes; wait for EVENT_WRITE for the rest (I/O thread only)."""
+        try:
+            self._send_out()
+        except OSError as exc:
+            self.fail(f"connection error: {exc.strerror or exc}")
+            return
+        writing = bool(self._out)
+        if writing != self._writing and self.alive:
+            self._writing = writing
+            with self._interest_lock:
+                self._update_interest()
+        if not writing:
+            self.session.output_flushed(self)
+
+    def _send_out(self) -> None:
+        """``sendmsg`` the queued buffers until done or the kernel pushes back (any thread,
+        with ``out_lock`` held); OSError for a broken connection."""
+        out = self._out
+        sock = self.sock
+        while out:
+            try:
+                n = sock.sendmsg(out if len(out) <= IOV_MAX else list(_head(out)))
+            except (BlockingIOError, InterruptedError):
+                return
+            while n:
+                first = out[0]
+                size = len(first)
+                if size <= n:
+                    out.popleft()
+                    n -= size
+                else:
+                    out[0] = memoryview(first)[n:]
+                    n = 0
+
+
+def _batch_limit(msg: Any) -> int:
+    """How many messages like ``msg`` make one batch (about BATCH_BYTES, at most
+    BATCH_MESSAGES): the next batch is sized by the last message of this one."""
+    size = len(msg) if msg.__class__ is not list else sum(map(len, msg))
+    return max(1, min(BATCH_MESSAGES, BATCH_BYTES // (size + 1)))
+
+
+def _buffer(part: Any) -> Any:
+    """The raw buffer of a message part (a Frame is not a buffer on Python 3.11)."""
+    buffer = getattr(part, "buffer", None)
+    return buffer if buffer is not None else part
+
+
+def _head(out: deque[Any]) -> Iterator[Any]:
+    for i, buf in enumerate(out):
+        if i == IOV_MAX:
+            return
+        yield buf

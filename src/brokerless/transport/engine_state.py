@@ -1,0 +1,150 @@
+"""What the parts of an engine share, and what an engine needs of its session and protocol.
+
+:class:`~.engine.Engine` is assembled from parts with one job each -- output
+(:mod:`.engine_output`), lent input (:mod:`.engine_lent`), handshake deadline and heartbeats
+(:mod:`.engine_liveness`) -- over the state declared here once.
+
+Threads and locks.  An engine lives in its I/O thread, but the socket's thread writes to it
+directly (direct output) and reads from it while it waits for a reply (lent input).  Three
+locks keep that straight, always taken in this order when nested:
+
+1. ``in_lock`` -- whoever reads the descriptor and decodes (either thread; the other only
+   tries it and backs off);
+2. ``out_lock`` -- whoever encodes and writes (re-entrant: the I/O thread's paths nest);
+3. ``_interest_lock`` -- the selector registration and the hand-over of the descriptor
+   (``_lent``, closing).
+"""
+
+from __future__ import annotations
+
+import socket as pysocket
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..constants import Event
+
+if TYPE_CHECKING:
+    from ..io import IOThread, Timer
+    from ..pipe import Pipe
+    from ..zmtp import ProtocolError, Ready, State
+    from .port import SocketPort
+    from .zap import ZapClient
+
+
+class EngineOwner(Protocol):
+    """What an engine needs of its session (the session implements it)."""
+
+    socket: SocketPort
+    endpoint: str
+    pipe: Pipe | None
+
+    def push_many(self, msgs: list[Any]) -> int:
+        """Messages from the wire into the pipe; how many it took."""
+
+    def pull_many(self, limit: int) -> list[Any]:
+        """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
+
+    def pull_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
+        """What the socket queued now, for a direct write from its thread."""
+
+    def output_flushed(self, engine: Any) -> None: ...
+
+    def engine_ready(self, engine: Any, peer: Ready) -> None: ...
+
+    def engine_failed(self, engine: Any, reason: str, code: int = 0, event: int = 0) -> None: ...
+
+
+class Wire(Protocol):
+    """The protocol an engine speaks: ZMTP (:class:`~brokerless.zmtp.Connection`) or raw bytes
+    (:class:`~.raw.RawConnection`)."""
+
+    state: State
+    peer: Ready | None
+
+    @property
+    def heartbeats(self) -> bool: ...
+
+    @property
+    def zap_waiting(self) -> bool: ...
+
+    def receive(self, data: bytes | bytearray | memoryview) -> tuple[list[Any], bool]: ...
+
+    def data_to_send(self) -> bytes: ...
+
+    def encode_batch(self, msgs: list[Any], zero_copy_min: int, as_buffer: Any = None) -> list[Any]:
+        """The wire form of ``msgs`` as few buffers."""
+
+    def zap_reply(self, frames: list[bytes] | None) -> list[Any]: ...
+
+    def send_ping(self, ttl_deciseconds: int, context: bytes = b"") -> None: ...
+
+    def close(self) -> None: ...
+
+
+class EngineState:
+    """The state every part of an engine uses (see the module docstring)."""
+
+    io: IOThread
+    session: EngineOwner
+    sock: pysocket.socket
+    conn: Wire
+    fileno: int
+    alive: bool
+    #: Buffers accepted for writing, not yet taken by the kernel.
+    _out: deque[Any]
+    #: Decoded items the pipe had no room for, and whether events may be among them.
+    _pending_in: list[Any]
+    _pending_events: bool
+    _batch_limit: int
+    _reading: bool
+    _input_stopped: bool
+    _writing: bool
+    _events: int
+    _timers: dict[str, Timer]
+    _last_rx: float
+    out_lock: threading.RLock
+    in_lock: threading.RLock
+    _interest_lock: threading.Lock
+    #: The socket's thread reads the descriptor (see :mod:`.engine_lent`).
+    _lent: bool
+    #: restart_input found the input lent: run it again once it is given back.
+    _restart_wanted: bool
+    _zap: ZapClient | None
+
+    # Implemented by the engine or one of its parts; declared for the others to call.
+
+    def fail(
+        self, reason: str, code: int = 0, event: int = Event.HANDSHAKE_FAILED_PROTOCOL
+    ) -> None:
+        raise NotImplementedError
+
+    def _update_interest(self) -> None:
+        raise NotImplementedError
+
+    def _set_reading(self, reading: bool) -> None:
+        raise NotImplementedError
+
+    def _push_run(self, items: list[Any], lo: int, hi: int, events: bool) -> bool:
+        raise NotImplementedError
+
+    def _protocol_failed(self, exc: ProtocolError) -> None:
+        raise NotImplementedError
+
+    def _close_socket(self) -> None:
+        raise NotImplementedError
+
+    def restart_input(self, _: Any = None) -> None:
+        raise NotImplementedError
+
+    def restart_output(self, _: Any = None) -> None:
+        raise NotImplementedError
+
+    def _queue(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> None:
+        raise NotImplementedError
+
+    def _write_direct(self, more_queued: bool) -> None:
+        raise NotImplementedError
