@@ -417,7 +417,7 @@ def log(text: str) -> None:
 
 def environment(impls: dict[str, dict[str, str]]) -> list[str]:
     """Lines saying how and where the figures were produced."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     versions = []
     for info in impls.values():
         text = f"{DISPLAY.get(info['impl'], info['impl'])} {info['version']}"

@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     header = [
         f"- Command: `{shlex.join(sys.orig_argv)}`",
-        f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- {versions(spark_version)}",
         f"- Machine: {cpu_model()}, {platform.platform()}",
         *condition.lines(),

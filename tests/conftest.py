@@ -142,14 +142,47 @@ def pytest_pyfunc_call(pyfuncitem):
     if not inspect.iscoroutinefunction(test):
         return None
     kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-
-    async def bounded():
-        async with asyncio.timeout(ASYNC_TIMEOUT):
-            await test(**kwargs)
-
-    with asyncio.Runner(loop_factory=pyfuncitem.callspec.params["loop_factory"]) as runner:
-        runner.run(bounded())
+    _run_bounded(test(**kwargs), pyfuncitem.callspec.params["loop_factory"])
     return True
+
+
+if sys.version_info >= (3, 11):
+
+    def _run_bounded(coroutine, loop_factory):
+        """Run ``coroutine`` to its end on a new loop, failing after ``ASYNC_TIMEOUT``."""
+
+        async def bounded():
+            async with asyncio.timeout(ASYNC_TIMEOUT):
+                await coroutine
+
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(bounded())
+
+else:  # Python 3.10 has neither asyncio.Runner nor asyncio.timeout
+
+    def _run_bounded(coroutine, loop_factory):
+        """Run ``coroutine`` to its end on a new loop, failing after ``ASYNC_TIMEOUT``; then
+        cancel what it left running and close the loop, as asyncio.Runner does."""
+        loop = asyncio.new_event_loop() if loop_factory is None else loop_factory()
+        if loop_factory is None:
+            asyncio.set_event_loop(loop)
+
+        async def bounded():
+            await asyncio.wait_for(coroutine, ASYNC_TIMEOUT)
+
+        try:
+            loop.run_until_complete(bounded())
+        finally:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            if loop_factory is None:
+                asyncio.set_event_loop(None)
+            loop.close()
 
 
 def _free_port() -> int:

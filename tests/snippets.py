@@ -68,14 +68,22 @@ def snippets(path: Path) -> list[Snippet]:
     return found
 
 
-def environment() -> dict[str, str]:
-    """This environment as an activated virtual environment has it: this Python's ``bin``
-    first on PATH (so ``python``, ``brokerless`` and Spark's Python workers are this venv's)."""
+def environment(activated: bool = True) -> dict[str, str]:
+    """This environment with this Python's virtual environment activated, as after ``source
+    .venv/bin/activate``: its ``bin`` first on PATH (so ``python`` and ``brokerless`` are this
+    venv's); or not activated, as for ``.venv/bin/python script.py`` from a plain shell: its
+    ``bin`` nowhere on PATH, so whatever the program starts (Spark's Python workers) must find
+    this interpreter by itself.  Neither has PYTHONPATH or PySpark's interpreter variables (the
+    suite's own Spark sessions set PYSPARK_PYTHON in this process)."""
     env = dict(os.environ)
+    for name in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV"):
+        env.pop(name, None)
     bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-    env["VIRTUAL_ENV"] = str(Path(sys.executable).parent.parent)
-    env.pop("PYTHONPATH", None)
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir]
+    if activated:
+        path.insert(0, bin_dir)
+        env["VIRTUAL_ENV"] = str(Path(sys.executable).parent.parent)
+    env["PATH"] = os.pathsep.join(path)
     return env
 
 
@@ -87,8 +95,8 @@ class Running:
 
 
 def start(snippet: Snippet, cwd: Path) -> Running:
-    """Start ``snippet`` as a program in ``cwd``: Python with this interpreter, shell with
-    ``bash -e``."""
+    """Start ``snippet`` as a program in ``cwd``: Python with this interpreter, its virtual
+    environment not activated; shell with ``bash -e``, activated (see :func:`environment`)."""
     stem = f"snippet_{snippet.path.stem}_{snippet.line}"
     suffix = ".py" if snippet.language == "python" else ".sh"
     script = cwd / f"{stem}{suffix}"
@@ -99,7 +107,7 @@ def start(snippet: Snippet, cwd: Path) -> Running:
         process = subprocess.Popen(
             command,
             cwd=cwd,
-            env=environment(),
+            env=environment(activated=suffix == ".sh"),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -443,6 +444,27 @@ def test_ctrl_c_stops_a_socket_command_cleanly(context, kind):
     rebound.bind(f"{LOCAL}:{port}")
 
 
+@pytest.mark.parametrize("kind", ["pub", "push", "req", "dealer"])
+def test_ctrl_c_stops_a_sending_command_cleanly(context, kind):
+    """A command reading stdin (pub, push, dealer: waiting for the next line; req: waiting for
+    its reply) ends with 130 on Ctrl-C."""
+    peer = context.socket(
+        {"pub": libzmq.SUB, "push": libzmq.PULL, "req": libzmq.REP, "dealer": libzmq.ROUTER}[kind]
+    )
+    if kind == "pub":
+        peer.subscribe(b"")
+    port = peer.bind_to_random_port(LOCAL)
+    with started(kind, f"{LOCAL}:{port}", stdin=True) as process:
+        lines = 300 if kind == "pub" else 1  # a PUB drops lines until the subscription is in
+        for _ in range(lines):
+            process.stdin.write(b"m\n")
+            process.stdin.flush()
+            if peer.poll(100 if kind == "pub" else 30_000):
+                break
+        assert peer.recv_multipart(libzmq.NOBLOCK)[-1] == b"m"  # it is in its loop
+        interrupt(process)  # stdin still open: it waits for more input (req: for the reply)
+
+
 def test_ctrl_c_stops_a_push_waiting_to_deliver():
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never speaks ZMTP
         port = silent.getsockname()[1]
@@ -511,4 +533,16 @@ def test_demo_runs_the_spark_pipeline():
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert b"Equal to a plain collections.Counter over the same text." in done.stdout
+    out = done.stdout.decode()
+    assert "Equal to a plain collections.Counter over the same text." in out
+    # The live display's last line is the final state, and agrees with the final table (it
+    # showed the top bolt's last report before it, a little behind its counts).
+    progress = re.findall(r"^\[ *[\d.]+ s\] (.*)$", out, re.M)
+    last = re.fullmatch(
+        r"300/300 lines \(100%\), ([\d,]+) words counted, .*; top: (.*)", progress[-1]
+    )
+    assert last, progress
+    total = re.search(r"^Top 3 words of .* \(300 lines, ([\d,]+) words,", out, re.M)
+    assert total and total[1] == last[1], out
+    table = re.findall(r"^ +\d\. (\S+) +([\d,]+)$", out, re.M)
+    assert len(table) == 3 and last[2] == ", ".join(f"{w} {c}" for w, c in table), out

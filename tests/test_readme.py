@@ -19,8 +19,10 @@ The rules, by the marker on the nearest non-blank line before a block's opening 
   ``spark-submit`` lines (they need a Spark cluster) and the suite against pyzmq (the suite).
 
 Every snippet runs in one temporary directory (the shell block finds ``readme_topology.py``
-there), with this interpreter's ``bin`` first on PATH as in an activated virtual environment,
-and all of them start at once, so the file costs about as long as its slowest snippet (the
+there): a python block with this interpreter, its virtual environment not activated (as
+``.venv/bin/python snippet.py`` from a plain shell: the Spark ones must start Spark's Python
+workers on it by themselves), a shell block with it activated (``brokerless`` on PATH).  All of
+them start at once, so the file costs about as long as its slowest snippet (the
 two that start Spark).
 """
 

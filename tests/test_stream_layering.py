@@ -12,6 +12,7 @@ PUBLIC = (
     "brokerless.auth.thread",
     "brokerless.utils",
     "brokerless.utils.z85",
+    "brokerless._strenum",  # enum.StrEnum on every Python (3.10 lacks it): no messaging in it
 )
 #: Programs, which nothing imports: ``python -m brokerless.stream`` is the ``brokerless stream``
 #: command, which lives with the other commands (``brokerless.cli``) on top of every layer.

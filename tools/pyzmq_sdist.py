@@ -43,7 +43,9 @@ def download(cache: Path = CACHE) -> Path:
                 "download",
                 "--no-deps",
                 "--no-binary",
-                ":all:",
+                # not ":all:": pip 26 then builds pyzmq's build requirements from source too
+                # to read its metadata, and had not finished after 15 minutes
+                "pyzmq",
                 "-q",
                 f"pyzmq=={PYZMQ_VERSION}",
                 "-d",

@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from types import FunctionType, MemberDescriptorType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
@@ -46,6 +46,8 @@ from .socket import EndpointContext
 from .socket import Socket as SyncSocket
 
 if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
+
     from .frame import MessageTracker
 
 NOBLOCK = int(Flag.NOBLOCK)

@@ -18,7 +18,10 @@ import errno as _errno
 import socket as _socket
 from dataclasses import dataclass
 from enum import Enum, IntEnum, IntFlag
-from typing import Self
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
 
 
 class SocketType(IntEnum):

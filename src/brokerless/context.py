@@ -39,7 +39,7 @@ from .transport.inproc import InprocTransport
 from .transport.network import NetworkTransport
 
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self  # typing's from Python 3.11
 
     from .transport.port import SocketPort, Transport
 

@@ -71,7 +71,7 @@ def bench(
     if help_compare:
         command = [sys.executable, str(script), "--help"]
     # Its own process group: Ctrl-C reaches it once, from here, not also from the terminal.
-    process = subprocess.Popen(command, process_group=0)
+    process = subprocess.Popen(command, start_new_session=True)
     try:
         return process.wait()
     except KeyboardInterrupt:  # compare.py kills its running trial and exits

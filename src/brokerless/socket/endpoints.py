@@ -18,7 +18,7 @@ from ..transport import endpoint as _endpoint
 from .state import SocketState
 
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self  # typing's from Python 3.11
 
 _O = SocketOption
 

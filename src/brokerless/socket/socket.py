@@ -43,7 +43,7 @@ from .serialization import SerializationMixin
 from .state import SocketContext
 
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self  # typing's from Python 3.11
 
 _O = SocketOption
 

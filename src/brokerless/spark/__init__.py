@@ -75,10 +75,13 @@ def __getattr__(name: str) -> Any:
 
 
 def register(spark: SparkSession | None = None) -> None:
-    """Register ``format("brokerless")`` on ``spark`` (default: the active session)."""
+    """Register ``format("brokerless")`` on ``spark`` (default: the active session).  On a
+    local master its Python workers run this interpreter (unless ``PYSPARK_PYTHON`` says
+    otherwise), which imports brokerless."""
     from pyspark.sql import SparkSession
 
     from .datasource import BrokerlessDataSource
+    from .session import python_workers_on_this_interpreter
 
     session = spark or SparkSession.getActiveSession()
     if session is None:
@@ -86,6 +89,7 @@ def register(spark: SparkSession | None = None) -> None:
             "brokerless.spark.register(): no active Spark session; create one first "
             "(SparkSession.builder.getOrCreate()) or pass it: register(spark)"
         )
+    python_workers_on_this_interpreter(session.sparkContext)
     session.dataSource.register(BrokerlessDataSource)
 
 

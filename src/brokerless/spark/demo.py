@@ -67,7 +67,7 @@ def words(line: str) -> list[str]:
 @lru_cache(maxsize=4)
 def book_lines(limit: int | None = None) -> tuple[str, ...]:
     """The book's non-blank lines (the first ``limit`` of them), from the package's data."""
-    text = resources.files(__package__).joinpath("data", "sherlock.txt").read_text("utf-8")
+    text = resources.files(__package__).joinpath("data").joinpath("sherlock.txt").read_text("utf-8")
     lines = tuple(line for line in text.splitlines() if line.strip())
     return lines if limit is None else lines[:limit]
 
@@ -343,12 +343,16 @@ def _follow(run: Any, sub: zmq.SyncSocket, token: str, display: Display, timeout
         if now - shown >= display.refresh:
             shown = now
             stats = run.statistics()
-            display.show(stats["lines"].acked, stats["count"].processed, run.attempt,
-                         latest["top"])
+            lines_done = stats["lines"].acked
+            # Once every line is acked the top bolt has counted everything, but its latest
+            # report may be older: the last frame shows its final report instead (below).
+            if lines_done < display.total:
+                display.show(lines_done, stats["count"].processed, run.attempt, latest["top"])
     run.stop()  # the top bolt publishes its final report as it stops
     while sub.poll(10_000):
         report = _report(sub, token)
-        if report is not None and report["final"]:
+        if report is not None and report["final"]:  # the last frame agrees with the table
+            display.show(display.total, report["words"], run.attempt, report["top"])
             return report
     raise TimeoutError("the top bolt's final report did not arrive")
 

@@ -17,6 +17,7 @@ __all__ = [
     "barrier_refusal",
     "in_process",
     "is_local",
+    "python_workers_on_this_interpreter",
     "session_builder",
     "slot_shortage",
     "task_slots",
@@ -65,6 +66,17 @@ def session_builder(master: str, app_name: str = "brokerless") -> SparkSession.B
             )
         )
     return builder
+
+
+def python_workers_on_this_interpreter(sc: SparkContext) -> None:
+    """On a local master, start Spark's Python workers with this interpreter unless
+    ``PYSPARK_PYTHON`` names one.  PySpark's default is ``python3`` from PATH, which from a
+    virtual environment that is not activated (``.venv/bin/python job.py``) cannot import
+    brokerless; ``session_builder`` does this for the sessions it builds, this for a session
+    built elsewhere.  Python functions take the interpreter when they are made, so call it
+    before registering or defining them."""
+    if is_local(master_url(sc)) and "PYSPARK_PYTHON" not in os.environ:
+        sc.pythonExec = sys.executable
 
 
 def master_url(sc: SparkContext) -> str:
@@ -159,10 +171,12 @@ def session_for(
 ) -> tuple[SparkSession, bool]:
     """The session to run on, and whether the run started it (and so stops it)."""
     if spark is not None:
+        python_workers_on_this_interpreter(spark.sparkContext)
         return spark, False
     if master is None:
         active = SparkSession.getActiveSession()
         if active is not None:
+            python_workers_on_this_interpreter(active.sparkContext)
             return active, False
         master = f"local[{workers}]"
     existed = SparkContext._active_spark_context is not None

@@ -20,10 +20,11 @@ checkpoint.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from brokerless._strenum import StrEnum
 
 if TYPE_CHECKING:
     from .config import Config
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 DEFAULT_STREAM = "default"
 
 
-class ComponentKind(enum.StrEnum):
+class ComponentKind(StrEnum):
     """What a component of a topology is: a user's spout or bolt, or the system's acker.  Its
     value is the name metrics and the UI show."""
 

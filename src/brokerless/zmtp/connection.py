@@ -64,9 +64,9 @@ greeting shows what it speaks, as libzmq does (CVE-2014-9721).
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Any
 
+from .._strenum import StrEnum
 from ..constants import SocketType
 from .boxes import BOX_COMMAND, Boxes
 from .commands import (

@@ -3,7 +3,6 @@ end takes in (see the package doc)."""
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import hmac
 import os
@@ -12,6 +11,7 @@ import struct
 from typing import Any
 
 import brokerless as zmq
+from brokerless._strenum import StrEnum
 
 WORKER_POLL = 0.05  # seconds a worker waits for a command before reporting its events
 HEARTBEAT_MS = 1000
@@ -24,7 +24,7 @@ MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 MONITOR_HEADER = struct.Struct("=HI")
 
 
-class Kind(enum.StrEnum):
+class Kind(StrEnum):
     """What a control message is: its first item (see the package doc for each one's fields
     and direction).  ``ACTIVITY`` and ``STATS`` go both ways: the question, then each answer."""
 

@@ -65,7 +65,7 @@ class TopologyUI:
         self.refresh = refresh
         self._started = time.monotonic()
         self._topology = json.dumps(describe_topology(run)).encode()
-        self._page = resources.files(__package__).joinpath("static", _PAGE).read_bytes()
+        self._page = resources.files(__package__).joinpath("static").joinpath(_PAGE).read_bytes()
         self._lock = threading.Lock()
         self._stats: bytes | None = None
         self._stats_at = 0.0
