@@ -185,3 +185,36 @@ def test_requests_beyond_the_hwm_are_answered_in_order_while_a_thread_waits_in_r
         replies = [body for _, body in _read_frames(raw, 2 * count)[1::2]]
     assert replies == [b"%d" % i for i in range(count)]
     assert echo.result() == replies
+
+
+def test_a_peer_that_leaves_while_a_thread_waits_in_recv_is_dropped_without_spinning(make):
+    """The only peer closes while the REP's thread waits for its request: the end of the stream
+    is the I/O thread's to read (it reports DISCONNECTED), and the waiting thread goes on
+    waiting quietly -- it once took the input back at every look, so the I/O thread never read
+    the end and the thread spun on the readable descriptor for as long as it waited."""
+    rep = make(zmq.REP)
+    monitor = rep.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    addr = bind(rep, "tcp://127.0.0.1:*")
+    cpu: list[float] = []
+
+    def wait_for_a_request() -> None:
+        rep.setsockopt(zmq.RCVTIMEO, 2000)
+        start = time.thread_time()
+        try:
+            rep.recv()
+        except zmq.Again:
+            pass
+        cpu.append(time.thread_time() - start)
+
+    with _raw_req(addr) as raw:
+        assert _events(monitor, zmq.EVENT_HANDSHAKE_SUCCEEDED)[-1:] == [
+            zmq.EVENT_HANDSHAKE_SUCCEEDED
+        ]
+        waiter = threading.Thread(target=wait_for_a_request, daemon=True)
+        waiter.start()
+        raw.sendall(frame(b"", more=True))  # part of a request: the thread reads it, waits on
+        raw.close()
+    assert _events(monitor, zmq.EVENT_DISCONNECTED)[-1:] == [zmq.EVENT_DISCONNECTED]
+    waiter.join(DEADLINE * 2)
+    assert not waiter.is_alive()
+    assert cpu[0] < 0.5, f"the waiting thread used {cpu[0]:.1f} s of CPU in 2 s"

@@ -107,6 +107,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._interest_lock = threading.Lock()
         self._lent = False
         self._restart_wanted = False
+        self._ended = False
         self._zap = None
         self._peer_address: bytes | None = None
 

@@ -49,7 +49,13 @@ class LentInputMixin(EngineState):
         if not self.in_lock.acquire(False):
             return False
         with self._interest_lock:
-            if self.alive and self._reading and not self._pending_in and self.conn.state is TRAFFIC:
+            if (
+                self.alive
+                and self._reading
+                and not self._ended
+                and not self._pending_in
+                and self.conn.state is TRAFFIC
+            ):
                 self._lent = True
                 self._update_interest()
                 return True
@@ -81,10 +87,17 @@ class LentInputMixin(EngineState):
         buf = _borrower_buffer()
         try:
             n = self.sock.recv_into(buf)
-        except (BlockingIOError, InterruptedError, OSError):
-            return  # OSError: the connection broke; the I/O thread meets it and says why
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # the connection broke: the I/O thread meets it and says why
+            self._ended = True
+            return
         if n == 0:
-            return  # the end of the stream stays readable for the I/O thread
+            # The end of the stream stays readable for the I/O thread, and the input is not
+            # lent again: a borrower that took it back at once would keep the I/O thread from
+            # ever reading the end (it finds in_lock taken), and spin on the readable EOF.
+            self._ended = True
+            return
         self._last_rx = time.monotonic()
         with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
             try:

@@ -110,6 +110,8 @@ class EngineState:
     _lent: bool
     #: restart_input found the input lent: run it again once it is given back.
     _restart_wanted: bool
+    #: A lent read met the end of the stream (or a broken connection): never lent again.
+    _ended: bool
     _zap: ZapClient | None
 
     # Implemented by the engine or one of its parts; declared for the others to call.
