@@ -114,7 +114,6 @@ def _mechanism(kind: int, as_server: bool) -> object:
     if as_server:
         return partial(
             curve.CurveServer,
-            public_key=SERVER_PUBLIC,
             secret_key=SERVER_SECRET,
             zap=zap if kind == CURVE_ZAP else None,
             cookies=curve.CookieKeys(clock=lambda: 0.0),

@@ -186,3 +186,29 @@ def test_heartbeats_travel_boxed_between_implementations(sides, server_side):
     assert recv(server, smod) == [b"still here"]
     for sock in (events, server, client):
         sock.close(linger=0)
+
+
+@pytest.mark.parametrize("client_side", ["brokerless", "libzmq"])
+@pytest.mark.parametrize("server_side", ["brokerless", "libzmq"])
+def test_a_curve_server_needs_only_its_secret_key(sides, server_side, client_side):
+    # libzmq's server never reads CURVE_PUBLICKEY: one set up with its secret key alone is
+    # common (and worked with libzmq, not with brokerless, whose server checked the vouch
+    # against the unset option and failed every handshake with ZMTP_KEY_EXCHANGE).
+    impls, _ = sides
+    smod, sctx = impls[server_side]
+    cmod, cctx = impls[client_side]
+    keys = make_keys(zmq)
+    server, client = socket(smod, sctx, "PULL"), socket(cmod, cctx, "PUSH")
+    server.setsockopt(smod.CURVE_SERVER, 1)
+    server.setsockopt(smod.CURVE_SECRETKEY, keys["server_secret"])
+    client.setsockopt(cmod.CURVE_SERVERKEY, keys["server_public"])
+    client.setsockopt(cmod.CURVE_PUBLICKEY, keys["client_public"])
+    client.setsockopt(cmod.CURVE_SECRETKEY, keys["client_secret"])
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    client.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        client.send(b"through the boxes")
+        assert recv(server, smod) == [b"through the boxes"]
+    finally:
+        server.close()
+        client.close()

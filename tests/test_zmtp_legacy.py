@@ -324,7 +324,7 @@ SECURE = {
     "curve-client": partial(
         CurveClient, public_key=KEYS[0], secret_key=KEYS[1], server_key=KEYS[0]
     ),
-    "curve-server": partial(CurveServer, public_key=KEYS[0], secret_key=KEYS[1], zap=None),
+    "curve-server": partial(CurveServer, secret_key=KEYS[1], zap=None),
     "null-with-zap-domain": partial(NullMechanism, zap=ZAP_POLICY),
 }
 

@@ -84,7 +84,7 @@ def curve_pair(
         server_type,
         as_server=True,
         mechanism=partial(
-            CurveServer, public_key=SERVER_PUBLIC, secret_key=SERVER_SECRET, zap=zap, **extra
+            CurveServer, secret_key=SERVER_SECRET, zap=zap, **extra
         ),
     )
     return client, server
@@ -449,8 +449,7 @@ def test_a_replayed_initiate_on_another_connection_is_refused():
     attacker = Connection(
         T.ROUTER,
         as_server=True,
-        mechanism=partial(CurveServer, public_key=SERVER_PUBLIC, secret_key=SERVER_SECRET,
-                          cookies=keys),
+        mechanism=partial(CurveServer, secret_key=SERVER_SECRET, cookies=keys),
     )  # fmt: skip
     attacker.receive_data(greeting + hello)
     with pytest.raises(CryptographicError, match="spent"):
@@ -581,7 +580,7 @@ def test_key_lengths_are_checked(length):
     with pytest.raises(ValueError, match="32 octets"):
         CurveClient({}, False, CLIENT_PUBLIC, CLIENT_SECRET, bytes(length))
     with pytest.raises(ValueError, match="32 octets"):
-        CurveServer({}, True, bytes(length), SERVER_SECRET)
+        CurveServer({}, True, bytes(length))
 
 
 def test_curve_without_zap_handler_goes_on_unless_required():

@@ -146,16 +146,18 @@ def mechanism(options: Mapping[SocketOption, Any]) -> Any:
     if chosen == _M.CURVE:
         from .zmtp.mechanisms import curve
 
-        keys = {
-            "public_key": options[_O.CURVE_PUBLICKEY],
-            "secret_key": options[_O.CURVE_SECRETKEY],
-        }
+        secret_key = options[_O.CURVE_SECRETKEY]
         if server:
             # libzmq asks unless ZAP_ENFORCE_DOMAIN is set with no domain; goes on without a
             # handler unless ZAP_ENFORCE_DOMAIN is set.
             zap = ZapPolicy(domain, routing_id, enforce) if domain or not enforce else None
-            return partial(curve.CurveServer, zap=zap, **keys)
-        return partial(curve.CurveClient, server_key=options[_O.CURVE_SERVERKEY], **keys)
+            return partial(curve.CurveServer, secret_key=secret_key, zap=zap)
+        return partial(
+            curve.CurveClient,
+            public_key=options[_O.CURVE_PUBLICKEY],
+            secret_key=secret_key,
+            server_key=options[_O.CURVE_SERVERKEY],
+        )
     if domain:  # NULL asks the handler when a domain is set (libzmq 4.3)
         return partial(NullMechanism, zap=ZapPolicy(domain, routing_id, enforce))
     return NullMechanism

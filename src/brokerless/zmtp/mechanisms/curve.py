@@ -334,11 +334,15 @@ class CurveServer(CurveMechanism):
         self,
         metadata: dict[str, bytes],
         as_server: bool,
-        public_key: bytes,
         secret_key: bytes,
         zap: ZapPolicy | None = None,
         cookies: CookieKeys = COOKIE_KEYS,
     ) -> None:
+        # The server's public key is its secret key's: libzmq never reads CURVE_PUBLICKEY on a
+        # server, so servers set up with the secret key alone are common, and the INITIATE
+        # vouch is checked against the key the client must have been given.
+        _check_key(secret_key, "secret key")
+        public_key = sodium.crypto_scalarmult_base(secret_key)
         super().__init__(metadata, as_server, public_key, secret_key, zap)
         self._cookies = cookies
         self._client_short = b""  # C', from HELLO
