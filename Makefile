@@ -27,7 +27,7 @@ UV_PIP := UV_PYTHON_DOWNLOADS=never $(UV) pip install --python $(BIN)/python
 install = @echo "uv pip install $(1)"; $(UV_PIP) --offline -q $(1) 2>/dev/null && echo "  (all from uv's cache)" || $(UV_PIP) $(1)
 DEMO := the top words of The Adventures of Sherlock Holmes, counted live by a topology on Spark local mode
 
-.PHONY: demo tour test test-all docs test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
+.PHONY: demo tour test test-all test-slow docs test-cluster test-recovery lint bench fuzz clean pyzmq-suite pyzmq-examples
 
 $(UV):
 	test -x $(BIN)/python || $(PY) -m venv --without-pip $(VENV)
@@ -68,6 +68,10 @@ test-all: $(BIN)/.installed-nox
 	    UV_PYTHON_DOWNLOADS=never $(BIN)/nox -- $(PYTEST_ARGS)
 
 RECOVERY_SECONDS ?= 60
+
+# The end-to-end runs marked slow (see pyproject.toml): run them before resolving an issue.
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow
 
 test-cluster: $(BIN)/.installed
 	BROKERLESS_RECOVERY_SECONDS=$(RECOVERY_SECONDS) $(BIN)/python -m pytest -q -m cluster tests/test_spark_cluster.py

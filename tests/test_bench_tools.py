@@ -216,6 +216,7 @@ def test_spark_io_source_alone_measures_the_receiver_and_the_floor(tmp_path):
     assert all(rate > 0 for rate in case["brokerless"] + case["pyzmq"])
 
 
+@pytest.mark.slow  # a Spark session of its own; the source and sink: test_spark_io.py
 @pytest.mark.timeout(400)
 def test_spark_io_runs_the_source_and_the_sink_in_spark():
     done = run_tool(

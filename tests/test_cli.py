@@ -523,6 +523,7 @@ def test_bench_without_a_checkout_says_where_to_get_one(tmp_path):
     assert b"has no compare.py" in done.stderr and b"pip install -e" in done.stderr
 
 
+@pytest.mark.slow  # the demo itself runs in test_spark_topology.py
 @pytest.mark.timeout(240)
 def test_demo_runs_the_spark_pipeline():
     done = subprocess.run(

@@ -90,7 +90,21 @@ def jupyter_env(tmp_path_factory) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module", params=list(RUNS))
+#: Each run starts a kernel (~8 s): the default suite runs one pairing each way, one of them
+#: with CURVE; `make test-slow` the others.
+SLOW_RUNS = {
+    "pyzmq-kernel-brokerless-client",
+    "brokerless-kernel-brokerless-client",
+    "curve-brokerless-kernel-pyzmq-client",
+}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(run, marks=pytest.mark.slow) if run in SLOW_RUNS else run for run in RUNS
+    ],
+)
 def seen(request, jupyter_env, tmp_path_factory) -> dict[str, Any]:
     """What each check of one run saw (see tests/jupyter_driver.py)."""
     kernel, client, options = RUNS[request.param]

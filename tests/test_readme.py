@@ -22,8 +22,8 @@ Every snippet runs in one temporary directory (the shell block finds ``readme_to
 there): a python block with this interpreter, its virtual environment not activated (as
 ``.venv/bin/python snippet.py`` from a plain shell: the Spark ones must start Spark's Python
 workers on it by themselves), a shell block with it activated (``brokerless`` on PATH).  All of
-them start at once, so the file costs about as long as its slowest snippet (the
-two that start Spark).
+them start at once, so the file costs about as long as its slowest snippet; the ones that
+start Spark are marked slow (``make test-slow``), and only the selected snippets start.
 """
 
 from __future__ import annotations
@@ -50,18 +50,38 @@ RUNNABLE = [
 ]
 
 
+
+def starts_spark(code: str) -> bool:
+    """The snippets that start a Spark session of their own (15-20 s each) are marked slow:
+    what they run is tested in test_spark_topology.py and test_spark_io.py."""
+    return "run_on_spark" in code or "SparkSession" in code
+
+
 @pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Running]]:
+def running(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Running]]:
     cwd = tmp_path_factory.mktemp("readme")
     for snippet in ALL:
         if snippet.marker == "file":
             (cwd / snippet.argument).write_text(snippet.code, encoding="utf-8")
-    with started(RUNNABLE, cwd) as running:
+    chosen = {  # only the snippets this run selected (``-m``, ``-k``) are started
+        item.callspec.params["name"]
+        for item in request.session.items
+        if item.module is request.module and item.originalname == "test_snippet_runs"
+    }
+    with started([s for s in RUNNABLE if s.name in chosen], cwd) as running:
         yield running
 
 
 @pytest.mark.timeout(TIMEOUT + 30)
-@pytest.mark.parametrize("name", [s.name for s in RUNNABLE])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(s.name, marks=pytest.mark.slow) if starts_spark(s.code) else s.name
+        for s in RUNNABLE
+    ],
+)
 def test_snippet_runs(name: str, running: dict[str, Running]) -> None:
     finish(running[name], TIMEOUT)
 
