@@ -18,6 +18,7 @@ import io
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -252,6 +253,38 @@ def test_complete_on_spark_with_mocked_sources(spark):
     )
     assert sorted(v for (v,) in result.emitted("values")) == list(range(50))
     assert result.statistics["values"].acked == 50
+
+
+@pytest.mark.timeout(90)
+def test_a_start_that_times_out_says_which_tasks_started_and_what_spark_says_of_them(
+    spark, monkeypatch
+):
+    # The workers are told a control endpoint nobody listens on: none can say it started.
+    # The error says which did and what Spark's status tracker says of the stage (a start that
+    # timed out once in CI with "1 of 2" and nothing more to go on).
+    opened = spark_topology.SparkRun._open_control
+
+    def unreachable(self, bind, advertise=None):
+        opened(self, bind, advertise=advertise)
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+        return f"tcp://127.0.0.1:{port}"
+
+    monkeypatch.setattr(spark_topology.SparkRun, "_open_control", unreachable)
+    with pytest.raises(
+        TimeoutError,
+        match=r"'mocked': 0 of 2 Spark tasks started within 5 s \(workers \[\] did; "
+        r"stage \d+ \(job \d+, RUNNING\): 2 task\(s\), ",
+    ):
+        run_on_spark(
+            Topology("mocked")
+            .spout("values", Source)
+            .bolt("sink", Sink, inputs={"values": shuffle()}),
+            spark=spark,
+            workers=2,
+            start_timeout=5,
+        )
 
 
 @pytest.mark.timeout(240)

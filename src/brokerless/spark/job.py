@@ -23,6 +23,22 @@ class BarrierJob:
         )
         self.thread.start()
 
+    def tasks(self, sc: SparkContext) -> str:
+        """What Spark's status tracker says of this job's tasks (for an error message)."""
+        tracker = sc.statusTracker()
+        described = []
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    described.append(
+                        f"stage {stage_id} (job {job_id}, {job.status}): {stage.numTasks} "
+                        f"task(s), {stage.numActiveTasks} running, {stage.numCompletedTasks} "
+                        f"completed, {stage.numFailedTasks} failed"
+                    )
+        return "; ".join(described) or "Spark reports no stage for it"
+
     def _run(self, sc: SparkContext, description: str, rdd: Any) -> None:
         try:
             sc.setJobGroup(self.group, description, interruptOnCancel=True)

@@ -303,12 +303,14 @@ class SparkRun(ControlledRun):
             if len(self.state.started) == self.workers:
                 self.phase = Phase.RUNNING
             elif now >= self._start_deadline:
+                started = sorted(self.state.started)
                 self._give_up(
                     TimeoutError(
-                        f"{self.plan.name!r}: {len(self.state.started)} of {self.workers} Spark "
-                        f"tasks started within {self.start_timeout:g} s: Spark could not give "
-                        "the stage all its slots at once (other jobs running?), or the "
-                        f"executors cannot reach the driver at {self.control_endpoint}"
+                        f"{self.plan.name!r}: {len(started)} of {self.workers} Spark tasks "
+                        f"started within {self.start_timeout:g} s (workers {started} did; "
+                        f"{job.tasks(self.spark.sparkContext)}): Spark could not give the stage "
+                        "all its slots at once (other jobs running?), or the executors cannot "
+                        f"reach the driver at {self.control_endpoint}"
                     )
                 )
 
