@@ -29,7 +29,9 @@ class BarrierJob:
         described = []
         for job_id in tracker.getJobIdsForGroup(self.group):
             job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
+            if job is None:  # forgotten already
+                continue
+            for stage_id in job.stageIds:
                 stage = tracker.getStageInfo(stage_id)
                 if stage is not None:
                     described.append(
