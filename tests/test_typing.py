@@ -1,4 +1,5 @@
-"""``mypy --strict`` over all of src/ (pyproject.toml's ``[tool.mypy]``) reports nothing.
+"""``mypy --strict`` over all of src/ (pyproject.toml's ``[tool.mypy]``) reports nothing, nor
+over user code that calls the public API as pyzmq's examples do (tests/typing_user/).
 
 mypy checks the whole tree, with its cache in the checkout's .mypy_cache, so only a cold run is
 slow.
@@ -21,6 +22,30 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_src_is_mypy_strict_clean():
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(600)
+def test_user_code_calling_the_helpers_type_checks():
+    # The helpers (send_string, recv_json, ...) take the socket as a Protocol; a socket that
+    # did not match it (its send had no **kwargs the Protocol's had) made mypy reject every
+    # call of a helper in user code, while src/ itself checked clean.
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--ignore-missing-imports",
+            str(ROOT / "tests" / "typing_user" / "helpers.py"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -14,10 +14,18 @@ if TYPE_CHECKING:
 
 
 class _Messaging(Protocol):
-    """What the helpers build on: the socket's own calls."""
+    """What the helpers build on: the socket's own calls, as :class:`Socket` has them (a type
+    checker holds the socket a user calls a helper on to this: a parameter here that the
+    socket lacks, ``**kwargs`` say, makes every helper "an invalid self argument")."""
 
     def send(
-        self, data: Any, flags: int = ..., copy: bool = ..., track: bool = ..., **kwargs: Any
+        self,
+        data: Any,
+        flags: int = ...,
+        copy: bool = ...,
+        track: bool = ...,
+        routing_id: int | None = ...,
+        group: str | None = ...,
     ) -> MessageTracker | None: ...
 
     def recv(self, flags: int = ...) -> bytes: ...
