@@ -75,12 +75,17 @@ def ping_heartbeat(km: KernelManager) -> str:
         hb.close(linger=0)
 
 
-def iopub_until(kc: BlockingKernelClient, parent: str, kind: str) -> None:
-    """Wait for the first iopub message of ``kind`` answering request ``parent``."""
+def iopub_until(kc: BlockingKernelClient, parent: str, kind: str, **content: Any) -> None:
+    """Wait for the first iopub message of ``kind`` answering request ``parent`` (with
+    ``content``'s items in its content)."""
     deadline = time.monotonic() + TIMEOUT
     while True:
         msg = kc.get_iopub_msg(timeout=max(0.0, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == parent and msg["msg_type"] == kind:
+        if (
+            msg["parent_header"].get("msg_id") == parent
+            and msg["msg_type"] == kind
+            and content.items() <= msg["content"].items()
+        ):
             return
 
 
@@ -91,6 +96,11 @@ def interrupt(km: KernelManager, kc: BlockingKernelClient) -> dict[str, Any]:
     beat_while_busy = ping_heartbeat(km)
     km.interrupt_kernel()
     reply = kc.get_shell_msg(timeout=TIMEOUT)
+    # ipykernel aborts the execute requests it finds queued after a cell's error (stop on
+    # error), and stops aborting only after it has answered: a next cell sent the moment the
+    # reply arrives is sometimes "aborted" (seen under load with either zmq as the client).
+    # A frontend's next cell comes after the kernel is idle again; so does this one.
+    iopub_until(kc, msg_id, "status", execution_state="idle")
     return {
         "heartbeat while busy": beat_while_busy,
         "reply to the cell": reply["parent_header"]["msg_id"] == msg_id,
