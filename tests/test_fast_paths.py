@@ -24,6 +24,15 @@ def fast_path(sock, expected: bool, lane: str = "_inlane") -> bool:
     return (getattr(sock, lane) is not None) == expected
 
 
+def push_pull(ctx, endpoint: str):
+    """A PULL bound at ``endpoint`` and a PUSH connected to it."""
+    pull = ctx.socket(zmq.PULL)
+    pull.bind(endpoint)
+    push = ctx.socket(zmq.PUSH)
+    push.connect(endpoint)
+    return pull, push
+
+
 @pytest.fixture(params=["inproc", "tcp"])
 def link(request, ctx):
     """Yields a function making a connected (sender, receiver) of the given types."""
@@ -60,10 +69,7 @@ def test_single_and_multipart_messages_keep_their_order(link, sender_type, recei
 
 
 def test_a_terminated_context_fails_recv_though_messages_are_queued(ctx):
-    pull = ctx.socket(zmq.PULL)
-    pull.bind("inproc://fast-term")
-    push = ctx.socket(zmq.PUSH)
-    push.connect("inproc://fast-term")
+    pull, push = push_pull(ctx, "inproc://fast-term")
     for i in range(10):
         push.send(b"%d" % i)
     assert pull.recv() == b"0"
@@ -81,10 +87,7 @@ def test_a_terminated_context_fails_recv_though_messages_are_queued(ctx):
 
 
 def test_the_pipe_ends_after_its_queued_messages(ctx):
-    pull = ctx.socket(zmq.PULL)
-    pull.bind("inproc://fast-end")
-    push = ctx.socket(zmq.PUSH)
-    push.connect("inproc://fast-end")
+    pull, push = push_pull(ctx, "inproc://fast-end")
     push.send(b"last")
     assert recv_within(pull) == b"last"
     push.send(b"after")
@@ -97,10 +100,7 @@ def test_the_pipe_ends_after_its_queued_messages(ctx):
 
 
 def test_a_second_peer_turns_the_fast_path_off_and_both_are_served(ctx):
-    pull = ctx.socket(zmq.PULL)
-    pull.bind("inproc://fast-two")
-    first = ctx.socket(zmq.PUSH)
-    first.connect("inproc://fast-two")
+    pull, first = push_pull(ctx, "inproc://fast-two")
     first.send(b"1")
     assert recv_within(pull) == b"1"
     assert fast_path(pull, True)
