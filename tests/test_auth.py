@@ -528,9 +528,20 @@ def keygen(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_curve_keygen_derives_the_public_key_of_a_secret():
     public, secret = zmq.curve_keypair()
-    result = keygen("--secret", secret.decode(), "--json")
+    result = keygen(f"--secret={secret.decode()}", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"public": public.decode(), "secret": secret.decode()}
+
+
+@pytest.mark.beyond_pyzmq  # pyzmq's argparse takes a key that starts with "-" for an option
+def test_curve_keygen_takes_a_secret_that_starts_with_a_dash():
+    secret = "-" + "a" * 39  # "-" is a Z85 digit: one secret key in 85 starts with it
+    result = keygen("--secret", secret, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "public": zmq.curve_public(secret.encode()).decode(),
+        "secret": secret,
+    }
 
 
 @pytest.mark.beyond_pyzmq  # pyzmq fails with a ValueError traceback

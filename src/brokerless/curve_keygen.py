@@ -17,6 +17,18 @@ import sys
 from .curve import curve_keypair, curve_public
 
 
+def _joined(argv: list[str]) -> list[str]:
+    """``--secret KEY`` as ``--secret=KEY``: a Z85 key may start with "-", which argparse
+    would otherwise take for an option."""
+    out: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--secret":
+            word = f"--secret={next(words, '')}"
+        out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog=f"python3 -m {__spec__.name if __spec__ else 'brokerless.curve_keygen'}",
@@ -25,8 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", action="store_true", help="output keys as JSON dict")
     parser.add_argument("--secret", help="specify secret key to derive a public key")
-    opts = parser.parse_args(argv)
-    if opts.secret:
+    opts = parser.parse_args(_joined(sys.argv[1:] if argv is None else argv))
+    if opts.secret is not None:
         try:
             public = curve_public(opts.secret.encode("ascii")).decode("ascii")
         except (UnicodeEncodeError, ValueError) as e:
