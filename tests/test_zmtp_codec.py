@@ -7,6 +7,7 @@ so they check the codec against the specification and not against itself.
 from __future__ import annotations
 
 import itertools
+import random
 import sys
 
 import pytest
@@ -33,7 +34,7 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
-from brokerless.zmtp.frames import RUN_MIN, encode_batch
+from brokerless.zmtp.frames import RUN_MIN, WINDOW, encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -312,6 +313,42 @@ def test_frame_decoder_round_trip_from_a_reused_receive_buffer(msgs, data):
             rbuf[:] = bytes(len(rbuf))  # what the decoder kept must not be a view of it
     assert got == msgs
     assert all(type(p) is bytes for m in got for p in (m if type(m) is list else [m]))
+
+
+def reads_of_many_frames(seed: int) -> list:
+    """Messages filling several decoding windows: runs of short frames (some of one size),
+    multipart messages, long frames, and one larger than a window, in a seeded order."""
+    rng = random.Random(seed)
+    msgs: list = []
+    while len(msgs) < 4000:
+        kind = rng.randrange(10)
+        if kind < 5:
+            msgs += [bytes([kind]) * 100] * rng.randrange(1, 60)  # runs of one size
+        elif kind < 8:
+            msgs.append([rng.randbytes(rng.randrange(0, 256)) for _ in range(rng.randrange(2, 5))])
+        elif kind == 8:
+            msgs.append(rng.randbytes(rng.randrange(256, 3000)))
+        elif rng.randrange(8) == 0:
+            msgs.append(rng.randbytes(WINDOW + rng.randrange(-20, 20)))
+    return msgs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_frame_decoder_reads_larger_than_its_window(seed):
+    """A read is decoded in windows of at most WINDOW octets while short frames come: frames
+    and multipart messages that straddle a window's end, long frames and one larger than a
+    window all come out whole and in order, from one read or from reads cut anywhere."""
+    msgs = reads_of_many_frames(seed)
+    stream = b"".join(wire(m) for m in msgs)
+    assert len(stream) > 3 * WINDOW
+    assert FrameDecoder().feed(memoryview(bytearray(stream))) == msgs
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(stream)), 12))
+    dec, got = FrameDecoder(), []
+    for lo, hi in itertools.pairwise([0, *cuts, len(stream)]):
+        got += dec.feed(memoryview(bytearray(stream[lo:hi])))
+    assert got == msgs
+    assert dec.buffered == 0
 
 
 @FAST
