@@ -14,7 +14,6 @@ import importlib
 import inspect
 import itertools
 import os
-import socket
 import sys
 import warnings
 
@@ -47,6 +46,7 @@ import brokerless as zmq  # noqa: E402
 
 from .browser import requirements_missing as browser_missing  # noqa: E402
 from .jeromq import requirements_missing as jeromq_missing  # noqa: E402
+from .ports import free_port  # noqa: E402
 
 # What has no counterpart in pyzmq is not collected in that mode: brokerless's own ZMTP codec
 # and pipes, and the layers built on brokerless (they import it by name), its command included.
@@ -185,13 +185,6 @@ else:  # Python 3.10 has neither asyncio.Runner nor asyncio.timeout
             loop.close()
 
 
-def _free_port() -> int:
-    """A tcp port nothing listens on right now (tests bind, connect to and rebind it)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def ctx():
     context = zmq.Context()
@@ -265,6 +258,6 @@ def endpoint(transport, tmp_path):
             return f"inproc://test-{os.getpid()}-{n}"
         if transport == "ipc":
             return f"ipc://{tmp_path}/s{n}"
-        return f"tcp://127.0.0.1:{_free_port()}"
+        return f"tcp://127.0.0.1:{free_port()}"
 
     return make

@@ -29,9 +29,10 @@ class Connection:
 
 
 def connections(port: int) -> list[Connection]:
-    """The established tcp connections whose local end is ``port`` (on any address)."""
+    """The established tcp connections whose local end is 127.0.0.1:``port`` (a connection
+    from another address may have the same port number as its own)."""
     out = subprocess.run(
-        ["ss", "-tinOH", "state", "established", f"( sport = :{port} )"],
+        ["ss", "-tinOH", "state", "established", f"src 127.0.0.1:{port}"],
         capture_output=True,
         text=True,
         check=True,

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import zmq as libzmq
 
+from .ports import free_port
 from .processes import descendants, gone
 from .stream_topologies import wait_for
 
@@ -81,12 +82,6 @@ def context() -> Iterator[libzmq.Context]:
     ctx = libzmq.Context()
     yield ctx
     ctx.destroy(linger=0)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # -- help, entry points, completion -------------------------------------------------------------

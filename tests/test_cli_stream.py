@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from .ports import free_port
 from .test_cli import BROKERLESS, ENV, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,12 +29,6 @@ def block(after: str, language: str) -> str:
     found = re.compile(rf"```{language}\n(.*?)```", re.S).search(README, start)
     assert found, f"no {language} block after {after!r}"
     return found[1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 
 import brokerless as zmq
 
-from .conftest import _free_port
+from .ports import free_port
 from .test_interrupt import read_line, wait_until_asleep
 
 GUIDE = Path(__file__).resolve().parent.parent / "examples" / "guide"
@@ -125,7 +125,7 @@ def scenario(request, tmp_path):
 
 
 def tcp() -> str:
-    return f"tcp://127.0.0.1:{_free_port()}"
+    return f"tcp://127.0.0.1:{free_port()}"
 
 
 def lines(program: Program) -> list[str]:

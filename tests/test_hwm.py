@@ -10,7 +10,6 @@ concurrently, so the transport-dependent expectations live in ``queue_capacity``
 
 from __future__ import annotations
 
-import socket as stdlib_socket
 import time
 
 import pytest
@@ -18,19 +17,10 @@ import pytest
 import brokerless as zmq
 
 from .helpers import bind, recv_within
+from .ports import unbound_address
 
 DEADLINE_MS = 5000
 MAX_SENDS = 10_000
-
-
-def fixed_address(endpoint: str) -> str:
-    """An address that can be connected to before anything binds it (resolves a tcp wildcard)."""
-    if endpoint.startswith("tcp://") and endpoint.endswith(":*"):
-        with stdlib_socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        return f"{endpoint[:-2]}:{port}"
-    return endpoint
 
 
 def queue_capacity(transport: str, sndhwm: int, rcvhwm: int) -> range:
@@ -71,7 +61,7 @@ def connect_pair(make, endpoint, order, sender_options, receiver_options, kinds=
     if order == "receiver_binds":
         sender.connect(bind(receiver, endpoint()))
     elif order == "sender_connects_first":
-        addr = fixed_address(endpoint())
+        addr = unbound_address(endpoint())
         sender.connect(addr)
         receiver.bind(addr)
     else:  # "sender_binds"
@@ -197,7 +187,7 @@ def test_sndhwm_change_applies_to_existing_connection(make, endpoint, transport)
 
 def test_connecting_sender_queues_sndhwm_before_peer_binds(make, endpoint):
     """Before the peer exists only the sender's own queue (SNDHWM) is there to fill."""
-    addr = fixed_address(endpoint())
+    addr = unbound_address(endpoint())
     push = make(zmq.PUSH, SNDHWM=3)
     push.connect(addr)
     assert send_burst(push) == 3
@@ -208,7 +198,7 @@ def test_connecting_sender_queues_sndhwm_before_peer_binds(make, endpoint):
 
 def test_queued_messages_survive_sender_close_until_peer_binds(make, endpoint):
     """Within the linger period, messages queued to a not-yet-bound peer are still delivered."""
-    addr = fixed_address(endpoint())
+    addr = unbound_address(endpoint())
     push = make(zmq.PUSH, SNDHWM=2)
     push.setsockopt(zmq.LINGER, DEADLINE_MS)
     push.connect(addr)

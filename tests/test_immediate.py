@@ -15,25 +15,14 @@ released asynchronously, so rebinding it straight away can fail with EADDRINUSE.
 
 from __future__ import annotations
 
-import socket as stdlib_socket
-
 import pytest
 
 import brokerless as zmq
 
 from .helpers import bind, recv_within
+from .ports import unbound_address
 
 DEADLINE_MS = 5000
-
-
-def fixed_address(endpoint: str) -> str:
-    """An address that can be connected to before anything binds it (resolves a tcp wildcard)."""
-    if endpoint.startswith("tcp://") and endpoint.endswith(":*"):
-        with stdlib_socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        return f"{endpoint[:-2]}:{port}"
-    return endpoint
 
 
 def wait_connected(sender, receiver) -> None:
@@ -60,7 +49,7 @@ PEERS = {"PUSH": "PULL", "DEALER": "DEALER"}
 
 @pytest.mark.parametrize("kind", ["PUSH", "DEALER"])
 def test_messages_queue_until_the_peer_binds(make, endpoint, kind):
-    addr = fixed_address(endpoint())
+    addr = unbound_address(endpoint())
     sender = make(getattr(zmq, kind), SNDHWM=3)
     assert sender.getsockopt(zmq.IMMEDIATE) == 0
     sender.connect(addr)
@@ -77,7 +66,7 @@ def test_round_robin_includes_a_connection_not_yet_made(make, endpoint):
     """Without IMMEDIATE a PUSH deals messages to a pending connection too."""
     pull = make(zmq.PULL)
     bound = bind(pull, endpoint())
-    pending = fixed_address(endpoint())
+    pending = unbound_address(endpoint())
     push = make(zmq.PUSH)
     push.connect(pending)
     push.connect(bound)
@@ -109,7 +98,7 @@ def test_immediate_refuses_to_queue_without_a_connection(make, endpoint, kind):
 
     libzmq 4.3 does this over tcp/ipc but ignores IMMEDIATE over inproc (queues to SNDHWM).
     """
-    addr = fixed_address(endpoint())
+    addr = unbound_address(endpoint())
     sender = make(getattr(zmq, kind), IMMEDIATE=1)
     sender.connect(addr)
     with pytest.raises(zmq.Again):
@@ -131,7 +120,7 @@ def test_immediate_skips_a_connection_not_yet_made(make, endpoint):
     pull = make(zmq.PULL)
     bound = bind(pull, endpoint())
     push = make(zmq.PUSH, IMMEDIATE=1)
-    push.connect(fixed_address(endpoint()))  # never bound
+    push.connect(unbound_address(endpoint()))  # never bound
     push.connect(bound)
     wait_connected(push, pull)
     for i in range(10):

@@ -5,23 +5,14 @@ Modelled on libzmq's tests/test_req_correlate.cpp and tests/test_req_relaxed.cpp
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 import brokerless as zmq
 from tests.helpers import WIRE_BEYOND_LIBZMQ, bind, connect, recv_within
 
+from .ports import unbound_address
+
 SERVICES = 5
-
-
-def unbound_address(endpoint: str) -> str:
-    """A concrete address nobody listens on yet, for connect-before-bind (fills in tcp's ``*``)."""
-    if endpoint.endswith(":*"):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return f"{endpoint[:-1]}{probe.getsockname()[1]}"
-    return endpoint
 
 
 def recv_on_any(socks, timeout_ms: int = 2000):

@@ -7,7 +7,6 @@ import datetime
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from brokerless.spark import HEADER, MessageHeader, parse_header
 from brokerless.spark.wal import WALCorruptError, read_range
 
 from . import tcp_accounting
+from .ports import free_port
 from .processes import descendants, gone
 from .stream_topologies import wait_for
 
@@ -61,12 +61,6 @@ def spark():
     brokerless.spark.register(session)
     yield session
     session.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Batches:
@@ -176,7 +170,7 @@ def test_source_delivers_subscribed_messages_with_their_columns(spark, zctx, tmp
 
 @pytest.mark.timeout(SPARK_TIMEOUT)
 def test_source_admission_control_caps_each_batch(spark, zctx, tmp_path):
-    port = _free_port()
+    port = free_port()
     push = zctx.socket(pyzmq.PUSH)
     push.connect(f"tcp://127.0.0.1:{port}")  # queues until the source binds
     for i in range(23):
@@ -240,7 +234,7 @@ class CrashAfterFirstRows(Batches):
 
 @pytest.mark.timeout(SPARK_TIMEOUT)
 def test_source_resumes_from_its_checkpoint_without_loss_or_duplicates(spark, zctx, tmp_path):
-    port = _free_port()
+    port = free_port()
     checkpoint = tmp_path / "checkpoint"
     wal_path = checkpoint / "brokerless-wal"
     push = zctx.socket(pyzmq.PUSH)
@@ -505,7 +499,7 @@ def test_acknowledged_ingestion_lands_every_message_once_whoever_is_killed(spark
     rounds = [*kinds, rng.choice(kinds)]  # every kind of kill, whatever the seed
     rng.shuffle(rounds)
     total = 4000
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     checkpoint = tmp_path / "checkpoint"
     frame = _read(
         spark,
@@ -795,7 +789,7 @@ def test_sink_fails_the_task_when_no_peer_takes_the_rows(spark, tmp_path, socket
         .load()
         .selectExpr("CAST(value AS STRING) AS payload")
         .writeStream.format("brokerless")
-        .option("endpoints", f"tcp://127.0.0.1:{_free_port()}")
+        .option("endpoints", f"tcp://127.0.0.1:{free_port()}")
         .option("socketType", socket_type)
         .option("timeoutMs", "300")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))

@@ -16,8 +16,9 @@ from brokerless.spark.sink import SinkConfig
 from brokerless.spark.source import SourceConfig
 
 from . import test_spark_io
+from .ports import free_port
 from .security_helpers import handshake_events, next_event
-from .test_spark_io import SPARK_TIMEOUT, WAIT, Batches, _free_port, _read, _recv
+from .test_spark_io import SPARK_TIMEOUT, WAIT, Batches, _read, _recv
 from .test_stream_security import VALUES, assert_refused, relay_topology, relayed, strangers
 
 spark = test_spark_io.spark  # the same kind of local session, one for the module
@@ -73,7 +74,7 @@ def test_a_source_bound_as_curve_server_takes_only_clients_with_its_key(spark, z
     """A pyzmq PUSH that knows the source's public key gets its messages in; one with a wrong
     server key and one without CURVE get nothing through."""
     public, secret = keypair()
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     frame = _read(
         spark,
         endpoints=endpoint,

@@ -13,7 +13,6 @@ XPUB instead hands the subscription to the application, and once the XPUB has pr
 from __future__ import annotations
 
 import itertools
-import socket as stdlib_socket
 import time
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 import brokerless as zmq
 
 from .helpers import bind, recv_within
+from .ports import unbound_address
 
 DEADLINE = 5.0  # seconds any wait below may take before the test fails
 SILENCE_MS = 100  # how long "nothing arrives" is watched, where no fence can prove it
@@ -93,16 +93,6 @@ def notifications_until_fence(xpub, sub) -> list[bytes]:
     while (msg := recv_within(xpub, int(DEADLINE * 1000))) != b"\x01" + topic:
         got.append(msg)
     return got
-
-
-def fixed_address(endpoint: str) -> str:
-    """An address that can be connected to before anything binds it (resolves a tcp wildcard)."""
-    if endpoint.startswith("tcp://") and endpoint.endswith(":*"):
-        with stdlib_socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        return f"{endpoint[:-2]}:{port}"
-    return endpoint
 
 
 @pytest.fixture
@@ -262,7 +252,7 @@ def test_subscription_made_before_connecting(make, endpoint, binder):
 
 
 def test_subscriber_connects_before_publisher_binds(make, endpoint):
-    addr = fixed_address(endpoint())
+    addr = unbound_address(endpoint())
     pub, sub = make(zmq.PUB), make(zmq.SUB)
     sub.connect(addr)
     sub.setsockopt(zmq.SUBSCRIBE, b"t")
@@ -279,7 +269,7 @@ def test_subscriptions_survive_the_publisher_restarting(make, endpoint, kind):
     """A connecting subscriber sends its subscriptions again on every reconnection (libzmq's
     session hiccups the pipe and the SUB/XSUB resends them): a publisher that restarts at the
     same address -- a Jupyter kernel restarted under a client's iopub SUB -- gets them all."""
-    addr = fixed_address(endpoint())
+    addr = unbound_address(endpoint())
     sub = make(getattr(zmq, kind))
     _subscribe(sub, b"t")
     sub.connect(addr)

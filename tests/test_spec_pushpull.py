@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -10,16 +9,9 @@ import pytest
 import brokerless as zmq
 from tests.helpers import bind, connect, recv_within
 
+from .ports import unbound_address
+
 SERVICES = 5
-
-
-def unbound_address(endpoint: str) -> str:
-    """A concrete address nobody listens on yet, for connect-before-bind (fills in tcp's ``*``)."""
-    if endpoint.endswith(":*"):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return f"{endpoint[:-1]}{probe.getsockname()[1]}"
-    return endpoint
 
 
 def test_push_round_robins_over_pulls(make, endpoint):

@@ -22,7 +22,7 @@ import pytest
 
 import brokerless as zmq
 from brokerless.ssh import tunnel
-from tests.conftest import _free_port
+from tests.ports import free_port
 
 # pyzmq's openssh tunnel needs pexpect and reads ssh's config from ~/.ssh only: these tests
 # configure ssh through SSH_COMMAND, which is brokerless's.
@@ -66,7 +66,7 @@ class Sshd:
 
     def __init__(self, tmp_path) -> None:
         self.dir = tmp_path
-        self.port = _free_port()
+        self.port = free_port()
         self.user = getpass.getuser()  # as root, or as anyone (sshd then logs in only them)
         self.server = f"{self.user}@127.0.0.1:{self.port}"
         host_key = keygen(tmp_path / "host_key")
