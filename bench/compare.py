@@ -259,6 +259,10 @@ def endpoint_for(transport: str, workdir: str) -> str | None:
     if transport == "tcp":
         for _ in range(100):
             with socket.socket() as probe, socket.socket() as control:
+                # As the tools bind (libzmq, brokerless and the control channel all set
+                # SO_REUSEADDR): a port whose last connection is in TIME-WAIT is free for them.
+                for sock in (probe, control):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 probe.bind(("127.0.0.1", 0))
                 port = probe.getsockname()[1]
                 if port >= 65535:
