@@ -1,5 +1,6 @@
 """The benchmark tools in bench/: the 'one CPU busy' condition (``--busy``, bench/_load.py) and
-the report header that records it, stream_thr.py's two target cases with ``--json``, and
+the report header that records it, stream_thr.py's two target cases with ``--json``,
+one_sided.py's two sides, and
 spark_io.py's measuring and both of its sides (the Spark cases start a local Spark session).
 
 These check that the tools measure what they say and clean up after themselves; no figure is
@@ -180,6 +181,19 @@ def test_stream_thr_prints_a_line_for_people_without_json():
     done = run_tool("stream_thr.py", "--count", "2000", timeout=110)
     assert "local, acking: 2000 spout tuples in " in done.stdout
     assert " spout tuples/s (" in done.stdout and "load average" in done.stdout
+
+
+# -- one_sided.py --------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("side", ["recv", "send"])
+def test_one_sided_times_one_side_and_counts_its_page_faults(side):
+    done = run_tool("one_sided.py", "--side", side, "--count", "20000", "--json", timeout=110)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["side"], result["count"], result["impl"]) == (side, 20000, "brokerless")
+    assert result["msg_per_s"] > 0
+    assert isinstance(result["minor_faults"], int) and result["minor_faults"] >= 0
 
 
 # -- spark_io.py ---------------------------------------------------------------------------------
