@@ -2,8 +2,9 @@
 messaging core imports only what is below it (the import graph: :mod:`tests.layering`, which
 counts imports inside functions and under ``TYPE_CHECKING`` too).
 
-The core's layers, bottom up: ``constants``/``errno``/``error``; the wire (``zmtp/``, sans-I/O);
-``mailbox``, ``pipe``, ``io/``; ``patterns/``; ``transport/``; ``socket/``; the rest of the API
+The core's layers, bottom up: ``constants``/``errno``/``error`` and ``runs``; the wire
+(``zmtp/``, sans-I/O); ``mailbox``, ``pipe``, ``io/``; ``patterns/``; ``transport/``; ``socket/``;
+the rest of the API
 (``context``, ``poll``, ``proxy``, ``asyncio``, ...).  Where a lower layer calls back up it
 names what it needs as a Protocol of its own (``transport/port.py``, ``pipe.py``,
 ``transport/engine_state.py``, ``socket/state.py``).
@@ -20,9 +21,10 @@ BASE = ("brokerless.constants", "brokerless.errno", "brokerless.error")
 #: What each layer of the core may import besides itself.
 ALLOWED = {
     # (_strenum: enum.StrEnum on every Python, 3.10 lacks it; it imports nothing of ours)
-    "brokerless.zmtp": ("brokerless.constants", "brokerless._strenum"),
+    "brokerless.zmtp": ("brokerless.constants", "brokerless._strenum", "brokerless.runs"),
+    "brokerless.runs": (),
     "brokerless.mailbox": (),
-    "brokerless.pipe": ("brokerless.mailbox",),
+    "brokerless.pipe": ("brokerless.mailbox", "brokerless.runs"),
     "brokerless.io": ("brokerless.mailbox",),
     "brokerless.patterns": (*BASE, "brokerless.pipe"),
     "brokerless.transport": (
@@ -31,6 +33,7 @@ ALLOWED = {
         "brokerless.mailbox",
         "brokerless.pipe",
         "brokerless.io",
+        "brokerless.runs",
         "brokerless.security",
     ),
     "brokerless.socket": (
@@ -43,6 +46,7 @@ ALLOWED = {
         "brokerless.option_attrs_generated",
         "brokerless.patterns",
         "brokerless.pipe",
+        "brokerless.runs",
         "brokerless.security",
         "brokerless.shadow",
         "brokerless.transport",

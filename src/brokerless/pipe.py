@@ -11,6 +11,14 @@ multipart message), so a reader can never see part of a message and HWM counts m
 libzmq.  There is exactly one writer thread and one reader thread per lane; ``deque.append`` and
 ``deque.popleft`` are atomic under the GIL, so the data path takes no lock.
 
+A session may also queue a :class:`~brokerless.runs.Run` of single-part messages its connection
+decoded: one item for many messages, which the reader cuts into ``bytes`` when it reaches it
+(``Lane.cut_head``), so that each message is made by the thread that receives it.  The lane
+counts a run's messages with two counters, each written by one side only (``run_in`` by the
+writer, ``run_out`` by the reader): its depth is ``len(q) + run_in - run_out``.  A batch is
+admitted by items, as room under the HWM allows, so a run may take the lane past its HWM by at
+most its own length (at most one read of the connection); then the writer waits as usual.
+
 Wake-ups are sent only on transitions, with two flags on the lane:
 
 * ``reader_asleep`` -- the reader found the lane empty and stopped looking at it.  A writer that
@@ -34,6 +42,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from .mailbox import Command
+from .runs import Run
 
 
 class PipeOwner(Protocol):
@@ -105,6 +114,8 @@ class Lane:
         "reader",
         "reader_asleep",
         "reader_hwm",
+        "run_in",
+        "run_out",
         "writer",
         "writer_blocked",
         "writer_hwm",
@@ -122,6 +133,21 @@ class Lane:
         self.writer_blocked = False
         self.reader: Pipe | None = None
         self.writer: Pipe | None = None
+        #: Messages in runs beyond one an item: queued (writer) and cut (reader) so far.
+        self.run_in = 0
+        self.run_out = 0
+
+    def depth(self) -> int:
+        """Messages queued (the delimiter counted as one)."""
+        return len(self.q) + self.run_in - self.run_out
+
+    def cut_head(self) -> None:
+        """The reader found a :class:`Run` at the head: its messages take its place (reader
+        only; counted out after they are in, so the depth never reads low)."""
+        q = self.q
+        run = q.popleft()
+        q.extendleft(reversed(run.messages()))
+        self.run_out += run.n - 1
 
     def _update_hwm(self) -> None:
         """Capacity is the writer's SNDHWM plus the reader's RCVHWM; 0 on either side = none.
@@ -252,7 +278,11 @@ class Pipe:
         if msg is DELIMITER:
             self._peer_finished()
             return None
-        if lane.writer_blocked and len(q) <= lane.lwm:
+        if msg.__class__ is Run:
+            q.appendleft(msg)
+            lane.cut_head()
+            msg = q.popleft()
+        if lane.writer_blocked and len(q) + lane.run_in - lane.run_out <= lane.lwm:
             lane.wake_writer()
         return msg
 
@@ -312,7 +342,7 @@ class Pipe:
         """After a batch read: wake a writer blocked at the HWM once down to the low-water
         mark (``read`` does the same inline: it runs once per message)."""
         lane = self._in
-        if lane.writer_blocked and len(lane.q) <= lane.lwm:
+        if lane.writer_blocked and lane.depth() <= lane.lwm:
             lane.wake_writer()
 
     def check_read(self) -> bool:
@@ -351,9 +381,9 @@ class Pipe:
         if self.terminating:
             return False
         lane = self._out
-        if lane.hwm and len(lane.q) >= lane.hwm and not lane.conflate:
+        if lane.hwm and lane.depth() >= lane.hwm and not lane.conflate:
             lane.writer_blocked = True
-            if len(lane.q) >= lane.hwm:
+            if lane.depth() >= lane.hwm:
                 return False
             lane.writer_blocked = False
         return True
@@ -361,8 +391,14 @@ class Pipe:
     def write(self, msg: Any) -> bool:
         """Queue one whole message if the peer is there and the HWM allows; wake the reader."""
         lane = self._out
-        if self.terminating or (lane.hwm and len(lane.q) >= lane.hwm and not self.check_write()):
+        full = lane.hwm and len(lane.q) + lane.run_in - lane.run_out >= lane.hwm
+        if self.terminating or (full and not self.check_write()):
             return False
+        if msg.__class__ is Run:
+            if lane.conflate:
+                msg = msg.messages()[-1]
+            else:
+                lane.run_in += msg.n - 1
         if lane.conflate:
             lane.q.clear()
             if msg.__class__ is list:
@@ -372,13 +408,17 @@ class Pipe:
             lane.wake_reader()
         return True
 
-    def write_many(self, msgs: list[Any]) -> int:
-        """Queue whole messages in order, as many as the HWM allows; returns how many."""
+    def write_many(self, msgs: list[Any], runs: bool = False) -> int:
+        """Queue whole messages in order, as many as the HWM allows; returns how many items
+        were taken.  ``runs``: :class:`Run` items may be among them (each admitted as one
+        item, counted as its messages)."""
         lane = self._out
         n = 0
         if not (self.terminating or lane.conflate):
-            n = max(0, min(len(msgs), lane.hwm - len(lane.q))) if lane.hwm else len(msgs)
+            n = max(0, min(len(msgs), lane.hwm - lane.depth())) if lane.hwm else len(msgs)
         if n:
+            if runs:
+                lane.run_in += sum(m.n - 1 for m in msgs[:n] if m.__class__ is Run)
             lane.q.extend(msgs if n == len(msgs) else msgs[:n])
             if lane.reader_asleep:
                 lane.wake_reader()
@@ -396,16 +436,21 @@ class Pipe:
 
     def pending_in(self) -> int:
         """Messages waiting to be read (the delimiter not counted)."""
-        q = self._in.q
-        n = len(q)
-        return n - 1 if n and q[-1] is DELIMITER else n
+        lane = self._in
+        n = lane.depth()
+        return n - 1 if lane.q and lane.q[-1] is DELIMITER else n
 
     def pending_out(self) -> int:
         return len(self._out.q)
 
     def drop_inbound(self) -> None:
         """Discard everything queued for this end (used when it is dropped unread)."""
-        self._in.q.clear()
+        lane = self._in
+        q = lane.q
+        while q:
+            item = q.popleft()
+            if item.__class__ is Run:
+                lane.run_out += item.n - 1
 
     def hiccup(self) -> None:
         """The connection behind this end was lost and is being re-established (libzmq's pipe

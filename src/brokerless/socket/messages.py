@@ -21,6 +21,7 @@ from typing import Any, Literal, overload
 
 from ..constants import Flag, SocketOption
 from ..frame import _FINISHED_TRACKER, Frame, MessageTracker
+from ..runs import Run
 from .parts import as_frame, frame_bytes, to_part, tracked_parts, wired_frame
 from .waiting import WaitingMixin
 
@@ -169,11 +170,16 @@ class MessagesMixin(WaitingMixin):
             # The fast path: one pipe, a pattern that passes messages through, a single-part
             # message waiting -- taken here, as the pattern and the pipe would take it.
             q = lane.q
-            if q and q[0].__class__ is bytes:
-                taken: bytes = q.popleft()
-                if lane.writer_blocked and len(q) <= lane.lwm:
-                    lane.wake_writer()
-                return taken
+            if q:
+                head = q[0]
+                if head.__class__ is bytes:
+                    q.popleft()
+                    if lane.writer_blocked and len(q) + lane.run_in - lane.run_out <= lane.lwm:
+                        lane.wake_writer()
+                    return head
+                if head.__class__ is Run:  # many messages in one item: this thread cuts them
+                    lane.cut_head()
+                    return self.recv(flags, copy, track)
         if self._fault is not None:
             raise self._fault()
         if self._rx_parts is not None:

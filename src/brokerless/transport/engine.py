@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ..constants import Event, SocketOption
 from ..errno import EFAULT
 from ..mailbox import WAKE
+from ..runs import Run
 from ..zmtp import (
     AuthenticationFailed,
     Ping,
@@ -252,7 +253,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         start = 0
         for i, item in enumerate(items):
             cls = item.__class__
-            if cls is bytes or cls is list:
+            if cls is bytes or cls is list or cls is Run:
                 continue
             if not self._push_run(items, start, i, True):
                 return
@@ -273,7 +274,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         if lo == hi:
             return True
         run = items if lo == 0 and hi == len(items) else items[lo:hi]
-        taken = self.session.push_many(run)
+        taken = self.session.push_many(run, events)
         if taken == len(run):
             return True
         self._pending_in = items[lo + taken :]

@@ -39,8 +39,9 @@ class EngineOwner(Protocol):
     endpoint: str
     pipe: Pipe | None
 
-    def push_many(self, msgs: list[Any]) -> int:
-        """Messages from the wire into the pipe; how many it took."""
+    def push_many(self, msgs: list[Any], runs: bool = False) -> int:
+        """Messages from the wire into the pipe; how many it took (``runs``: runs of messages
+        may be among them)."""
 
     def pull_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""

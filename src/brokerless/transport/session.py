@@ -159,12 +159,13 @@ class Session:
             return None
         return engine
 
-    def push_many(self, msgs: list[Any]) -> int:
-        """Messages from the wire for the socket; returns how many the pipe took."""
+    def push_many(self, msgs: list[Any], runs: bool = False) -> int:
+        """Messages from the wire for the socket; returns how many the pipe took.  ``runs``:
+        :class:`~brokerless.runs.Run` items may be among them."""
         pipe = self.pipe
         if pipe is None:
             return len(msgs)  # the socket is gone: drop
-        return pipe.write_many(msgs)
+        return pipe.write_many(msgs, runs)
 
     def stop_input(self, _: Any = None) -> None:
         """The socket takes nothing more from the network: no reconnecting, and the engine
@@ -351,6 +352,7 @@ def new_connection(session: Session) -> Connection:
         max_msg_size=opts[_O.MAXMSGSIZE],
         mechanism=mechanism(opts),
         metadata=opts[_O.METADATA] or None,
+        runs=True,
     )
 
 

@@ -136,6 +136,7 @@ class Connection:
         max_msg_size: int = -1,
         mechanism: Callable[[dict[str, bytes], bool], Mechanism] = NullMechanism,
         metadata: dict[str, bytes] | None = None,
+        runs: bool = False,
     ) -> None:
         self.socket_type = SocketType(socket_type)
         props = {"Socket-Type": self.socket_type.name.encode()}
@@ -147,7 +148,9 @@ class Connection:
         #: What the peer speaks, once its greeting is in.
         self.protocol: Protocol | None = None
         self.peer: Ready | None = None
-        self.decoder = FrameDecoder(max_msg_size, handshaking=True)
+        #: ``runs``: the messages of a ZMTP 3.x peer may come as :class:`~brokerless.runs.Run`
+        #: items (see ``receive``); a legacy peer's never do.
+        self.decoder = FrameDecoder(max_msg_size, handshaking=True, runs=runs)
         self._greeting = GreetingExchange(
             self.socket_type,
             routing_id,
@@ -233,8 +236,9 @@ class Connection:
 
     def receive(self, data: bytes | bytearray | memoryview) -> tuple[list[Any], bool]:
         """Feed received bytes; returns the messages and events they complete (see the module
-        docstring) and whether any event may be among them (False: only whole messages, which
-        a transport can hand on in one go)."""
+        docstring) and whether any event, or any :class:`~brokerless.runs.Run` of messages
+        (made with ``runs=True``), may be among them (False: only whole messages, which a
+        transport can hand on in one go)."""
         try:
             if self.state is TRAFFIC:
                 return self._receive_traffic(data)
@@ -450,9 +454,10 @@ class Connection:
 
     def _traffic(self, items: list[Any], commands: bool) -> tuple[list[Any], bool]:
         """Handle the commands among decoded items; messages pass through untouched.  Returns
-        the items and whether events may be among them (only when there were commands)."""
+        the items and whether events may be among them (only when there were commands) or
+        :class:`~brokerless.runs.Run` items."""
         if not commands:
-            return items, False
+            return items, self.decoder.runs
         out: list[Any] = []
         try:
             for item in items:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..runs import Run
 from .commands import Command, parse_command
 from .errors import MalformedCommand, MessageTooLarge, ProtocolError, UnexpectedFrame
 
@@ -147,10 +148,24 @@ def encode_message(out: list[Any], msg: Any) -> None:
 class FrameDecoder:
     """Byte stream in, whole messages and commands out."""
 
-    __slots__ = ("_buf", "_parts", "_reserved", "commands", "handshaking", "max_msg_size")
+    __slots__ = (
+        "_buf",
+        "_parts",
+        "_reserved",
+        "_runs",
+        "commands",
+        "handshaking",
+        "max_msg_size",
+        "runs",
+    )
 
     def __init__(
-        self, max_msg_size: int = -1, *, handshaking: bool = False, command_frames: bool = True
+        self,
+        max_msg_size: int = -1,
+        *,
+        handshaking: bool = False,
+        command_frames: bool = True,
+        runs: bool = False,
     ) -> None:
         self._buf = bytearray()
         self._parts: list[Any] | None = None
@@ -158,6 +173,10 @@ class FrameDecoder:
         #: Flag bits that must be clear (COMMAND too without ``command_frames``: ZMTP 2.0).
         self._reserved = _RESERVED if command_frames else _RESERVED | COMMAND
         self.commands = False  # whether the last ``feed`` returned a command
+        #: Hand runs of RUN_MIN or more equal-size single-frame messages on as :class:`Run`
+        #: items, for their reader to cut (see :mod:`brokerless.runs`).
+        self._runs = runs
+        self.runs = False  # whether the last ``feed`` returned a Run
         #: Commands only, one per ``feed`` (see the module docstring).
         self.handshaking = handshaking
 
@@ -181,7 +200,8 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Decode ``data``; returns the messages and commands it completes, in order.
 
-        ``commands`` is set to whether the result holds any command.
+        ``commands`` is set to whether the result holds any command, ``runs`` to whether it
+        holds a :class:`Run` (only when made with ``runs=True``).
         """
         buf = self._buf
         view: bytes | bytearray | memoryview
@@ -191,7 +211,7 @@ class FrameDecoder:
         else:
             view = data
         out: list[Any] = []
-        self.commands = False
+        self.commands = self.runs = False
         try:
             if isinstance(view, bytes):
                 pos = self._decode(view, out)
@@ -240,6 +260,7 @@ class FrameDecoder:
         # purpose: a shared helper would cost a call a message.
         fast = 0 if limit >= 255 and not handshaking else -1
         append = out.append
+        runs = self._runs
         pos, end = 0, len(view)
         while end - pos >= 2:
             flags = view[pos]
@@ -252,9 +273,14 @@ class FrameDecoder:
                     while n:
                         size = view[pos + 1]
                         span = n * (size + 2)
-                        out += [
-                            view[i : i + size] for i in range(pos + 2, pos + 2 + span, size + 2)
-                        ]
+                        if runs and n >= LAZY_RUN_MIN:
+                            append(Run(view, pos + 2, size + 2, size, n))
+                            self.runs = True
+                        else:
+                            out += [
+                                view[i : i + size]
+                                for i in range(pos + 2, pos + 2 + span, size + 2)
+                            ]
                         pos += span
                         n = (
                             _uniform_run(view, pos, end, 2)
@@ -294,7 +320,13 @@ class FrameDecoder:
                 if n and int.from_bytes(view[pos + 1 : pos + 9], "big") <= limit:
                     size = int.from_bytes(view[pos + 1 : pos + 9], "big")
                     span = n * (size + 9)
-                    out += [view[i : i + size] for i in range(pos + 9, pos + 9 + span, size + 9)]
+                    if runs and n >= LAZY_RUN_MIN:
+                        append(Run(view, pos + 9, size + 9, size, n))
+                        self.runs = True
+                    else:
+                        out += [
+                            view[i : i + size] for i in range(pos + 9, pos + 9 + span, size + 9)
+                        ]
                     pos += span
                     continue
             if flags & reserved:
@@ -340,6 +372,11 @@ class FrameDecoder:
 
 #: The shortest run of equal-size frames worth cutting by slicing (below it, one by one).
 RUN_MIN = 16
+#: The shortest run a decoder made with ``runs=True`` hands on as a :class:`Run`; shorter ones
+#: are cut here, as without.  Below it a run's own costs (an item, its count in the pipe, the
+#: reader's cut) outweighed what it saved: with 16, 1 KiB messages between two processes came
+#: at 0.70-0.76 of the rate without runs, with 256 at 1.00-1.18 (interleaved A/B, 5-7 rounds).
+LAZY_RUN_MIN = 256
 #: A read that starts with a frame this large is decoded from a view of the read buffer, so
 #: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).
 LARGE = 64 * 1024
