@@ -15,7 +15,9 @@ fixed PLAIN user or CURVE client key is let in, a PLAIN user named ``temp`` or `
 feeding the next piece, so the input a paused handshake holds is exercised too.
 
 The stream goes to one connection whole and to a second one cut at the split points (as
-memoryviews, as the engine hands over its reads).  Expected outcomes are decoded items or the
+memoryviews, as the engine hands over its reads); the second is made with ``runs=True``, as an
+engine's is, and the runs of messages it hands on (:class:`~brokerless.runs.Run`) are cut
+before anything is compared.  Expected outcomes are decoded items or the
 codec's own :class:`ProtocolError`; anything else raised here is a bug:
 
 * only ``ProtocolError`` (and its subclasses) escapes ``receive_data``; after one, the connection
@@ -44,6 +46,7 @@ from types import SimpleNamespace
 import nacl.bindings as sodium
 
 from brokerless.constants import SocketType
+from brokerless.runs import Run
 from brokerless.zmtp import (
     ERROR_STATE,
     TRAFFIC,
@@ -151,7 +154,7 @@ def test_one_input(data: bytes) -> None:
     stream = data[2:]
     whole = _Outcome(socket_type, as_server, max_msg_size, kind)
     whole.feed([stream])
-    split = _Outcome(socket_type, as_server, max_msg_size, kind)
+    split = _Outcome(socket_type, as_server, max_msg_size, kind, runs=True)
     view = memoryview(stream)
     split.feed([view[lo:hi] for lo, hi in _pieces(len(stream), data[1])], answer_late=True)
     if (split.items, split.asked, split.error, split.sent) != (
@@ -237,7 +240,12 @@ class _Outcome:
     """One connection fed a stream in pieces, checked after every call."""
 
     def __init__(
-        self, socket_type: SocketType, as_server: bool, max_msg_size: int, kind: int = NULL
+        self,
+        socket_type: SocketType,
+        as_server: bool,
+        max_msg_size: int,
+        kind: int = NULL,
+        runs: bool = False,
     ) -> None:
         self.determinism = _Determinism()
         with self.determinism:
@@ -246,6 +254,7 @@ class _Outcome:
                 b"fuzz",
                 as_server=as_server,
                 max_msg_size=max_msg_size,
+                runs=runs,
                 **({"mechanism": _mechanism(kind, as_server)} if kind != NULL else {}),
             )
         self.items: list = []
@@ -306,7 +315,7 @@ class _Outcome:
         self._check(got)
 
     def _check(self, got: list) -> None:
-        for item in got:
+        for item in [m for i in got for m in (i.messages() if i.__class__ is Run else [i])]:
             cls = item.__class__
             if cls is bytes or cls is list:
                 if not self.items or self.items[0].__class__ is not Ready:
@@ -354,6 +363,12 @@ def seeds() -> Iterator[bytes]:
                 stream = b"".join(traffic)
                 for split_seed in (0, 7, 15):
                     yield bytes((config, split_seed)) + stream
+            if socket_type is SocketType.PULL:  # a run of equal-size messages, long enough
+                runs = [_handshake(socket_type, SocketType.PUSH, as_server)]
+                for i in range(300):
+                    encode_message(runs, bytes([i % 256]) * 10)
+                for split_seed in (0, 7, 15):
+                    yield bytes((config, split_seed)) + b"".join(runs)
             wrong = next(t for t in SOCKET_TYPES if t not in VALID_PEERS[socket_type])
             yield bytes((config, 3)) + _handshake(socket_type, wrong, as_server)
     yield from _legacy_seeds(messages)
