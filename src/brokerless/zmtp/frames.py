@@ -376,6 +376,7 @@ RUN_MIN = 16
 #: are cut here, as without.  Below it a run's own costs (an item, its count in the pipe, the
 #: reader's cut) outweighed what it saved: with 16, 1 KiB messages between two processes came
 #: at 0.70-0.76 of the rate without runs, with 256 at 1.00-1.18 (interleaved A/B, 5-7 rounds).
+#: A read holds at most 256 KiB, so messages of about 1 KiB or more never make a Run.
 LAZY_RUN_MIN = 256
 #: A read that starts with a frame this large is decoded from a view of the read buffer, so
 #: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).
