@@ -100,6 +100,11 @@ def test_a_conflating_pipe_keeps_only_a_runs_last_message():
 BURST = 3000  # messages of one size: many runs, across reads
 
 
+def bound(sock) -> str:
+    """Bind ``sock`` to a free tcp port on 127.0.0.1; returns the endpoint."""
+    return f"tcp://127.0.0.1:{sock.bind_to_random_port('tcp://127.0.0.1')}"
+
+
 def burst(size: int) -> list[bytes]:
     return [i.to_bytes(4, "big") * (size // 4) for i in range(BURST)]
 
@@ -118,7 +123,7 @@ def test_a_pull_receives_bursts_of_equal_messages_in_order(ctx, peer, size, how)
     pull.rcvtimeo = 10_000
     push = peer.socket(libzmq.PUSH)
     push.sndhwm = 0  # the whole burst is sent before anything is received
-    push.connect(pull.bind_to_random_port("tcp://127.0.0.1") and pull.last_endpoint.decode())
+    push.connect(bound(pull))
     sent = burst(size)
     for msg in sent:
         push.send(msg)
@@ -143,7 +148,7 @@ def test_a_pull_with_a_small_rcvhwm_gets_every_message_of_long_runs(ctx, peer):
     pull.rcvtimeo = 10_000
     push = peer.socket(libzmq.PUSH)
     push.sndhwm = 0  # what the PULL does not take waits in libzmq: sending never blocks
-    push.connect(pull.bind_to_random_port("tcp://127.0.0.1") and pull.last_endpoint.decode())
+    push.connect(bound(pull))
     sent = burst(100) * 10
     for msg in sent:
         push.send(msg)
@@ -182,7 +187,7 @@ def test_a_router_prefixes_every_message_of_a_run_with_its_peer(ctx, peer):
     dealer = peer.socket(libzmq.DEALER)
     dealer.routing_id = b"peer-1"
     dealer.sndhwm = 0
-    dealer.connect(router.bind_to_random_port("tcp://127.0.0.1") and router.last_endpoint.decode())
+    dealer.connect(bound(router))
     sent = burst(100)
     for msg in sent:
         dealer.send(msg)

@@ -143,7 +143,9 @@ class Lane:
 
     def cut_head(self) -> None:
         """The reader found a :class:`Run` at the head: its messages take its place (reader
-        only; counted out after they are in, so the depth never reads low)."""
+        only).  Between taking the run off and putting its messages in, the depth reads low
+        by the run's length: a writer that looks then may admit one batch more, as the pipe's
+        admission by items already allows (see the module docstring)."""
         q = self.q
         run = q.popleft()
         q.extendleft(reversed(run.messages()))
