@@ -275,7 +275,8 @@ def test_a_start_that_times_out_says_which_tasks_started_and_what_spark_says_of_
     with pytest.raises(
         TimeoutError,
         match=r"'mocked': 0 of 2 Spark tasks started within 5 s \(workers \[\] did; "
-        r"stage \d+ \(job \d+, RUNNING\): 2 task\(s\), ",
+        r"worker 0: never heard from; worker 1: never heard from; "
+        r"stage \d+ \(attempt 0, job \d+, RUNNING\): 2 task\(s\), ",
     ):
         run_on_spark(
             Topology("mocked")

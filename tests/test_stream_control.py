@@ -33,6 +33,7 @@ from brokerless.stream.metrics import ErrorReport
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.worker import Worker
 
+from .relay import Relay
 from .stream_topologies import Counter, Sink
 
 pytestmark = pytest.mark.timeout(60)
@@ -327,6 +328,10 @@ def test_a_worker_that_reconnects_proves_its_new_connection_and_its_questions_fo
         run._ask("activity", timeout=20.0)
         assert all(run.state.routes[i][0] != before[i][0] for i in (0, 1))
         assert all(run.state.routes[i][1] == before[i][1] for i in (0, 1))
+        assert all(run.state.proved[i] >= 2 for i in (0, 1))  # what a start that timed out says
+        assert re.fullmatch(
+            r"worker 1: \d+ message\(s\), \d+ connection\(s\) proved", run.state.silent(1)
+        )
 
 
 def test_a_frame_over_max_frame_disconnects_its_sender():
@@ -413,3 +418,40 @@ def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded
         driver.wait()
         driver.stdin.close()
         driver.stdout.close()
+
+
+def test_what_a_worker_announced_is_said_again_when_its_connection_is_lost():
+    """'ready' and 'started' are what the driver must hear: a message in flight on a connection
+    that breaks is lost, so a worker says them again on its next connection.  Here a relay
+    swallows the worker's 'started' and then cuts the connection."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.linger = 0
+    relay = Relay(router.bind_to_random_port("tcp://127.0.0.1"))
+    key = new_key()
+    channel = WorkerChannel(context, f"tcp://127.0.0.1:{relay.port}", key, 1, 0)
+
+    def heard(kind: str, timeout: float = 10.0) -> tuple:
+        """The first ``kind`` message the driver's socket takes, the worker's loop running."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            channel.recv(0.02)  # what serve() does: watch the connection, take commands
+            while router.poll(0):
+                _, identity, *frames = router.recv_multipart()
+                message = Signer(key).unpack(frames, identity)
+                if message[0] == kind:
+                    return message
+        raise AssertionError(f"the driver heard no {kind!r} within {timeout:g} s")
+
+    try:
+        heard("hello")
+        relay.swallow()
+        channel.announce(("started", {"pid": 1}))
+        assert relay.swallowed.wait(10)
+        relay.cut()
+        assert heard("started") == ("started", {"pid": 1})
+    finally:
+        channel.close(linger=0)
+        relay.close()
+        router.close(linger=0)
+        context.term()

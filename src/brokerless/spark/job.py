@@ -35,7 +35,8 @@ class BarrierJob:
                 stage = tracker.getStageInfo(stage_id)
                 if stage is not None:
                     described.append(
-                        f"stage {stage_id} (job {job_id}, {job.status}): {stage.numTasks} "
+                        f"stage {stage_id} (attempt {stage.currentAttemptId}, job {job_id}, "
+                        f"{job.status}): {stage.numTasks} "
                         f"task(s), {stage.numActiveTasks} running, {stage.numCompletedTasks} "
                         f"completed, {stage.numFailedTasks} failed"
                     )

@@ -304,11 +304,13 @@ class SparkRun(ControlledRun):
                 self.phase = Phase.RUNNING
             elif now >= self._start_deadline:
                 started = sorted(self.state.started)
+                heard = [self.state.silent(i) for i in range(self.workers) if i not in started]
+                tasks = job.tasks(self.spark.sparkContext)
                 self._give_up(
                     TimeoutError(
                         f"{self.plan.name!r}: {len(started)} of {self.workers} Spark tasks "
                         f"started within {self.start_timeout:g} s (workers {started} did; "
-                        f"{job.tasks(self.spark.sparkContext)}): Spark could not give the stage "
+                        f"{'; '.join(heard)}; {tasks}): Spark could not give the stage "
                         "all its slots at once (other jobs running?), or the executors cannot "
                         f"reach the driver at {self.control_endpoint}"
                     )

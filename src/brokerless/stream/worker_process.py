@@ -98,7 +98,7 @@ def worker_main(stdin_fd: int = 0) -> int:
             restore=job["restore"],
         )
         endpoint = worker.bind()
-        channel.send((Kind.READY, endpoint))
+        channel.announce((Kind.READY, endpoint))
         serve(worker, channel, started_info(worker, endpoint))
         return 0
     except Exception:

@@ -51,7 +51,10 @@ worker without a route (still starting, or its connection gone: ROUTER_MANDATORY
 waits in ``state.outbox`` until the worker has proved itself, and when a route moves, the
 question the driver is waiting on is asked again on it, since it may have gone down a
 connection that was already dead.  Signed messages are taken from any connection, since they
-carry their sender's id: nothing a worker reports is lost to a route being proved.  (The one
+carry their sender's id: nothing a worker reports is lost to a route being proved.  What the
+driver must hear -- ``ready`` and ``started`` -- a worker says again on its next connection
+whenever one is lost (a message in flight on a connection that breaks is gone, as with any
+ZeroMQ socket), and the driver takes a repeat as it took the first.  (The one
 gap: the routing id of a worker's connection that has just died is free until the worker
 proves its next one, and a peer that guessed it -- a counter with a random start -- could
 claim it meanwhile and swallow commands; the next proof ends that.)

@@ -45,6 +45,17 @@ class AttemptState:
     #: index -> (the driver's routing id of the connection the worker proved, its id)
     routes: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
     outbox: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)  # no route yet
+    heard: dict[int, int] = field(default_factory=dict)  # index -> signed messages taken
+    proved: dict[int, int] = field(default_factory=dict)  # index -> connections it proved
+
+    def silent(self, index: int) -> str:
+        """What was heard of worker ``index`` (for an error about one that said too little)."""
+        heard = self.heard.get(index, 0)
+        if not heard:
+            return f"worker {index}: never heard from"
+        return (
+            f"worker {index}: {heard} message(s), {self.proved.get(index, 0)} connection(s) proved"
+        )
 
 
 class ControlledRun(TopologyRun):
@@ -170,6 +181,8 @@ class ControlledRun(TopologyRun):
         attempt, index = attempt_and_index(identity)
         if attempt != self.attempt:
             return
+        heard = self.state.heard
+        heard[index] = heard.get(index, 0) + 1
         kind = message[0]
         if kind == Kind.HELLO:
             if self.state.routes.get(index) != (connection, identity):
@@ -194,6 +207,7 @@ class ControlledRun(TopologyRun):
         if state.routes.get(index) == (connection, identity):
             return
         state.routes[index] = (connection, identity)
+        state.proved[index] = state.proved.get(index, 0) + 1
         waiting = state.outbox.pop(index, [])
         question = self._question
         if (

@@ -57,6 +57,8 @@ class WorkerChannel:
         if driver_timeout is not None:
             control.heartbeat_ivl = HEARTBEAT_MS
             control.heartbeat_timeout = max(HEARTBEAT_MS, int(driver_timeout * 500))
+        self._announced: list[bytes] = []  # what announce() sent: said again on reconnection
+        self._reannounce = False  # a connection was lost since the last handshake
         self._monitor = control.get_monitor_socket(MONITORED)
         self._poller = zmq.Poller()
         self._poller.register(control, zmq.POLLIN)
@@ -66,6 +68,15 @@ class WorkerChannel:
 
     def send(self, message: tuple[Any, ...]) -> None:
         self._send_payload(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+
+    def announce(self, message: tuple[Any, ...]) -> None:
+        """Send ``message`` now, and again on the next connection whenever one to the driver
+        is lost: what the driver must hear (``ready``, ``started``) whatever becomes of the
+        connection it left on -- a message in flight when a connection breaks is lost, as with
+        any ZeroMQ socket.  The driver takes a repeat as it took the first."""
+        payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        self._announced.append(payload)
+        self._send_payload(payload)
 
     def send_events(
         self, captured: list[tuple[str, str, tuple[Any, ...]]], errors: list[ErrorReport]
@@ -101,8 +112,14 @@ class WorkerChannel:
                 if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     self._lost_since = None
                     self.send((Kind.HELLO,))  # a new connection: the driver asks for a proof
-                elif self._lost_since is None:
-                    self._lost_since = time.monotonic()
+                    if self._reannounce:
+                        self._reannounce = False
+                        for payload in self._announced:
+                            self._send_payload(payload)
+                else:  # disconnected
+                    self._reannounce = True
+                    if self._lost_since is None:
+                        self._lost_since = time.monotonic()
         lost = self._lost_since
         if (
             self._driver_timeout is not None
@@ -163,14 +180,14 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
     checkpoints = worker.checkpoints
     try:
         if worker.started:
-            channel.send((Kind.STARTED, info))
+            channel.announce((Kind.STARTED, info))
         while True:
             command = channel.recv(WORKER_POLL)
             if command is not None:
                 kind = command[0]
                 if kind == Kind.START:
                     worker.start(command[1])
-                    channel.send((Kind.STARTED, info))
+                    channel.announce((Kind.STARTED, info))
                 elif kind == Kind.ACTIVITY:
                     channel.send((Kind.ACTIVITY, command[1], worker.activity()))
                 elif kind == Kind.STATS:
