@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from brokerless.constants import SocketType as T
+from brokerless.frame import Frame
 from brokerless.zmtp import (
     ERROR_STATE,
     GREETING,
@@ -34,7 +35,7 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
-from brokerless.zmtp.frames import RUN_MIN, WINDOW, encode_batch
+from brokerless.zmtp.frames import RUN_MIN, UNIFORM_MIN, WINDOW, encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -364,6 +365,28 @@ def test_encode_batch_is_the_wire_form_with_large_bodies_by_reference(msgs, zero
         any(x is p for p in large) or any(y is p for p in large)
         for x, y in itertools.pairwise(bufs)
     )
+
+
+@pytest.mark.parametrize(
+    ("msgs", "joined"),
+    [
+        ([b"a" * 100] * 40, True),
+        ([bytes([i]) * 300 for i in range(20)], True),  # long frames
+        ([b"ab"] * 20 + [[b"c", b"d"]] * 20, False),  # messages of two parts: len() is 2
+        ([[b"ab", b"cd"]] * 20, False),
+        ([b"x" * 5] * 15 + [b"y" * 4] + [b"z" * 5], False),  # one size differs
+        ([b"ab"] * 19 + [Frame(b"cd")], sys.version_info >= (3, 12)),  # a buffer from 3.12
+        ([b"x" * 5] * (UNIFORM_MIN - 1), False),  # too few to be worth a look
+        ([bytes(70_000)] * 20, False),  # bodies written by reference
+    ],
+    ids=["short", "long", "multipart-among", "multipart", "sizes-differ", "frame", "few", "large"],
+)
+def test_a_batch_of_messages_of_one_size_is_encoded_in_one_join(msgs, joined):
+    """Single parts all of one size are joined by their common header into one buffer; any
+    other batch takes the general path, to the same wire form."""
+    bufs = encode_batch(msgs, 1 << 16, as_buffer=lambda part: part.buffer)
+    assert b"".join(bufs) == b"".join(wire(m.bytes if type(m) is Frame else m) for m in msgs)
+    assert (len(bufs) == 2 and len(bufs[1]) > len(msgs[0]) * (len(msgs) - 1)) == joined
 
 
 def test_encode_batch_takes_parts_through_as_buffer():
