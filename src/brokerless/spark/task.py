@@ -6,7 +6,9 @@ interface (announcing the executor's address, from the barrier context), swaps e
 the other tasks through ``BarrierTaskContext.allGather`` (in partition order), starts, says
 ``started`` and then answers the driver exactly as a worker process of ``multiprocess.py``
 does (the same :func:`~brokerless.stream.control.serve`).  A task that cannot build or start
-its worker tells the driver (``failed``, with the traceback) before it raises.
+its worker tells the driver (``failed``, with the traceback) before it raises; one still not
+serving after ``start_timeout`` seconds writes every thread's stack to its stderr (the
+executor's log), so a start that hangs says where.
 
 Spark runs the next task in the same Python process (``spark.python.worker.reuse``), so a task
 leaves nothing behind: every thread is joined, every socket closed and the context terminated
@@ -16,6 +18,7 @@ while it runs (a terminal sends it to Spark's Python workers too; the driver sto
 
 from __future__ import annotations
 
+import faulthandler
 import pickle
 import signal
 import sys
@@ -49,6 +52,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
     others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
     context = zmq.Context()
     channel: WorkerChannel | None = None
+    faulthandler.dump_traceback_later(job["start_timeout"], file=sys.__stderr__)
     try:
         keys = job["keys"]
         channel = WorkerChannel(
@@ -87,12 +91,14 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
             worker.stop()
             channel.send((Kind.FAILED, traceback.format_exc()))
             raise
+        faulthandler.cancel_dump_traceback_later()
         serve(
             worker,
             channel,
             started_info(worker, endpoint, attempt=job["attempt"], threads_before=others),
         )
     finally:
+        faulthandler.cancel_dump_traceback_later()
         if channel is not None:
             channel.close()
         context.term()

@@ -218,6 +218,7 @@ class SparkRun(ControlledRun):
             "keys": self._keys,  # CURVE (security.py): in the closure, never on a command line
             "capture": capture,
             "driver_timeout": driver_timeout,
+            "start_timeout": start_timeout,
             "sys_path": list(sys.path) if is_local(master_url(sc)) else [],
         }
         self._new_attempt(n)
