@@ -52,7 +52,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
     others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
     context = zmq.Context()
     channel: WorkerChannel | None = None
-    faulthandler.dump_traceback_later(job["start_timeout"], file=sys.__stderr__)
+    faulthandler.dump_traceback_later(job["start_timeout"])  # to stderr: the executor's log
     try:
         keys = job["keys"]
         channel = WorkerChannel(
