@@ -471,6 +471,40 @@ def test_ctrl_c_stops_a_push_waiting_to_deliver():
                 interrupt(process)
 
 
+# A Ctrl-C as the command closes its socket to deliver what is queued, before the wait starts
+# (a window of a few bytecodes, met once in CI): the close itself raises KeyboardInterrupt.
+_CTRL_C_IN_THE_CLOSE = """
+import sys
+import brokerless as zmq
+from brokerless.cli import main
+
+close = zmq.Socket.close
+
+def close_then_ctrl_c(self, linger=None):
+    close(self, linger)
+    if linger == -1:
+        raise KeyboardInterrupt
+
+zmq.Socket.close = close_then_ctrl_c
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_as_a_push_starts_to_deliver_stops_it_too():
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never speaks ZMTP
+        port = silent.getsockname()[1]
+        process = subprocess.run(
+            [sys.executable, "-c", _CTRL_C_IN_THE_CLOSE, "push", f"{LOCAL}:{port}"],
+            input=b"nobody reads this\n",
+            capture_output=True,
+            env=ENV,
+            timeout=30,
+        )
+    assert process.returncode == 130, process.stderr.decode()
+    assert b"undelivered messages dropped" in process.stderr
+    assert b"Traceback" not in process.stderr
+
+
 # -- bench and demo --------------------------------------------------------------------------
 
 

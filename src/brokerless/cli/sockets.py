@@ -251,11 +251,14 @@ class Shuttle:
             self.stdout.flush()
 
 
-def _deliver(context: zmq.SyncContext) -> None:
-    """Terminate ``context``: wait for what closed sockets still deliver (their LINGER).
-    Ctrl-C gives up on that and ends the process at once -- queued messages cannot be taken
-    back from the I/O threads, and the interpreter's exit would wait for them again."""
+def _deliver(context: zmq.SyncContext, socket: zmq.SyncSocket, linger: int) -> None:
+    """Close ``socket`` with ``linger`` and terminate ``context``: wait for what it still
+    delivers.  Ctrl-C gives up on that and ends the process at once -- queued messages cannot
+    be taken back from the I/O threads, and the interpreter's exit would wait for them again
+    (so the close is inside: a Ctrl-C between it and the wait must not end the process
+    normally either)."""
     try:
+        socket.close(linger=linger)
         context.term()
     except KeyboardInterrupt:
         sys.stdout.flush()
@@ -321,6 +324,7 @@ def make_command(name: str, role: Role) -> click.Command:
         )
         context = zmq.Context()
         socket = context.socket(role.type)
+        bad_input = None
         try:
             set_options(socket, options)
             prefix: Message = []
@@ -332,17 +336,16 @@ def make_command(name: str, role: Role) -> click.Command:
             attach(socket, endpoints, bind)
             stdin_fd = sys.stdin.fileno() if role.sends else -1
             shuttle = Shuttle(socket, role, framing, count, stdin_fd, sys.stdout.buffer, prefix)
-            bad_input = None
             try:
                 shuttle.run()
             except FramingError as exc:  # what came before it was sent: deliver that
                 bad_input = exc
-            socket.close(linger=linger)
-            if bad_input is not None:
-                raise click.ClickException(str(bad_input))
-        finally:
-            socket.close(linger=0)  # (when interrupted before: nothing to wait for)
-            _deliver(context)
+        except BaseException:
+            _deliver(context, socket, linger=0)  # interrupted or failed: nothing to wait for
+            raise
+        _deliver(context, socket, linger)
+        if bad_input is not None:
+            raise click.ClickException(str(bad_input))
 
     return command
 
