@@ -108,12 +108,22 @@ def test_a_context_subclass_makes_its_own_socket_class():
 
 @pytest.mark.parametrize("transport", ["tcp", "inproc"])
 def test_recv_waits_in_its_greenlet_only(gctx, transport):
+    """The message is sent only once the ticker has ticked 5 times: recv returns only if the
+    hub ran other greenlets while it waited.  (Sent after a fixed 0.1 s instead, a loaded
+    machine could let the send and the ticker's first sleep end together, and the count
+    came out short.)"""
     a, b = pair(gctx, transport=transport)
     ticker = Ticker()
-    gevent.spawn_later(0.1, a.send, b"hello")
+
+    def send_once_the_hub_has_ticked() -> None:
+        while ticker.ticks < 5:
+            gevent.sleep(0.005)
+        a.send(b"hello")
+
+    gevent.spawn(send_once_the_hub_has_ticked)
     with gevent.Timeout(WAIT):
         assert b.recv() == b"hello"
-    assert ticker.stop() >= 5  # the hub ran the ticker while recv waited
+    ticker.stop()
 
 
 def test_many_greenlets_over_one_context(gctx):

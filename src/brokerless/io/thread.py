@@ -84,7 +84,12 @@ class IOThread:
 
     def call_and_wait(self, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` in the I/O thread and return once it ran (for synchronous results
-        such as an endpoint being free again after ``unbind``)."""
+        such as an endpoint being free again after ``unbind``).  Called from the I/O thread
+        itself -- a socket the garbage collector finalized there, closing -- it cannot wait for
+        itself: ``fn`` runs on the thread's next turn, as ``call_soon`` would."""
+        if self.is_current:
+            self.call_soon(fn, arg)
+            return
         done = threading.Event()
 
         def run(_: Any) -> None:
