@@ -34,6 +34,9 @@ def test_a_socket_finalized_by_the_gc_on_the_io_thread_closes_without_deadlock()
         assert collected.wait(10), "the I/O thread deadlocked closing a collected socket"
     finally:
         gc.enable()
+    # The finalizer's close was queued for the I/O thread's next turn; its mailbox is FIFO, so
+    # once a call queued now has run, so has the close.
+    context._io_thread().call_and_wait(lambda _: None)
     again = context.socket(zmq.PULL)  # the endpoint is free again: the close completed
     again.linger = 0
     again.bind(endpoint)
