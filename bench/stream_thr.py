@@ -120,11 +120,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=1, help="executors per component")
     parser.add_argument("--no-acking", dest="acking", action="store_false")
     parser.add_argument("--security", choices=["curve", "none"], default="curve")
+    parser.add_argument(
+        "--executor-threads",
+        choices=["shared", "per_executor"],
+        default=None,
+        help="how a worker runs its executors (Config.executor_threads; default: its default)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args(argv)
     load_at_start = load_average()
     cpu_at_start = _cpu_seconds()
     topo = topology(args.count, args.size, args.acking, args.parallelism)
+    if args.executor_threads is not None:
+        topo = topo.with_config(executor_threads=args.executor_threads)
     if args.mode == "local":
         run = run_local(topo)
     else:
@@ -153,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism": args.parallelism,
         "acking": args.acking,
         "security": args.security,
+        # (stream_ab.py runs this file on older checkouts too: before the option, a thread each)
+        "executor_threads": getattr(topo.config, "executor_threads", "per_executor"),
         "count": args.count,
         "size": args.size,
         "seconds": round(elapsed, 4),

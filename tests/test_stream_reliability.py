@@ -71,10 +71,11 @@ def test_failing_every_third_tuple_once_acks_every_spout_tuple_exactly_once(work
     assert stats["flaky"].failed == sum(k // 3 for k in keys_per_task.values())
 
 
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
 @pytest.mark.parametrize("workers", WORKERS)
-def test_a_tuple_whose_tree_is_not_acked_in_time_fails(workers):
+def test_a_tuple_whose_tree_is_not_acked_in_time_fails(workers, threads):
     topo = (
-        Topology("timeout", Config(message_timeout_secs=0.3))
+        Topology("timeout", Config(message_timeout_secs=0.3, executor_threads=threads))
         .spout("spout", partial(ValueSpout, range(5), replay=False))
         .bolt("hold", partial(HoldValue, 2), inputs={"spout": all_()})
     )
@@ -84,10 +85,11 @@ def test_a_tuple_whose_tree_is_not_acked_in_time_fails(workers):
     assert result.statistics["spout"].failed == 1
 
 
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
 @pytest.mark.parametrize("workers", WORKERS)
-def test_max_spout_pending_bounds_the_tuples_in_flight(workers):
+def test_max_spout_pending_bounds_the_tuples_in_flight(workers, threads):
     topo = (
-        Topology("pending", Config(max_spout_pending=5))
+        Topology("pending", Config(max_spout_pending=5, executor_threads=threads))
         .spout("spout", partial(ValueSpout, range(200)))
         .bolt("relay", Relay, inputs={"spout": all_()})
         .bolt("batch", partial(AckInBatches, 5), inputs={"relay": all_()})

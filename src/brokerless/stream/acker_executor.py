@@ -21,30 +21,29 @@ class AckerExecutor(Executor[Component]):
             t: AckerLedger(self.config.message_timeout_secs, now) for t in self.task_ids
         }
 
-    def loop(self) -> None:
-        take = self.queue.take
-        batch = self.config.executor_batch_size
+    def step(self) -> float | None:
         ledgers = self.ledgers
         outbox = self.outbox
         metrics = self.metrics
-        while True:
-            next_rotation = min(ledger.next_rotation for ledger in ledgers.values())
-            items = take(batch, max(0.0, next_rotation - time.monotonic()))
-            for task, message, _ in items:
-                try:
-                    # a batch from an executor of this worker, or one message from another
-                    messages = message[1] if message[0] == BATCH else (message,)
-                    metrics.processed += len(messages)
-                    for kind, root, spout_task in ledgers[task].update_many(messages):
-                        if kind == ACKED:
-                            metrics.acked += 1
-                        else:
-                            metrics.failed += 1
-                        outbox.control(spout_task, (kind, root))
-                except Exception as exc:
-                    self._dropped(task, exc)
-            outbox.flush()
-            self.handled += len(items)
-            now = time.monotonic()
-            for ledger in ledgers.values():
-                ledger.rotate(now)
+        items = self.queue.take(self.config.executor_batch_size, 0)
+        for task, message, _ in items:
+            try:
+                # a batch from an executor of this worker, or one message from another
+                messages = message[1] if message[0] == BATCH else (message,)
+                metrics.processed += len(messages)
+                for kind, root, spout_task in ledgers[task].update_many(messages):
+                    if kind == ACKED:
+                        metrics.acked += 1
+                    else:
+                        metrics.failed += 1
+                    outbox.control(spout_task, (kind, root))
+            except Exception as exc:
+                self._dropped(task, exc)
+        outbox.flush()
+        self.handled += len(items)
+        now = time.monotonic()
+        for ledger in ledgers.values():
+            ledger.rotate(now)
+        if items:
+            return 0
+        return max(0.0, min(ledger.next_rotation for ledger in ledgers.values()) - now)

@@ -137,6 +137,7 @@ class BoltExecutor(Executor[Bolt]):
             state = self._create(task, Bolt, BoltCollector)
             if state is not None:
                 self._set_up(state, state.component.prepare)
+        self._batch = self.config.executor_batch_size
         self._returns = [0] * self.worker.num_workers
         self._return_at = max(1, self.worker.credit_window // 2)
 
@@ -145,29 +146,29 @@ class BoltExecutor(Executor[Bolt]):
             if not state.broken:
                 self._call(state, state.component.cleanup)
 
-    def loop(self) -> None:
-        take = self.queue.take
-        batch = self.config.executor_batch_size
+    def step(self) -> float | None:
+        items = self.queue.take(self._batch, 0)
+        if not items:
+            return None
         states = self.states
         execute = self._execute
         returns = self._returns
         outbox = self.outbox
-        while True:
-            items = take(batch)
-            for task, tup, origin in items:
-                try:
-                    execute(states[task], tup)
-                except Exception as exc:
-                    self._dropped(task, exc)
-                if origin is not None:
-                    returns[origin] += 1
-                    if returns[origin] >= self._return_at:
-                        outbox.credit(origin, self.id, returns[origin])
-                        returns[origin] = 0
-                if outbox.size >= _FLUSH_AT:
-                    outbox.flush()
-            outbox.flush()
-            self.handled += len(items)
+        for task, tup, origin in items:
+            try:
+                execute(states[task], tup)
+            except Exception as exc:
+                self._dropped(task, exc)
+            if origin is not None:
+                returns[origin] += 1
+                if returns[origin] >= self._return_at:
+                    outbox.credit(origin, self.id, returns[origin])
+                    returns[origin] = 0
+            if outbox.size >= _FLUSH_AT:
+                outbox.flush()
+        outbox.flush()
+        self.handled += len(items)
+        return 0
 
     def _execute(self, state: TaskState[Bolt], tup: Any) -> None:
         collector = state.collector

@@ -10,6 +10,9 @@ from typing import Any
 from .security import SECURITY_MODES
 from .serializer import MsgpackSerializer, Serializer
 
+#: The values of ``Config.executor_threads``.
+EXECUTOR_THREADS = ("shared", "per_executor")
+
 
 @dataclass(frozen=True)
 class Config:
@@ -30,6 +33,11 @@ class Config:
     executor_queue_size: int = 4096
     #: Tuples an executor takes from its queue at once.
     executor_batch_size: int = 64
+    #: How a worker runs its executors: ``"shared"``, all in one thread, taking turns (under
+    #: CPython's GIL the fastest: no hand-over between threads, see BENCHMARKS.md), or
+    #: ``"per_executor"``, a thread each as in Storm, so that a component that blocks (on
+    #: I/O, a sleep) holds up only its own executor.
+    executor_threads: str = "shared"
     #: The largest serialized tuple (its values' bytes) that may go to another worker: a
     #: bigger emit fails with SerializationError, and a worker's virtual port drops a peer
     #: that sends a bigger frame (its MAXMSGSIZE, with room for the tuple's header).
@@ -96,6 +104,9 @@ class Config:
             found.append(
                 f"checkpoint_dir must be None, a directory or a URL, not {self.checkpoint_dir!r}"
             )
+        if self.executor_threads not in EXECUTOR_THREADS:
+            choices = " or ".join(repr(m) for m in EXECUTOR_THREADS)
+            found.append(f"executor_threads must be {choices}, not {self.executor_threads!r}")
         if self.security not in SECURITY_MODES:
             choices = " or ".join(repr(m) for m in SECURITY_MODES)
             found.append(f"security must be {choices}, not {self.security!r}")

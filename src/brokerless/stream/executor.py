@@ -23,6 +23,13 @@ says how; a checkpointed executor fails the task instead).
 
 Counters that the completion detector reads (``handled``) are bumped only after a batch's
 handling is over and its outbox flushed, so a busy executor never looks idle.
+
+Every kind does its work in :meth:`Executor.step`, which never waits for input: it handles
+what the queue holds and says when it wants to run again (0: at once; a number of seconds: a
+timer of its own, such as a spout's back-off or an acker's rotation; None: when input comes).
+An executor with a thread of its own (``Config.executor_threads == "per_executor"``) loops on
+``step`` and waits on its queue in between; the executors of a shared thread are stepped in
+turn by it (``shared_thread.py``).  Either way an executor ends through :meth:`Executor.end`.
 """
 
 from __future__ import annotations
@@ -92,7 +99,8 @@ class Executor(Generic[_C]):
         self.acking = bool(acker_tasks)
         self.acker_tasks = acker_tasks
         self.states: dict[int, TaskState[_C]] = {}
-        self.outbox = Outbox(worker.exchange)
+        own_thread = self.config.executor_threads == "per_executor"
+        self.outbox = Outbox(worker.exchange, waits=own_thread)
         self.thread = threading.Thread(
             target=self._run, name=f"{worker.plan.name}:{self.component}:{self.id}", daemon=True
         )
@@ -117,19 +125,28 @@ class Executor(Generic[_C]):
         self.report(task, error)
 
     def _run(self) -> None:
+        """The executor's own thread."""
         try:
             self.open()
-            self.loop()
-        except Shutdown:
-            pass
-        except TaskFailed as failed:
-            self.worker.task_failed(self.component, failed)
-        except BaseException as exc:  # a bug in the stream layer: say so loudly
-            log.exception("executor %s of %r crashed", self.id, self.component)
-            self.report(self.task_ids[0], exc)
-            self.worker.task_failed(self.component, exc)
+            wait, step = self.queue.wait, self.step
+            while not self.stopping:
+                pause = step()
+                if pause != 0:
+                    wait(pause)
+        except BaseException as exc:
+            self.end(exc)
         finally:
             self.close()
+
+    def end(self, exc: BaseException) -> None:
+        """The executor ends on ``exc``, raised by ``open`` or ``step``: the worker stopping
+        (:class:`Shutdown`), a task failure, or a bug in the stream layer (said loudly)."""
+        if isinstance(exc, Shutdown):
+            return
+        if not isinstance(exc, TaskFailed):
+            log.error("executor %s of %r crashed", self.id, self.component, exc_info=exc)
+            self.report(self.task_ids[0], exc)
+        self.worker.task_failed(self.component, exc)
 
     def _create(
         self, task: int, kind: type[_C], collector: Callable[[Any, TaskState[_C]], Any]
@@ -197,7 +214,9 @@ class Executor(Generic[_C]):
     def open(self) -> None:
         raise NotImplementedError
 
-    def loop(self) -> None:
+    def step(self) -> float | None:
+        """Handle what is queued without waiting for more; returns when to step again (0:
+        at once, seconds: at the latest then, None: once input comes).  See the module doc."""
         raise NotImplementedError
 
     def close(self) -> None:

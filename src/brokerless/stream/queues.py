@@ -24,6 +24,12 @@ used as a binary semaphore (``_wake``): waking it is one ``release``, where a Co
 executor's queue pays that per batch.  ``close`` wakes
 everyone: a blocked ``put`` or ``take`` then raises :class:`Shutdown`, a BaseException so
 that a component's ``except Exception`` cannot swallow the end of its topology.
+
+When one thread runs every executor of a worker (``shared_thread.py``) nobody may wait on a
+queue: that thread never sleeps in ``take``, its own puts pass ``wait=False`` (the bounded part
+may then go past its capacity, which ``full`` shows to the thread's back pressure), and it
+sleeps on one ``bell`` (an Event) that every queue of the worker sets when it gets items or
+closes.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Shutdown(BaseException):
 
 class BoundedQueue:
     __slots__ = (
+        "_bell",
         "_bounded",
         "_capacity",
         "_closed",
@@ -53,8 +60,9 @@ class BoundedQueue:
         "puts",
     )
 
-    def __init__(self, capacity: int | None = None) -> None:
+    def __init__(self, capacity: int | None = None, bell: threading.Event | None = None) -> None:
         self._capacity = capacity
+        self._bell = bell  # set when items come or the queue closes (see the module doc)
         self._bounded: deque[Any] = deque()
         self._unbounded: deque[Any] = deque()
         self._lock = threading.Lock()
@@ -74,6 +82,11 @@ class BoundedQueue:
         return self._capacity
 
     @property
+    def full(self) -> bool:
+        """The bounded part holds its capacity (or more: puts that did not wait)."""
+        return self._capacity is not None and len(self._bounded) >= self._capacity
+
+    @property
     def depth(self) -> int:
         return len(self._bounded) + len(self._unbounded)
 
@@ -81,8 +94,9 @@ class BoundedQueue:
         """Queue ``item`` in the bounded part, waiting while it is full."""
         self.put_many((item,))
 
-    def put_many(self, items: Sequence[Any]) -> None:
-        """Queue ``items`` in order in the bounded part, waiting for room as needed."""
+    def put_many(self, items: Sequence[Any], wait: bool = True) -> None:
+        """Queue ``items`` in order in the bounded part, waiting for room as needed (with
+        ``wait=False``, not: past the capacity if need be)."""
         if not items:
             return
         capacity = self._capacity
@@ -90,6 +104,12 @@ class BoundedQueue:
             raise TypeError("this queue has no bounded part (capacity None): push instead")
         with self._lock:
             bounded = self._bounded
+            if not wait:
+                if self._closed:
+                    raise Shutdown
+                bounded.extend(items)
+                self._queued(len(items))
+                return
             done, n = 0, len(items)
             while True:
                 if self._closed:
@@ -128,6 +148,20 @@ class BoundedQueue:
         if self._reader_waits:
             self._reader_waits = False
             self._wake.release()
+        bell = self._bell
+        if bell is not None and not bell.is_set():
+            bell.set()
+
+    def wait(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds (None: forever) until the queue holds an item; raises
+        :class:`Shutdown` once it is closed.  Only the queue's one consumer thread calls it."""
+        with self._lock:
+            if self._closed:
+                raise Shutdown
+            if not self._bounded and not self._unbounded and timeout != 0:
+                self._sleep(timeout)
+                if self._closed:
+                    raise Shutdown
 
     def take(self, max_items: int, timeout: float | None = None) -> list[Any]:
         """Up to ``max_items`` from each part, waiting up to ``timeout`` seconds (None:
@@ -170,6 +204,8 @@ class BoundedQueue:
                 self._reader_waits = False
                 self._wake.release()
             self._room.notify_all()
+        if self._bell is not None:
+            self._bell.set()
 
     def __repr__(self) -> str:
         return f"<BoundedQueue {self.depth}/{self._capacity} max={self.max_depth}>"

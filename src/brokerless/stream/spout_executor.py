@@ -82,6 +82,7 @@ class SpoutExecutor(Executor[Spout]):
         config = self.config
         self.pending_trees = PendingTrees(config.message_timeout_secs)
         self.max_pending = config.max_spout_pending or float("inf")
+        self._backoff = _MIN_WAIT  # how long to wait when next_tuple emits nothing
         self.done = False
         for task in self.task_ids:
             state = self._create(task, Spout, SpoutCollector)
@@ -108,28 +109,22 @@ class SpoutExecutor(Executor[Spout]):
             root += local[root % len(local)] - root % n
         return root
 
-    def loop(self) -> None:
-        take = self.queue.take
-        batch = self.config.executor_batch_size
-        wait = _MIN_WAIT
-        while not self.stopping:
-            items = take(batch, 0)
-            if items:
-                self._handle(items)
-            self._expire()
-            if self._next_tuples():
-                wait = _MIN_WAIT
-                continue
-            timeout = wait
-            expiry = self.pending_trees.next_expiry()
-            if expiry is not None:
-                timeout = max(0.0, min(timeout, expiry - time.monotonic()))
-            items = take(batch, timeout)
-            if items:
-                self._handle(items)
-                wait = _MIN_WAIT
-            else:
-                wait = min(wait * 2, _MAX_WAIT)
+    def step(self) -> float | None:
+        items = self.queue.take(self.config.executor_batch_size, 0)
+        if items:
+            self._handle(items)
+        self._expire()
+        if self._next_tuples() or items:
+            self._backoff = _MIN_WAIT
+            return 0
+        # Nothing came and nothing was emitted: wait a little longer each time (next_tuple
+        # polls), but not past the oldest tuple's timeout.
+        timeout = self._backoff
+        self._backoff = min(timeout * 2, _MAX_WAIT)
+        expiry = self.pending_trees.next_expiry()
+        if expiry is not None:
+            timeout = max(0.0, min(timeout, expiry - time.monotonic()))
+        return timeout
 
     def _next_tuples(self) -> bool:
         """Let each task that may emit call next_tuple, up to a batch while it emits; hand

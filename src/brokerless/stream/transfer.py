@@ -19,6 +19,11 @@ wake-up) per destination instead of one per tuple:
 
 The :class:`Exchange` is what every outbox of one worker hands over to: the worker's tables
 (task -> queue, worker, executor, task frame), its transfer queue and its credits.
+
+An outbox made with ``waits=False`` (the executors of a shared thread, ``shared_thread.py``)
+never waits: its local tuples go past a full queue's bound, and what finds no credits stays in
+the outbox (``held``) for a later flush, when the credits came back.  Its thread does the
+waiting instead, by not running the executor while the outbox is ``blocked``.
 """
 
 from __future__ import annotations
@@ -41,8 +46,11 @@ class Credits:
     """How many more tuples this worker may send to each remote bolt executor: at most a
     window each, however many credits come back (only a forged credit could exceed it)."""
 
-    def __init__(self, window: int, executors: list[int]) -> None:
+    def __init__(
+        self, window: int, executors: list[int], bell: threading.Event | None = None
+    ) -> None:
         self.window = window
+        self._bell = bell  # set when credits come back (a shared thread sleeps on it)
         self._available = dict.fromkeys(executors, window)
         self._changed = threading.Condition(threading.Lock())
         self._waiting = 0
@@ -53,10 +61,11 @@ class Credits:
         """The remote bolt executors this worker may send tuples to."""
         return frozenset(self._available)
 
-    def take(self, executor: int, wanted: int) -> int:
-        """Take up to ``wanted`` credits for ``executor``, waiting until there is one."""
+    def take(self, executor: int, wanted: int, wait: bool = True) -> int:
+        """Take up to ``wanted`` credits for ``executor``, waiting until there is one (with
+        ``wait=False``: none, maybe 0)."""
         with self._changed:
-            if self._available[executor] == 0:
+            if self._available[executor] == 0 and wait:
                 self._waiting += 1
                 try:
                     while self._available[executor] == 0 and not self._closed:
@@ -74,11 +83,15 @@ class Credits:
             self._available[executor] = min(self.window, self._available[executor] + count)
             if self._waiting:
                 self._changed.notify_all()
+        if self._bell is not None:
+            self._bell.set()
 
     def close(self) -> None:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+        if self._bell is not None:
+            self._bell.set()
 
 
 @dataclass(frozen=True)
@@ -109,11 +122,13 @@ class Outbox:
         "_pushed",
         "_remote_control",
         "_transfer",
+        "_waits",
         "size",
     )
 
-    def __init__(self, exchange: Exchange) -> None:
+    def __init__(self, exchange: Exchange, waits: bool = True) -> None:
         self._exchange = exchange
+        self._waits = waits  # False: never wait (see the module doc)
         self._control: dict[int, list[Any]] = {}  # local task -> its acker traffic
         self._remote_control: dict[int, list[Any]] = {}  # task in another worker -> the same
         #: (queue, blocking) -> the items for it; the lists stay, emptied by each flush
@@ -199,17 +214,37 @@ class Outbox:
         if self._transfer:
             exchange.transfer.push_many(self._transfer)
             self._transfer = []
+        waits = self._waits
         for queue, items in self._blocking:
             if items:
-                queue.put_many(items)
+                queue.put_many(items, waits)
                 items.clear()
+        held = 0
         if self._credited:
             take, push_many = exchange.credits.take, exchange.transfer.push_many
-            for executor, items in self._credited.items():
+            for executor, items in list(self._credited.items()):
                 done = 0
                 while done < len(items):
-                    granted = take(executor, len(items) - done)
+                    granted = take(executor, len(items) - done, waits)
+                    if not granted:  # (only when it does not wait)
+                        break
                     push_many(items[done : done + granted])
                     done += granted
-            self._credited.clear()
-        self.size = 0
+                if done == len(items):
+                    del self._credited[executor]
+                else:
+                    del items[:done]
+                    held += len(items)
+        self.size = held
+
+    @property
+    def held(self) -> bool:
+        """Tuples for other workers wait here for credits (an outbox that does not wait)."""
+        return bool(self._credited)
+
+    @property
+    def blocked(self) -> bool:
+        """An emit would have to wait: tuples are ``held``, or a queue that this outbox's
+        tuples wait for room in is full (for an outbox that does not wait, its executor's
+        turn to wait: see ``shared_thread.py``)."""
+        return bool(self._credited) or any(queue.full for queue, _ in self._blocking)

@@ -19,23 +19,26 @@ through the emitting executor's :class:`~.transfer.Outbox`, flushed once per bat
 
 Back pressure without deadlock
 ------------------------------
-Every bolt executor's queue holds at most ``executor_queue_size`` tuples.  A local emitter
-waits for room in the queue itself (an emitter also holds what it emitted during its current
-batch, until it flushes).  A remote emitter cannot see that queue, and the receiver
-thread must never wait for one executor -- it carries everyone's traffic, including the acks
-that let other executors make progress, so one full queue would stall unrelated flows and can
-close a cycle of waits between workers.  So remote tuples use *credits* (as in Flink's
-credit-based flow control): each bolt executor's bound is split into a window per other
-worker (``queue size // workers``) and a local share (the rest).  A worker may have at most
-one window of tuples in flight to each remote executor: the emitter's flush waits for
-credits *before* queueing tuples for the sender, the receiver pushes it without waiting (its room
-is reserved), and the executor returns credits to the sender's worker in batches of half a
-window as it consumes them.  Credits, acks and other control messages never wait anywhere.
+Every bolt executor's queue holds at most ``executor_queue_size`` tuples. A local emitter waits
+for room in the queue itself (an emitter also holds what it emitted during its current batch,
+until it flushes) -- or, when the worker runs its executors in one shared thread (the default,
+``shared_thread.py``), is not run again until there is room. A remote emitter cannot see that
+queue, and the receiver thread must never wait for one executor -- it carries everyone's
+traffic, including the acks that let other executors make progress, so one full queue would
+stall unrelated flows and can close a cycle of waits between workers. So remote tuples use
+*credits* (as in Flink's credit-based flow control): each bolt executor's bound is split into a
+window per other worker (``queue size // workers``) and a local share (the rest). A worker may
+have at most one window of tuples in flight to each remote executor: the emitter's flush waits
+for credits *before* queueing tuples for the sender, the receiver pushes it without waiting
+(its room is reserved), and the executor returns credits to the sender's worker in batches of
+half a window as it consumes them. Credits, acks and other control messages never wait
+anywhere.
 
 Waits therefore only go downstream (an emitter waits for its consumer, through a queue or
-credits), never through the shared threads; in a topology without cycles that cannot form a
-loop.  On an edge inside a cycle of bolts (``TopologyPlan.cycle_edges``) puts never wait and
-need no credit -- the cycle's own termination bounds it -- so cycles cannot deadlock either.
+credits), never through the sender or receiver thread; in a topology without cycles that
+cannot form a loop.  On an edge inside a cycle of bolts (``TopologyPlan.cycle_edges``) puts
+never wait and need no credit -- the cycle's own termination bounds it -- so cycles cannot
+deadlock either.
 
 Completion detection (``activity``) reads counters bumped only after work is done: items
 queued (``BoundedQueue.puts``) vs. handled, pairs sent vs. received; see ``run.py``.
@@ -68,6 +71,7 @@ from .metrics import ErrorReport
 from .plan import TopologyPlan
 from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, MAX_BATCH, WORKER_TASK, task_frame
 from .queues import BoundedQueue, Shutdown
+from .shared_thread import SharedThread
 from .spout_executor import SpoutExecutor
 from .stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor, TaskCheckpoints
 from .transfer import Credits, Exchange
@@ -140,6 +144,8 @@ class Worker:
         local_share = max(1, size - (n - 1) * self.credit_window)
         bolt_bound = local_share + (n - 1) * self.credit_window
         self.local_queues: dict[int, BoundedQueue] = {}
+        #: what a shared executor thread sleeps on (None: a thread per executor)
+        self._bell = threading.Event() if plan.config.executor_threads == "shared" else None
         self.credits = Credits(
             self.credit_window,
             [
@@ -148,6 +154,7 @@ class Worker:
                 if plan.components[e.component].kind is ComponentKind.BOLT
                 and assignment.executor_worker[e.id] != index
             ],
+            self._bell,
         )
         self.transfer = BoundedQueue()
         self.frames = {t: task_frame(t) for t in plan.task_component}
@@ -164,7 +171,7 @@ class Worker:
             spec = plan.executors[executor_id]
             kind = plan.components[spec.component].kind
             bolt = kind is ComponentKind.BOLT
-            queue = BoundedQueue(local_share if bolt else None)
+            queue = BoundedQueue(local_share if bolt else None, self._bell)
             self.local_queues.update(dict.fromkeys(spec.tasks, queue))
             self.executors.append(kinds[kind](self, spec, queue, bolt_bound if bolt else None))
         self.inbound = Inbound(
@@ -212,9 +219,12 @@ class Worker:
             ]
         if self.checkpoints is not None:
             self._threads.append(self.checkpoints.thread)
-        # consumers first, spouts last
-        ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
-        self._threads += [e.thread for e in ordered]
+        if self._bell is not None:
+            name = f"{self.plan.name}:worker{self.index}"
+            self._threads.append(SharedThread(name, self.executors, self._bell).thread)
+        else:  # consumers first, spouts last
+            ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
+            self._threads += [e.thread for e in ordered]
         for thread in self._threads:
             thread.start()
 
