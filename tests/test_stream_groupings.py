@@ -265,3 +265,26 @@ def test_emit_returns_the_tasks_the_tuple_went_to(grouping):
     said = {value: tasks for value, tasks in result.emitted("report", "sent")}
     assert {v: sorted(t) for v, t in arrived.items()} == {v: sorted(t) for v, t in said.items()}
     assert len(said) == 12
+
+
+class ClearSent(Bolt):
+    """Re-emits its input, then empties the list of tasks that ``emit`` returned."""
+
+    outputs = ["value"]
+
+    def process(self, tup):
+        self.emit([tup[0]]).clear()
+
+
+@pytest.mark.parametrize("grouping", [shuffle, all_, global_], ids=["shuffle", "all", "global"])
+def test_the_tasks_emit_returns_are_the_callers_to_change(grouping):
+    # a grouping with one target may answer with the same list every time: emit hands out
+    # a copy, or this bolt would empty where every later tuple goes
+    topo = (
+        Topology("returned")
+        .spout("src", Source)
+        .bolt("clear", ClearSent, inputs={"src": shuffle()})
+        .bolt("sink", Recorder, inputs={"clear": grouping()})
+    )
+    result = complete_topology(topo, {"src": [[i] for i in range(5)]}, timeout=20)
+    assert sorted(value for _, _, (value,) in result.emitted("sink")) == list(range(5))

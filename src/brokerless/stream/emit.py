@@ -10,6 +10,8 @@ fails that emit alone.  Each target gets its own anchors (fresh edge ids, from t
 ``make_anchors`` the collector passes).  A target in this worker gets a :class:`Tuple`
 object, a target elsewhere an encoded payload for the worker's transfer queue; both go into
 the executor's outbox (``transfer.py``), flushed after each batch the executor handles.  The
+common case -- one subscribing component, all its tasks in this worker -- takes a shorter way
+(``_send_local``).  The
 flush waits for room in a full local queue, or for credits towards another worker: that wait
 is the back pressure.
 """
@@ -19,20 +21,30 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from .grouping import Chooser
 from .host import Host
 from .metrics import ExecutorMetrics
 from .protocol import TUPLE, encode
 from .routing import StreamRoute, build_routes
 from .serializer import SerializationError, dumps_values
 from .transfer import Outbox
-from .tuple import Tuple
+from .tuple import Fields, Tuple
 
 
 class _StreamOut:
     """One stream's way out of one task, worked out once: the route, and for each target task
     in this worker the outbox list its tuples go into."""
 
-    __slots__ = ("all_local", "direct", "direct_targets", "fields", "names", "picks", "width")
+    __slots__ = (
+        "all_local",
+        "direct",
+        "direct_targets",
+        "fields",
+        "local_one",
+        "names",
+        "picks",
+        "width",
+    )
 
     def __init__(
         self,
@@ -50,6 +62,12 @@ class _StreamOut:
             (choose, blocking, _lists_of(route.possible_targets, blocking, lists))
             for choose, blocking in route.choosers
         ]
+        #: one subscribing component, its every task in this worker: (chooser, task -> outbox
+        #: list), the common case that ``Emitter.send`` takes a shorter way for; else None
+        self.local_one: tuple[Chooser, dict[int, list[Any]]] | None = None
+        if not self.direct and self.all_local and len(self.picks) == 1:
+            choose, _, local = self.picks[0]
+            self.local_one = (choose, local)
         #: direct streams: task -> (blocking, its outbox list or None)
         self.direct_targets = {
             task: (blocking, lists(task, blocking))
@@ -116,6 +134,8 @@ class Emitter:
         if out is None or len(values) != out.width:
             self._refuse(stream, values)
         values = tuple(values)
+        if direct_task is None and out.local_one is not None and not self.always_serialize:
+            return self._send_local(out.local_one, stream, values, make_anchors, out.fields)
         if direct_task is None:
             if out.direct:
                 raise ValueError(
@@ -176,3 +196,30 @@ class Emitter:
         if self.capture is not None:
             self.capture.append((component, stream, values))
         return sent
+
+    def _send_local(
+        self,
+        local_one: tuple[Chooser, dict[int, list[Any]]],
+        stream: str,
+        values: tuple[Any, ...],
+        make_anchors: Callable[[], dict[int, int]] | None,
+        fields: Fields,
+    ) -> list[int]:
+        """``send`` where one component subscribes and its every task is in this worker: one
+        chooser, no serialization, a Tuple object for each target."""
+        choose, lists = local_one
+        chosen = choose(values)
+        component, source = self.component, self.task
+        for task in chosen:
+            anchors = None if make_anchors is None else make_anchors()
+            lists[task].append(
+                (task, Tuple(values, component, stream, source, fields, anchors), None)
+            )
+        count = len(chosen)
+        self.outbox.size += count
+        metrics = self.metrics
+        metrics.emitted += 1
+        metrics.transferred += count
+        if self.capture is not None:
+            self.capture.append((component, stream, values))
+        return chosen[:]  # a copy: some choosers answer with a list of their own
