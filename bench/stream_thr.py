@@ -17,6 +17,9 @@ The two cases of the project's targets (BENCHMARKS.md), both acking:
     PYTHONPATH=src python bench/stream_thr.py --mode local
     PYTHONPATH=src python bench/stream_thr.py --mode multiprocess --workers 2 --transport ipc
 
+``--executor-threads per_executor`` gives each executor its own thread instead of the default
+(one shared thread per worker: ``Config.executor_threads``).
+
 ``--json`` prints the result as one JSON line (``tuples_per_s`` is the spout's rate), with the
 load average at the start and the end of the run, and ``cpu_us_per_tuple``: the CPU time the
 run cost (this process from the topology's start to its stop, and the worker processes' whole
