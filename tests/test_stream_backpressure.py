@@ -235,3 +235,37 @@ def test_a_worker_stops_while_its_shared_thread_holds_executors_back():
             assert worker.stop(timeout=5) == []
         finally:
             gate.release(10**6)
+
+
+def test_items_whose_output_waits_for_credits_are_not_counted_as_handled():
+    # The completion detector trusts that an item counts as handled only once what it emitted
+    # is on its way.  Worker 0's relay (executors are dealt round-robin: the spout and the
+    # relay on worker 0, the gate on worker 1) turns the one spout tuple into ten for the
+    # other worker, which has credits for eight: two wait in the relay's outbox, and until
+    # they leave, worker 0 must not look finished.
+    gate = threading.Semaphore(0)
+    config = Config(executor_queue_size=SIZE, executor_batch_size=BATCH, num_ackers=0)
+    assert AMPLIFY > SIZE // 2  # more than the window of credits towards worker 1
+    topo = (
+        Topology("unsent", config)
+        .spout("one", partial(ValueSpout, [7], replay=False))
+        .bolt("slow", partial(Gate, gate), inputs={"relay": all_()})
+        .bolt("relay", Amplify, inputs={"one": all_()})
+    )
+    with run_local(topo, workers=2) as run:
+        try:
+            worker = run.workers[0]
+            (relay,) = [e for e in worker.executors if e.component == "relay"]
+            wait_for(lambda: relay.outbox.held, what="the relay to run out of credits")
+            activity = worker.activity()
+            assert activity.spouts_done
+            assert activity.dequeued < activity.enqueued  # the relay's input is not done yet
+            gate.release(10**6)
+            stats = wait_for(
+                lambda: (s := run.statistics())["slow"].processed == AMPLIFY and s,
+                what="every tuple to arrive",
+            )
+            assert stats["relay"].processed == 1
+            wait_for(lambda: run.done(), what="the run to be seen complete")
+        finally:
+            gate.release(10**6)

@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 
-from brokerless.stream import Topology, all_, complete_topology, run_local
+from brokerless.stream import Config, Topology, all_, complete_topology, run_local
 
 from .stream_topologies import BrokenPrepare, Counter, Recorder, Relay, Sink, ValueSpout, wait_for
 
@@ -65,3 +65,37 @@ def test_a_bolt_that_cannot_prepare_fails_its_tuples_and_says_why():
                for e in result.errors)
     assert sorted(m for (m,) in result.emitted("spout", "failed")) == list(range(6))
     assert len(result.emitted("fine")) == 6  # the rest of the topology ran
+
+
+class _Fatal(BaseException):
+    """Not an Exception: passes every ``except Exception``."""
+
+
+class _CleanupRaises(Relay):
+    def cleanup(self):
+        raise _Fatal("cleanup could not finish")
+
+
+class _CleanupRecords(Sink):
+    def __init__(self, cleaned):
+        self.cleaned = cleaned
+
+    def cleanup(self):
+        self.cleaned.append("sink")
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+def test_a_cleanup_that_raises_past_exception_leaves_the_others_to_close(threads):
+    cleaned = []
+    topo = (
+        Topology("fatal", Config(executor_threads=threads))
+        .spout("counter", Counter)
+        .bolt("relay", _CleanupRaises, inputs={"counter": all_()})
+        .bolt("sink", partial(_CleanupRecords, cleaned), inputs={"relay": all_()})
+    )
+    with run_local(topo) as run:
+        wait_for(lambda: run.statistics()["sink"].processed > 100, what="tuples to flow")
+    assert cleaned == ["sink"]
+    assert run.hung_threads == []
+    assert threads_of("fatal") == []
+    assert any("cleanup could not finish" in e.error for e in run.errors())

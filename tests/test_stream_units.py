@@ -9,13 +9,23 @@ import time
 
 import pytest
 
-from brokerless.stream import MsgpackSerializer, PickleSerializer, SerializationError
+from brokerless.stream import (
+    Bolt,
+    MsgpackSerializer,
+    PickleSerializer,
+    SerializationError,
+    Spout,
+    Topology,
+    all_,
+)
 from brokerless.stream.acker import AckerLedger, PendingTrees
+from brokerless.stream.assignment import assign
 from brokerless.stream.metrics import Histogram, Statistics
 from brokerless.stream.protocol import ACK, ACK_INIT, ACKED, FAIL, FAILED
 from brokerless.stream.queues import BoundedQueue, Shutdown
 from brokerless.stream.serializer import dumps_values
 from brokerless.stream.tuple import Fields, Tuple
+from brokerless.stream.worker import Worker
 
 
 def tree_messages(rng):
@@ -232,3 +242,26 @@ def test_queue_wake_ups_are_neither_lost_nor_left_over():
     started = time.monotonic()
     assert queue.take(10, timeout=0.05) == []
     assert time.monotonic() - started >= 0.04
+
+
+class _Idle(Spout):
+    """Never has anything to emit."""
+
+    outputs = ["value"]
+
+
+def test_an_idle_spout_polls_less_often_as_time_passes_not_as_it_is_stepped():
+    # A shared thread steps a spout at every round, however short; when next_tuple keeps
+    # emitting nothing, the pause the spout asks for grows with the time it has been idle
+    # (from 1 ms to 100 ms), never with the number of steps: else a busy round or two would
+    # leave it polling only every 100 ms once the worker goes quiet.
+    plan = Topology("idle").spout("idle", _Idle).bolt("sink", Bolt, inputs={"idle": all_()})
+    worker = Worker(plan.build(), assign(plan.build(), 1), 0)
+    (spout,) = [e for e in worker.executors if e.component == "idle"]
+    spout.open()
+    started = time.monotonic()
+    for _ in range(20):
+        pause = spout.step()
+        assert pause is not None
+        assert pause <= max(0.001, time.monotonic() - started)
+    spout.close()

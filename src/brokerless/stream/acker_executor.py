@@ -40,7 +40,7 @@ class AckerExecutor(Executor[Component]):
             except Exception as exc:
                 self._dropped(task, exc)
         outbox.flush()
-        self.handled += len(items)
+        self.count_handled(len(items))
         now = time.monotonic()
         for ledger in ledgers.values():
             ledger.rotate(now)

@@ -167,7 +167,7 @@ class BoltExecutor(Executor[Bolt]):
             if outbox.size >= _FLUSH_AT:
                 outbox.flush()
         outbox.flush()
-        self.handled += len(items)
+        self.count_handled(len(items))
         return 0
 
     def _execute(self, state: TaskState[Bolt], tup: Any) -> None:

@@ -22,7 +22,9 @@ the component's error, reported with its task, and the executor goes on (``_call
 says how; a checkpointed executor fails the task instead).
 
 Counters that the completion detector reads (``handled``) are bumped only after a batch's
-handling is over and its outbox flushed, so a busy executor never looks idle.
+handling is over and its outbox flushed (:meth:`Executor.count_handled`), so a busy executor
+never looks idle -- nor one whose outbox still holds tuples for want of credits: those items
+count once a flush gets them out (:meth:`Executor.flush_held`).
 
 Every kind does its work in :meth:`Executor.step`, which never waits for input: it handles
 what the queue holds and says when it wants to run again (0: at once; a number of seconds: a
@@ -90,6 +92,7 @@ class Executor(Generic[_C]):
         self.config = worker.plan.config
         self.metrics = ExecutorMetrics()
         self.handled = 0  # queue items whose handling is over
+        self._unsent = 0  # items handled whose output the outbox still holds (see count_handled)
         #: Nothing left to do on its own (spouts: opened, exhausted, nothing pending): a
         #: spout that has not opened yet is not done, or a completion round taken while a
         #: worker starts could see a finished topology.
@@ -136,7 +139,32 @@ class Executor(Generic[_C]):
         except BaseException as exc:
             self.end(exc)
         finally:
+            self.finish()
+
+    def count_handled(self, items: int) -> None:
+        """``items`` queue items were handled and the outbox flushed: they count as handled,
+        unless the outbox holds some of their output (only when it does not wait)."""
+        if self.outbox.held:
+            self._unsent += items
+        else:
+            self.handled += items
+
+    def flush_held(self) -> bool:
+        """Flush what the outbox holds for want of credits; True while it still holds some."""
+        self.outbox.flush()
+        if self.outbox.held:
+            return True
+        self.handled += self._unsent
+        self._unsent = 0
+        return False
+
+    def finish(self) -> None:
+        """``close``, and what escapes it (a component's BaseException: ``close`` reports
+        Exceptions itself) ends the executor as a crash."""
+        try:
             self.close()
+        except BaseException as exc:
+            self.end(exc)
 
     def end(self, exc: BaseException) -> None:
         """The executor ends on ``exc``, raised by ``open`` or ``step``: the worker stopping

@@ -31,6 +31,9 @@ executor its own thread back.
 
 An executor ends here as in a thread of its own (:meth:`~.executor.Executor.end`, then
 ``close``): when it raises, stops, or its queue is closed; the thread ends with the last one.
+What escapes an executor's ``close`` ends it as a crash, never the thread.  Items whose output
+an outbox holds count as handled only once it is out (``Executor.flush_held``): until then
+the completion detector sees work in progress.
 """
 
 from __future__ import annotations
@@ -63,10 +66,9 @@ class SharedThread:
                     self._end(executor, live, None)
                     break
                 try:
-                    outbox = executor.outbox
-                    if outbox.held:
-                        outbox.flush()
-                    if outbox.blocked:
+                    if executor.outbox.held and executor.flush_held():
+                        continue
+                    if executor.outbox.blocked:
                         continue
                     pause = executor.step()
                 except BaseException as exc:
@@ -86,15 +88,13 @@ class SharedThread:
             executor.open()
         except BaseException as exc:
             executor.end(exc)
-            executor.close()
+            executor.finish()
             return False
         return True
 
     @staticmethod
     def _end(executor: Executor[Any], live: list[Executor[Any]], exc: BaseException | None) -> None:
         live.remove(executor)
-        try:
-            if exc is not None:
-                executor.end(exc)
-        finally:
-            executor.close()
+        if exc is not None:
+            executor.end(exc)
+        executor.finish()

@@ -82,7 +82,7 @@ class SpoutExecutor(Executor[Spout]):
         config = self.config
         self.pending_trees = PendingTrees(config.message_timeout_secs)
         self.max_pending = config.max_spout_pending or float("inf")
-        self._backoff = _MIN_WAIT  # how long to wait when next_tuple emits nothing
+        self._idle_since: float | None = None  # since when next_tuple has emitted nothing
         self.done = False
         for task in self.task_ids:
             state = self._create(task, Spout, SpoutCollector)
@@ -115,15 +115,19 @@ class SpoutExecutor(Executor[Spout]):
             self._handle(items)
         self._expire()
         if self._next_tuples() or items:
-            self._backoff = _MIN_WAIT
+            self._idle_since = None
             return 0
-        # Nothing came and nothing was emitted: wait a little longer each time (next_tuple
-        # polls), but not past the oldest tuple's timeout.
-        timeout = self._backoff
-        self._backoff = min(timeout * 2, _MAX_WAIT)
+        # Nothing came and nothing was emitted: next_tuple polls, less often the longer it has
+        # had nothing (as long as it has been idle, from _MIN_WAIT to _MAX_WAIT: time, not
+        # steps -- a shared thread steps it at every round, however short), but not past the
+        # oldest tuple's timeout.
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        timeout = min(max(now - self._idle_since, _MIN_WAIT), _MAX_WAIT)
         expiry = self.pending_trees.next_expiry()
         if expiry is not None:
-            timeout = max(0.0, min(timeout, expiry - time.monotonic()))
+            timeout = max(0.0, min(timeout, expiry - now))
         return timeout
 
     def _next_tuples(self) -> bool:
@@ -155,7 +159,7 @@ class SpoutExecutor(Executor[Spout]):
                     break
                 emitted = True
         self.outbox.flush()
-        self.done = exhausted and not len(self.pending_trees)
+        self.done = exhausted and not len(self.pending_trees) and not self.outbox.held
         return emitted
 
     def _handle(self, items: list[Any]) -> None:
@@ -170,7 +174,7 @@ class SpoutExecutor(Executor[Spout]):
             except Exception as exc:
                 self._dropped(task, exc)
         self.outbox.flush()
-        self.handled += len(items)
+        self.count_handled(len(items))
 
     def _settle(self, message: Sequence[Any]) -> None:
         """ACKED or FAILED from an acker: tell the spout (unless its tuple timed out)."""
