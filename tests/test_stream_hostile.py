@@ -283,8 +283,8 @@ def test_bad_messages_are_counted_and_reported_once_per_sender(worker):
     bad = [task_frame(targets.spout), pack([ACKED])]
     for sender in range(70):
         for _ in range(3):
-            worker._deliver(f"peer {sender}", bad)
-    assert worker.bad_messages == 70 * 3
+            worker.link.deliver(f"peer {sender}", bad)
+    assert worker.link.bad_messages == 70 * 3
     reports = [e.error for e in worker.errors]
     assert len(reports) == 65 and all(e.startswith("BadMessage(") for e in reports)
     assert all(f"from peer {i}: ACKED of 0 field(s)" in reports[i] for i in range(64))

@@ -27,9 +27,9 @@ A pair that fails a check is a *bad message*: it is dropped with its reason and 
 batch goes on.  A batch whose frames do not make pairs, or that has more pairs than a worker
 ever sends at once (MAX_BATCH), is one bad message.  The worker counts bad messages
 (``bad_messages`` in its metrics) and reports the first from each sender in ``errors()``
-(``Worker._deliver``).  Without CURVE, messages that pass are still not authenticated: a peer that
-forges well-formed traffic is beyond what these checks can see (see the README's security
-notes).
+(``Link.deliver``, ``link.py``).  Without CURVE, messages that pass are still not
+authenticated: a peer that forges well-formed traffic is beyond what these checks can see (see
+the README's security notes).
 
 Cost: the checks are type tests and dict lookups on what decoding produced anyway, through
 tables built once per worker (a pair's task frame itself is the key that finds its executor);

@@ -10,12 +10,10 @@ through the emitting executor's :class:`~.transfer.Outbox`, flushed once per bat
 * a task **in this worker** gets the tuple object itself on its executor's queue -- no
   serialization -- waiting for room when the queue is full;
 * a task **in another worker** gets ``(worker, task id, payload)`` on this worker's single
-  transfer queue.  The single sender thread drains it, groups what it took by destination and
-  sends each group as one batch ``[task, payload, task, payload, ...]`` through the messaging
-  (``messaging.py``).  The receiver thread reads batches from the worker's virtual port,
-  checks each pair against the executor it is for (``inbound.py``) and routes it to the task's
-  executor queue; task id 0 is the worker itself (credits).  A pair that fails the checks is
-  dropped and counted (``bad_messages``); the first from each sender is reported.
+  transfer queue, which the worker's *link* (``link.py``: one sender and one receiver
+  thread) sends as batches to the other workers, whose links check each pair
+  (``inbound.py``) and route it to the task's executor queue; task id 0 is the worker itself
+  (credits).
 
 Back pressure without deadlock
 ------------------------------
@@ -65,11 +63,12 @@ from .assignment import Assignment
 from .bolt_executor import BoltExecutor
 from .component import ComponentKind
 from .executor import Executor
-from .inbound import BadMessage, Inbound
+from .inbound import Inbound
+from .link import NO_LINK, Link
 from .messaging import Messaging
 from .metrics import ErrorReport
 from .plan import TopologyPlan
-from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, MAX_BATCH, WORKER_TASK, task_frame
+from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, task_frame
 from .queues import BoundedQueue, Shutdown
 from .shared_thread import SharedThread
 from .spout_executor import SpoutExecutor
@@ -78,9 +77,7 @@ from .transfer import Credits, Exchange
 
 log = logging.getLogger("brokerless.stream")
 
-_RECV_WAIT = 0.05  # seconds the receiver waits before rechecking for stop
 _MAX_ERRORS = 1000  # error reports kept per worker (all are counted in the metrics)
-_MAX_BAD_SENDERS = 64  # senders whose first bad message is reported (all are counted)
 _EXECUTORS: dict[ComponentKind, type[Executor[Any]]] = {
     ComponentKind.SPOUT: SpoutExecutor,
     ComponentKind.BOLT: BoltExecutor,
@@ -177,12 +174,12 @@ class Worker:
         self.inbound = Inbound(
             plan, self.task_worker, self.executors, self.credits.executors, self.credit_window
         )
-        self.sent = 0  # pairs sent to other workers
-        self.received = 0  # pairs received from other workers (and accepted)
-        self.bad_messages = 0  # pairs (or malformed batches) received and dropped
-        self._bad_senders: set[str] = set()  # those whose first bad message was reported
-        self._sender_handled = 0
-        self._stopping = False
+        #: the sender and receiver threads (None: a worker alone, with no messaging)
+        self.link: Link | None = None
+        if messaging is not None:
+            self.link = Link(
+                index, messaging, self.transfer, self.inbound, self.credits, self.record_error
+            )
         self._started = False
         self._stopped = False
         self._threads: list[threading.Thread] = []
@@ -210,17 +207,13 @@ class Worker:
         if self._started:
             raise RuntimeError("worker already started")
         self._started = True
-        if self.messaging is not None:
-            self.messaging.connect(endpoints)
-            name = f"{self.plan.name}:worker{self.index}"
-            self._threads += [
-                threading.Thread(target=self._send_loop, name=f"{name}:send", daemon=True),
-                threading.Thread(target=self._receive_loop, name=f"{name}:recv", daemon=True),
-            ]
+        name = f"{self.plan.name}:worker{self.index}"
+        if self.link is not None:
+            self.link.messaging.connect(endpoints)
+            self._threads += self.link.threads(name)
         if self.checkpoints is not None:
             self._threads.append(self.checkpoints.thread)
         if self._bell is not None:
-            name = f"{self.plan.name}:worker{self.index}"
             self._threads.append(SharedThread(name, self.executors, self._bell).thread)
         else:  # consumers first, spouts last
             ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
@@ -238,7 +231,8 @@ class Worker:
         if self._stopped:
             return []
         self._stopped = True
-        self._stopping = True
+        if self.link is not None:
+            self.link.stopping = True
         for executor in self.executors:
             executor.stopping = True
         for queue in {id(q): q for q in self.local_queues.values()}.values():
@@ -294,113 +288,32 @@ class Worker:
         if len(self.errors) < _MAX_ERRORS:
             self.errors.append(ErrorReport(component, task, self.index, repr(error), text))
 
-    # -- sender and receiver threads -----------------------------------------------------------
-
-    def _send_loop(self) -> None:
-        messaging = self.messaging
-        assert messaging is not None, "the sender thread runs only between workers"
-        take = self.transfer.take
-        try:
-            while True:
-                items = take(MAX_BATCH)
-                batches: dict[int, list[bytes]] = {}
-                for worker, frame, payload in items:
-                    if worker is None:  # refresh: send what came before, then reconnect
-                        self._flush(messaging, batches)
-                        messaging.connect(payload)
-                        continue
-                    frames = batches.get(worker)
-                    if frames is None:
-                        frames = batches[worker] = []
-                    frames.append(frame)
-                    frames.append(payload)
-                self._flush(messaging, batches)
-                self._sender_handled += len(items)
-        except Shutdown:
-            pass
-
-    def _flush(self, messaging: Messaging, batches: dict[int, list[bytes]]) -> None:
-        send = messaging.send
-        for worker, frames in batches.items():
-            send(worker, frames)
-            self.sent += len(frames) >> 1
-        batches.clear()
-
-    def _receive_loop(self) -> None:
-        messaging = self.messaging
-        assert messaging is not None, "the receiver thread runs only between workers"
-        recv = messaging.recv
-        try:
-            while not self._stopping:
-                batch = recv(_RECV_WAIT)
-                if batch is not None:
-                    try:
-                        self._deliver(*batch)
-                    except Shutdown:
-                        raise
-                    except Exception as exc:  # a bug: report it, keep receiving
-                        log.exception("worker %d: a received batch broke delivery", self.index)
-                        self.record_error("__worker", WORKER_TASK, exc)
-        except Shutdown:
-            pass
-
-    def _deliver(self, sender: str, frames: list[bytes]) -> None:
-        """Route one batch from another worker to the tasks' queues (never waits): what
-        passes the checks (``inbound.py``) is queued, the rest counted and reported."""
-        accepted = self.inbound.read(frames)
-        if accepted.credits:
-            release = self.credits.release
-            for executor, count in accepted.credits:
-                release(executor, count)
-        for queue, items in accepted.items.items():
-            queue.push_many(items)
-        self.received += accepted.pairs
-        if accepted.bad:
-            self._bad(sender, accepted.bad)
-
-    def _bad(self, sender: str, reasons: list[str]) -> None:
-        """Count bad messages; report the first from each sender (up to _MAX_BAD_SENDERS)."""
-        self.bad_messages += len(reasons)
-        senders = self._bad_senders
-        if sender in senders or len(senders) > _MAX_BAD_SENDERS:
-            return
-        senders.add(sender)
-        if len(senders) > _MAX_BAD_SENDERS:
-            text = (
-                f"bad messages from more than {_MAX_BAD_SENDERS} senders: from now on "
-                "they are only counted (bad_messages)"
-            )
-        else:
-            text = (
-                f"dropped a bad message from {sender}: {reasons[0]} (its next ones are "
-                "only counted: bad_messages)"
-            )
-        self.record_error("__worker", WORKER_TASK, BadMessage(text))
-
     # -- observation -------------------------------------------------------------------------------
 
     def activity(self) -> Activity:
         queues = {id(q): q for q in self.local_queues.values()}.values()
+        link = self.link or NO_LINK
         enqueued = self.transfer.puts + sum(q.puts for q in queues)
-        dequeued = self._sender_handled + sum(e.handled for e in self.executors)
+        dequeued = link.handled + sum(e.handled for e in self.executors)
         return Activity(
             spouts_done=all(e.done for e in self.executors),
             enqueued=enqueued,
             dequeued=dequeued,
-            sent=self.sent,
-            received=self.received,
+            sent=link.sent,
+            received=link.received,
         )
 
     def snapshot(self) -> dict[str, Any]:
         """Raw metrics (plain data; ``Statistics.merge`` combines workers' snapshots)."""
+        link = self.link or NO_LINK
         return {
             "worker": {
                 "worker": self.index,
                 "transfer_depth": self.transfer.depth,
                 "transfer_depth_max": self.transfer.max_depth,
-                "sent": self.sent,
-                "received": self.received,
-                "bad_messages": self.bad_messages,
+                "sent": link.sent,
+                "received": link.received,
+                "bad_messages": link.bad_messages,
             },
             "executors": [e.snapshot() for e in self.executors],
         }
