@@ -22,6 +22,7 @@ from brokerless.stream import Config, Topology, all_
 from brokerless.stream.assignment import assign
 from brokerless.stream.control import (
     MAX_FRAME,
+    AttemptState,
     DriverGone,
     Signer,
     WorkerChannel,
@@ -166,8 +167,8 @@ def test_a_worker_whose_driver_is_gone_stops_by_itself(driver, serving):
 
 def test_a_worker_splits_its_reports_into_messages_the_driver_takes(driver):
     """Captured tuples and errors worth several MiB leave in messages of about 1 MiB, all of
-    them, in order; one report larger than the channel carries is refused with a clear error
-    (it would cost the worker its connection)."""
+    them, in order, numbered; one report larger than the channel carries is refused with a
+    clear error (it would cost the worker its connection)."""
     router, endpoint, key = driver
     context = zmq.Context()
     channel = WorkerChannel(context, endpoint, key, 1, 0)
@@ -177,14 +178,17 @@ def test_a_worker_splits_its_reports_into_messages_the_driver_takes(driver):
         channel.send_events(captured, errors)
         got_captured: list = []
         got_errors: list = []
+        numbers = []
         while len(got_captured) < len(captured) or len(got_errors) < len(errors):
             _, identity, *frames = router.recv_multipart()
             assert len(frames[1]) <= 1.1 * (1 << 20)
-            kind, part_captured, part_errors = Signer(key).unpack(frames, identity)
+            kind, number, part_captured, part_errors = Signer(key).unpack(frames, identity)
             assert kind == "events"
+            numbers.append(number)
             got_captured += part_captured
             got_errors += part_errors
         assert (got_captured, got_errors) == (captured, errors)
+        assert numbers == list(range(len(numbers))) and len(numbers) > 1
         with pytest.raises(ValueError, match="larger than the control channel carries"):
             channel.send_events([("spout", "default", (bytes(MAX_FRAME),))], [])
     finally:
@@ -223,8 +227,8 @@ def test_the_driver_reads_only_signed_messages_of_its_current_attempt():
             stranger.send_multipart(stranger_frames(Signer(new_key()), ("failed", "x"), current))
             stranger.send_multipart(stranger_frames(signer, ("failed", "an old one's"), old))
             marker = ("stranger", "default", ("read",))
-            stranger.send_multipart(stranger_frames(signer, ("events", [marker], []), old))
-            stranger.send_multipart(stranger_frames(signer, ("events", [marker], []), current))
+            stranger.send_multipart(stranger_frames(signer, ("events", 0, [marker], []), old))
+            stranger.send_multipart(stranger_frames(signer, ("events", 0, [marker], []), current))
             deadline = time.monotonic() + 10
             while marker not in run.captured():
                 assert time.monotonic() < deadline, "the signed message never arrived"
@@ -418,6 +422,57 @@ def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded
         driver.wait()
         driver.stdin.close()
         driver.stdout.close()
+
+
+def test_what_a_worker_reported_is_said_again_when_its_connection_is_lost():
+    """Captured tuples and errors (a run's ``captured()`` and ``errors()``) must reach the
+    driver too: a worker says all its events again on its next connection, numbered, for the
+    driver to keep each once.  Here a relay swallows one report and cuts the connection."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.linger = 0
+    relay = Relay(router.bind_to_random_port("tcp://127.0.0.1"))
+    key = new_key()
+    channel = WorkerChannel(context, f"tcp://127.0.0.1:{relay.port}", key, 1, 0)
+    heard: list = []
+
+    def hear(kind: str, timeout: float = 10.0) -> tuple:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            channel.recv(0.02)  # what serve() does: watch the connection, take commands
+            while router.poll(0):
+                _, identity, *frames = router.recv_multipart()
+                message = Signer(key).unpack(frames, identity)
+                heard.append(message)
+                if message[0] == kind:
+                    return message
+        raise AssertionError(f"the driver heard no {kind!r} within {timeout:g} s")
+
+    try:
+        hear("hello")
+        relay.swallow()
+        channel.send_events([("count", "default", ("sequel", 1))], [])
+        assert relay.swallowed.wait(10)
+        relay.cut()
+        assert hear("events") == ("events", 0, [("count", "default", ("sequel", 1))], [])
+    finally:
+        channel.close(linger=0)
+        relay.close()
+        router.close(linger=0)
+        context.term()
+
+
+def test_the_driver_keeps_each_events_message_once_in_the_order_sent():
+    state = AttemptState()
+    error = ErrorReport("bolt", 1, 0, "boom", "trace")
+    for number, captured in [(1, ["b"]), (0, ["a"]), (0, ["a"]), (2, ["c"]), (1, ["b"])]:
+        state.take_events(0, number, captured, [error] if number == 2 else [])
+    state.take_events(1, 0, ["x"], [])  # another worker counts its own
+    state.take_events(0, 4, ["e"], [])  # 3 not (yet) here: 4 waits for it
+    assert state.captured == ["a", "b", "c", "x"]
+    assert state.errors == [error]
+    state.take_events(0, 3, ["d"], [])
+    assert state.captured == ["a", "b", "c", "x", "d", "e"]
 
 
 def test_what_a_worker_announced_is_said_again_when_its_connection_is_lost():

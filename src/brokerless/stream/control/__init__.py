@@ -16,7 +16,8 @@ worker -- only:
     ("started", info)        running (pid, host)  ("activity", n)        completion counters
     ("activity", n, Activity)                     ("stats", n)           metrics snapshot
     ("stats", n, snapshot)                        ("stop",)              stop and report
-    ("events", captured tuples, errors)   as they happen, and what is left after stop
+    ("events", n, captured tuples, errors)   as they happen (the nth such message), and
+                             what is left after stop
     ("final", {snapshot, hung})   after stop
     ("failed", traceback)    the worker itself broke (not a component: those are errors)
 
@@ -54,7 +55,9 @@ connection that was already dead.  Signed messages are taken from any connection
 carry their sender's id: nothing a worker reports is lost to a route being proved.  What the
 driver must hear -- ``ready`` and ``started`` -- a worker says again on its next connection
 whenever one is lost (a message in flight on a connection that breaks is gone, as with any
-ZeroMQ socket), and the driver takes a repeat as it took the first.  (The one
+ZeroMQ socket), and the driver takes a repeat as it took the first; so are all its
+``events`` (captured tuples, errors), which the driver keeps once each, in the order sent
+(``AttemptState.take_events``).  (The one
 gap: the routing id of a worker's connection that has just died is free until the worker
 proves its next one, and a peer that guessed it -- a counter with a random start -- could
 claim it meanwhile and swallow commands; the next proof ends that.)

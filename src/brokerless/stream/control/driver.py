@@ -47,6 +47,29 @@ class AttemptState:
     outbox: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)  # no route yet
     heard: dict[int, int] = field(default_factory=dict)  # index -> signed messages taken
     proved: dict[int, int] = field(default_factory=dict)  # index -> connections it proved
+    #: index -> the number of its next events message; its later ones that came first
+    events_next: dict[int, int] = field(default_factory=dict)
+    events_early: dict[int, dict[int, tuple[list[Any], list[ErrorReport]]]] = field(
+        default_factory=dict
+    )
+
+    def take_events(
+        self, index: int, number: int, captured: list[Any], errors: list[ErrorReport]
+    ) -> None:
+        """Events message ``number`` of worker ``index``: kept in the order the worker sent
+        them, each once (a worker says them all again on a new connection, since some may
+        have been lost with the old one)."""
+        expected = self.events_next.get(index, 0)
+        if number < expected:
+            return  # a repeat
+        early = self.events_early.setdefault(index, {})
+        early[number] = (captured, errors)
+        while expected in early:
+            more_captured, more_errors = early.pop(expected)
+            self.captured += more_captured
+            self.errors += more_errors
+            expected += 1
+        self.events_next[index] = expected
 
     def silent(self, index: int) -> str:
         """What was heard of worker ``index`` (for an error about one that said too little)."""
@@ -227,8 +250,7 @@ class ControlledRun(TopologyRun):
         elif kind == Kind.STARTED:
             state.started[index] = message[1]
         elif kind == Kind.EVENTS:
-            state.captured += message[1]
-            state.errors += message[2]
+            state.take_events(index, message[1], message[2], message[3])
         elif kind in (Kind.ACTIVITY, Kind.STATS):
             if (kind, message[1]) == self._question:  # not a late or repeated answer
                 state.replies.setdefault(self._question, {})[index] = message[2]

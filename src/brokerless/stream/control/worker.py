@@ -58,6 +58,7 @@ class WorkerChannel:
             control.heartbeat_ivl = HEARTBEAT_MS
             control.heartbeat_timeout = max(HEARTBEAT_MS, int(driver_timeout * 500))
         self._announced: list[bytes] = []  # what announce() sent: said again on reconnection
+        self._reported: list[bytes] = []  # every events message, numbered: the same
         self._reannounce = False  # a connection was lost since the last handshake
         self._monitor = control.get_monitor_socket(MONITORED)
         self._poller = zmq.Poller()
@@ -82,11 +83,14 @@ class WorkerChannel:
         self, captured: list[tuple[str, str, tuple[Any, ...]]], errors: list[ErrorReport]
     ) -> None:
         """Report captured tuples and errors, in as many messages as keep each to about
-        ``REPORT_BYTES``."""
-        payload = pickle.dumps((Kind.EVENTS, captured, errors), pickle.HIGHEST_PROTOCOL)
+        ``REPORT_BYTES``, numbered, and said again on the next connection whenever one is lost
+        (as ``announce`` does: the driver keeps each once, in order)."""
+        number = len(self._reported)
+        payload = pickle.dumps((Kind.EVENTS, number, captured, errors), pickle.HIGHEST_PROTOCOL)
         count = len(captured) + len(errors)
         if len(payload) <= REPORT_BYTES or count == 1:
-            self._send_payload(payload)
+            self._send_payload(payload)  # (first: it refuses a message too large to send)
+            self._reported.append(payload)
             return
         half = count // 2
         cut = max(0, half - len(captured))  # the errors that go with the first half
@@ -114,7 +118,7 @@ class WorkerChannel:
                     self.send((Kind.HELLO,))  # a new connection: the driver asks for a proof
                     if self._reannounce:
                         self._reannounce = False
-                        for payload in self._announced:
+                        for payload in self._announced + self._reported:
                             self._send_payload(payload)
                 else:  # disconnected
                     self._reannounce = True
