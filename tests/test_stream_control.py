@@ -4,6 +4,7 @@ strangers cost the driver bounded memory, and a worker whose driver is gone stop
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -424,17 +426,16 @@ def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded
         driver.stdout.close()
 
 
-def test_what_a_worker_reported_is_said_again_when_its_connection_is_lost():
-    """Captured tuples and errors (a run's ``captured()`` and ``errors()``) must reach the
-    driver too: a worker says all its events again on its next connection, numbered, for the
-    driver to keep each once.  Here a relay swallows one report and cuts the connection."""
+@contextlib.contextmanager
+def relayed_channel() -> Iterator[tuple[WorkerChannel, Relay, Callable[[str], tuple]]]:
+    """A worker's channel to a bare ROUTER (the driver's socket) through a TCP relay, and
+    ``hear(kind)``: the first ``kind`` message the ROUTER takes while the worker's loop runs."""
     context = zmq.Context()
     router = context.socket(zmq.ROUTER)
     router.linger = 0
     relay = Relay(router.bind_to_random_port("tcp://127.0.0.1"))
     key = new_key()
     channel = WorkerChannel(context, f"tcp://127.0.0.1:{relay.port}", key, 1, 0)
-    heard: list = []
 
     def hear(kind: str, timeout: float = 10.0) -> tuple:
         deadline = time.monotonic() + timeout
@@ -443,23 +444,30 @@ def test_what_a_worker_reported_is_said_again_when_its_connection_is_lost():
             while router.poll(0):
                 _, identity, *frames = router.recv_multipart()
                 message = Signer(key).unpack(frames, identity)
-                heard.append(message)
                 if message[0] == kind:
                     return message
         raise AssertionError(f"the driver heard no {kind!r} within {timeout:g} s")
 
     try:
+        yield channel, relay, hear
+    finally:
+        channel.close(linger=0)
+        relay.close()
+        router.close(linger=0)
+        context.term()
+
+
+def test_what_a_worker_reported_is_said_again_when_its_connection_is_lost():
+    """Captured tuples and errors (a run's ``captured()`` and ``errors()``) must reach the
+    driver too: a worker says all its events again on its next connection, numbered, for the
+    driver to keep each once.  Here a relay swallows one report and cuts the connection."""
+    with relayed_channel() as (channel, relay, hear):
         hear("hello")
         relay.swallow()
         channel.send_events([("count", "default", ("sequel", 1))], [])
         assert relay.swallowed.wait(10)
         relay.cut()
         assert hear("events") == ("events", 0, [("count", "default", ("sequel", 1))], [])
-    finally:
-        channel.close(linger=0)
-        relay.close()
-        router.close(linger=0)
-        context.term()
 
 
 def test_the_driver_keeps_each_events_message_once_in_the_order_sent():
@@ -479,34 +487,10 @@ def test_what_a_worker_announced_is_said_again_when_its_connection_is_lost():
     """'ready' and 'started' are what the driver must hear: a message in flight on a connection
     that breaks is lost, so a worker says them again on its next connection.  Here a relay
     swallows the worker's 'started' and then cuts the connection."""
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.linger = 0
-    relay = Relay(router.bind_to_random_port("tcp://127.0.0.1"))
-    key = new_key()
-    channel = WorkerChannel(context, f"tcp://127.0.0.1:{relay.port}", key, 1, 0)
-
-    def heard(kind: str, timeout: float = 10.0) -> tuple:
-        """The first ``kind`` message the driver's socket takes, the worker's loop running."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            channel.recv(0.02)  # what serve() does: watch the connection, take commands
-            while router.poll(0):
-                _, identity, *frames = router.recv_multipart()
-                message = Signer(key).unpack(frames, identity)
-                if message[0] == kind:
-                    return message
-        raise AssertionError(f"the driver heard no {kind!r} within {timeout:g} s")
-
-    try:
-        heard("hello")
+    with relayed_channel() as (channel, relay, hear):
+        hear("hello")
         relay.swallow()
         channel.announce(("started", {"pid": 1}))
         assert relay.swallowed.wait(10)
         relay.cut()
-        assert heard("started") == ("started", {"pid": 1})
-    finally:
-        channel.close(linger=0)
-        relay.close()
-        router.close(linger=0)
-        context.term()
+        assert hear("started") == ("started", {"pid": 1})
