@@ -25,7 +25,7 @@ class AckerExecutor(Executor[Component]):
         ledgers = self.ledgers
         outbox = self.outbox
         metrics = self.metrics
-        items = self.queue.take(self.config.executor_batch_size, 0)
+        items = self.queue.take(self.batch, 0)
         for task, message, _ in items:
             try:
                 # a batch from an executor of this worker, or one message from another

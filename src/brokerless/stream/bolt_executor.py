@@ -137,7 +137,6 @@ class BoltExecutor(Executor[Bolt]):
             state = self._create(task, Bolt, BoltCollector)
             if state is not None:
                 self._set_up(state, state.component.prepare)
-        self._batch = self.config.executor_batch_size
         self._returns = [0] * self.worker.num_workers
         self._return_at = max(1, self.worker.credit_window // 2)
 
@@ -147,7 +146,7 @@ class BoltExecutor(Executor[Bolt]):
                 self._call(state, state.component.cleanup)
 
     def step(self) -> float | None:
-        items = self.queue.take(self._batch, 0)
+        items = self.queue.take(self.batch, 0)
         if not items:
             return None
         states = self.states

@@ -11,9 +11,8 @@ fails that emit alone.  Each target gets its own anchors (fresh edge ids, from t
 object, a target elsewhere an encoded payload for the worker's transfer queue; both go into
 the executor's outbox (``transfer.py``), flushed after each batch the executor handles.  The
 common case -- one subscribing component, all its tasks in this worker -- takes a shorter way
-(``_send_local``).  The
-flush waits for room in a full local queue, or for credits towards another worker: that wait
-is the back pressure.
+(``_send_local``).  The flush waits for room in a full local queue, or for credits towards
+another worker: that wait is the back pressure.
 """
 
 from __future__ import annotations

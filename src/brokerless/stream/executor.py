@@ -102,11 +102,9 @@ class Executor(Generic[_C]):
         self.acking = bool(acker_tasks)
         self.acker_tasks = acker_tasks
         self.states: dict[int, TaskState[_C]] = {}
-        own_thread = self.config.executor_threads == "per_executor"
-        self.outbox = Outbox(worker.exchange, waits=own_thread)
-        self.thread = threading.Thread(
-            target=self._run, name=f"{worker.plan.name}:{self.component}:{self.id}", daemon=True
-        )
+        self.batch = self.config.executor_batch_size  # items a step takes from the queue
+        # (an outbox waits only in a thread of the executor's own: see shared_thread.py)
+        self.outbox = Outbox(worker.exchange, waits=self.config.executor_threads == "per_executor")
 
     def acker_for(self, root: int) -> int:
         return self.acker_tasks[root % len(self.acker_tasks)]
@@ -126,6 +124,11 @@ class Executor(Generic[_C]):
             exc_info=error,
         )
         self.report(task, error)
+
+    def own_thread(self) -> threading.Thread:
+        """A thread of the executor's own to run it in (not started)."""
+        name = f"{self.worker.plan.name}:{self.component}:{self.id}"
+        return threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
         """The executor's own thread."""

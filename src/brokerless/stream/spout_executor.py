@@ -110,7 +110,7 @@ class SpoutExecutor(Executor[Spout]):
         return root
 
     def step(self) -> float | None:
-        items = self.queue.take(self.config.executor_batch_size, 0)
+        items = self.queue.take(self.batch, 0)
         if items:
             self._handle(items)
         self._expire()
@@ -135,7 +135,7 @@ class SpoutExecutor(Executor[Spout]):
         over what they emitted; True if anything was."""
         metrics = self.metrics
         per_task = self.pending_trees.per_task
-        batch = self.config.executor_batch_size
+        batch = self.batch
         emitted = False
         exhausted = True
         for state in self._active:

@@ -247,4 +247,4 @@ class Outbox:
         """An emit would have to wait: tuples are ``held``, or a queue that this outbox's
         tuples wait for room in is full (for an outbox that does not wait, its executor's
         turn to wait: see ``shared_thread.py``)."""
-        return bool(self._credited) or any(queue.full for queue, _ in self._blocking)
+        return self.held or any(queue.full for queue, _ in self._blocking)

@@ -217,7 +217,7 @@ class Worker:
             self._threads.append(SharedThread(name, self.executors, self._bell).thread)
         else:  # consumers first, spouts last
             ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
-            self._threads += [e.thread for e in ordered]
+            self._threads += [e.own_thread() for e in ordered]
         for thread in self._threads:
             thread.start()
 
