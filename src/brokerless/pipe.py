@@ -492,6 +492,22 @@ class Pipe:
         self._in.set_hwms(reader_hwm=hwm)
 
 
+def write_all(ends: tuple[tuple[Pipe, Lane], ...], msg: Any) -> bool:
+    """Queue one single-part message in every end's outbound lane -- when each has room under
+    its HWM and none is terminating; else queue nothing and return False (the caller then
+    writes end by end, as :meth:`Pipe.write` decides for each).  ``ends`` pairs each pipe with
+    its outbound lane, none of them conflating (a PUB's fan-out: ``Pattern.broadcast``)."""
+    for pipe, lane in ends:
+        hwm = lane.hwm
+        if pipe.terminating or (hwm and len(lane.q) + lane.run_in - lane.run_out >= hwm):
+            return False
+    for _, lane in ends:
+        lane.q.append(msg)
+        if lane.reader_asleep:
+            lane.wake_reader()
+    return True
+
+
 def pipepair(
     a_hwms: tuple[int, int], b_hwms: tuple[int | None, int | None], conflate: bool = False
 ) -> tuple[Pipe, Pipe]:

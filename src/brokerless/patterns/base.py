@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from ..constants import SocketOption, SocketType
 from ..errno import ENOTSUP
 from ..error import ZMQError
-from ..pipe import Pipe
+from ..pipe import Lane, Pipe
 
 
 def first_frame(msg: Any) -> Any:
@@ -53,8 +53,16 @@ class Pattern:
     #: (no envelope, no routing): the socket may then write it there itself.
     sends_through: ClassVar[bool] = False
 
+    #: Every single-part message ``xsend`` takes now goes, as it is, to each of these pipes
+    #: (with its outbound lane) that has room: the socket may then write them itself
+    #: (``pipe.write_all``).  None when not (the default; a PUB keeps it, see ``refresh``).
+    broadcast: tuple[tuple[Pipe, Lane], ...] | None = None
+
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         self.options = options
+
+    def refresh(self) -> None:
+        """The socket's pipes or options changed: bring state derived from them up to date."""
 
     # pipes
     def attach(self, pipe: Pipe) -> bool | Pipe | None:

@@ -98,8 +98,24 @@ class XPub(Pattern):
             notify = self.subscriptions.add(topic, pipe) or self.verbose_subs
         else:
             notify = self.subscriptions.rm(topic, pipe) or self.verbose_unsubs
+        self.refresh()
         if notify:
             self._deliver(data)
+
+    def refresh(self) -> None:
+        """``broadcast``: the subscribers' pipes when everything (``b""``) is the only topic
+        subscribed to -- the usual fan-out: every message goes to each of them -- unless
+        matching is inverted or a pipe conflates; else None.  Called whenever a subscription
+        or a pipe comes or goes, or an option is set."""
+        everyone = self.subscriptions.everything_only()
+        if (
+            everyone is None
+            or self.options[_O.INVERT_MATCHING]
+            or any(pipe.outbound.conflate for pipe in everyone)
+        ):
+            self.broadcast = None
+        else:
+            self.broadcast = tuple((pipe, pipe.outbound) for pipe in everyone)
 
     def _targets(self, msg: Any) -> Any:
         everyone = self.subscriptions.everything_only()

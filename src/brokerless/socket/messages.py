@@ -21,6 +21,7 @@ from typing import Any, Literal, overload
 
 from ..constants import Flag, SocketOption
 from ..frame import _FINISHED_TRACKER, Frame, MessageTracker
+from ..pipe import write_all
 from ..runs import Run
 from .parts import as_frame, frame_bytes, to_part, tracked_parts, wired_frame
 from .waiting import WaitingMixin
@@ -51,24 +52,29 @@ class MessagesMixin(WaitingMixin):
         no more; a copied part (``copy=True``, or fewer bytes than ``copy_threshold``) is done
         at once.  A Frame made with ``track=True`` returns its tracker whatever ``track`` says.
         """
-        lane = self._outlane
         if (
-            lane is not None
-            and data.__class__ is bytes
+            data.__class__ is bytes
             and not flags
             and not track
             and not self._commands
             and self._tx_parts is None
         ):
-            # The fast path: one pipe, a pattern that sends messages through, a single part
-            # that fits -- queued here, as the pattern and the pipe would queue it.
-            q = lane.q
-            hwm = lane.hwm
-            if (not hwm or len(q) < hwm) and not self._outpipe.terminating:  # type: ignore[union-attr]
-                q.append(data)
-                if lane.reader_asleep:
-                    lane.wake_reader()
-                return None
+            # The fast paths, for a single part: one pipe and a pattern that sends messages
+            # through, or a pattern that sends each message to every pipe (a PUB's fan-out)
+            # -- queued here, as the pattern and the pipes would queue it, when it fits.
+            lane = self._outlane
+            if lane is not None:
+                q = lane.q
+                hwm = lane.hwm
+                if (not hwm or len(q) < hwm) and not self._outpipe.terminating:  # type: ignore[union-attr]
+                    q.append(data)
+                    if lane.reader_asleep:
+                        lane.wake_reader()
+                    return None
+            else:
+                ends = self._pattern.broadcast
+                if ends is not None and self._fault is None and write_all(ends, data):
+                    return None
         if self._fault is not None:
             raise self._fault()
         if data.__class__ is not bytes or track:

@@ -292,8 +292,10 @@ class Socket(
 
     def _pipes_changed(self) -> None:
         """Whether ``recv`` may take messages from the only pipe itself, and ``send`` queue
-        them there (see ``_inlane``, ``_outlane``)."""
+        them there (see ``_inlane``, ``_outlane``), or in every pipe (the pattern's
+        ``broadcast``)."""
         self._inlane = self._outpipe = self._outlane = None
+        self._pattern.refresh()
         if len(self._pipes) == 1 and self._fault is None:
             (pipe,) = self._pipes
             pattern = self._pattern
