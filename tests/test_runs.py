@@ -142,6 +142,34 @@ def test_a_pull_receives_bursts_of_equal_messages_in_order(ctx, peer, size, how)
     assert got == sent
 
 
+@pytest.mark.parametrize("sender", ["libzmq", "brokerless"])
+def test_a_curve_server_opens_every_box_of_a_burst_of_equal_messages(ctx, peer, sender):
+    """Over CURVE every message travels as an equal-size box when the messages are of one
+    size: the decoder must hand such a run on cut into boxes, which the connection opens, never
+    as a Run (the boxes are not the messages).  It did, and the connection failed on it."""
+    (_, server_secret), (client_public, client_secret) = zmq.curve_keypair(), zmq.curve_keypair()
+    pull = ctx.socket(zmq.PULL)
+    pull.rcvtimeo = 10_000
+    pull.curve_server = True
+    pull.curve_secretkey = server_secret
+    address = bound(pull)
+    impl = libzmq if sender == "libzmq" else zmq
+    context = peer if sender == "libzmq" else ctx
+    push = context.socket(impl.PUSH)
+    push.sndhwm = 0
+    push.curve_serverkey = zmq.curve_public(server_secret)
+    push.curve_secretkey = client_secret
+    push.curve_publickey = client_public
+    push.connect(address)
+    sent = burst(100)
+    try:
+        for msg in sent:
+            push.send(msg)
+        assert [pull.recv() for _ in sent] == sent
+    finally:
+        push.close(linger=0)
+
+
 def test_a_pull_with_a_small_rcvhwm_gets_every_message_of_long_runs(ctx, peer):
     pull = ctx.socket(zmq.PULL)
     pull.rcvhwm = 10

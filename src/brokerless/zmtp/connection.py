@@ -416,6 +416,7 @@ class Connection:
         self.peer = Ready(peer_type, identity, metadata, self._minor, properties=carried)
         self._accepts_subscriptions = self.socket_type in _PUBLISHERS
         if self.mechanism.encrypts:
+            self.decoder.cut_runs()  # equal-size boxes are still boxes, opened one by one
             self._boxes = Boxes(self.mechanism, self._subscriptions_as_commands)
             self.encode = self._encode_boxed  # type: ignore[method-assign]
             self._receive_traffic = self._receive_boxed  # type: ignore[method-assign]

@@ -214,6 +214,11 @@ class FrameDecoder:
         """Octets held for an unfinished frame."""
         return len(self._buf)
 
+    def cut_runs(self) -> None:
+        """From now on hand no :class:`Run` on: every frame comes out on its own (an encrypting
+        connection's frames are boxes that it opens one by one, not messages)."""
+        self._runs = False
+
     def hold(self, data: bytes | bytearray | memoryview) -> None:
         """Keep ``data`` for a later ``feed`` without decoding it (a handshake paused for
         ZAP: the transport stops reading then, so this is at most one read)."""
