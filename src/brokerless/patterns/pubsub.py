@@ -18,7 +18,7 @@ from typing import Any
 from ..constants import SocketOption, SocketType
 from ..errno import EINVAL
 from ..error import ZMQError
-from ..pipe import Pipe
+from ..pipe import Lane, Pipe
 from .base import Pattern, as_bytes, first_frame
 from .strategies import Distributor, FairQueue
 from .trie import SubscriptionCounts, SubscriptionTable
@@ -53,6 +53,7 @@ class XPub(Pattern):
         # XPUB_VERBOSE passes duplicate subscribes; XPUB_VERBOSER also every unsubscribe.
         self.verbose_subs = False
         self.verbose_unsubs = False
+        self._stale = False  # ``broadcast`` needs working out again (see ``refresh``)
 
     def greeting(self) -> tuple[Any, ...]:
         welcome = self.options[_O.XPUB_WELCOME_MSG]
@@ -103,19 +104,23 @@ class XPub(Pattern):
             self._deliver(data)
 
     def refresh(self) -> None:
-        """``broadcast``: the subscribers' pipes when everything (``b""``) is the only topic
-        subscribed to -- the usual fan-out: every message goes to each of them -- unless
-        matching is inverted or a pipe conflates; else None.  Called whenever a subscription
-        or a pipe comes or goes, or an option is set."""
+        """A subscription, a pipe or an option changed: ``broadcast`` is worked out again at the
+        next send (so a storm of subscriptions costs a flag each, not a look at every pipe)."""
+        self.broadcast = None
+        self._stale = True
+
+    def _broadcast(self) -> tuple[tuple[Pipe, Lane], ...] | None:
+        """The subscribers' pipes when everything (``b""``) is the only topic subscribed to --
+        the usual fan-out: every message goes to each of them -- unless matching is inverted
+        or a pipe conflates; else None."""
         everyone = self.subscriptions.everything_only()
         if (
             everyone is None
             or self.options[_O.INVERT_MATCHING]
             or any(pipe.outbound.conflate for pipe in everyone)
         ):
-            self.broadcast = None
-        else:
-            self.broadcast = tuple((pipe, pipe.outbound) for pipe in everyone)
+            return None
+        return tuple((pipe, pipe.outbound) for pipe in everyone)
 
     def _targets(self, msg: Any) -> Any:
         everyone = self.subscriptions.everything_only()
@@ -129,6 +134,9 @@ class XPub(Pattern):
         return matched
 
     def xsend(self, msg: Any) -> bool:
+        if self._stale:  # (the socket's fast path takes the next ones, see ``refresh``)
+            self._stale = False
+            self.broadcast = self._broadcast()
         targets = self._targets(msg)
         if self.options[_O.XPUB_NODROP] and not self.dist.all_writable(targets):
             return False
