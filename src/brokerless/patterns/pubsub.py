@@ -8,6 +8,12 @@ gets them all; one still queued from before arrives twice, which a publisher's p
 absorbs); an XPUB/PUB reads them from its pipes as soon as they arrive and filters outgoing
 messages with a :class:`SubscriptionTable`.  Subscription messages are written past the HWM:
 dropping one would silently cut a subscriber off.
+
+When everything (``b""``) is the only topic subscribed to -- the usual fan-out -- an XPUB/PUB
+offers its subscribers' pipes as ``broadcast``, and the socket's ``send`` queues a single part
+into each of them itself (``pipe.write_all``) while every one has room; otherwise ``xsend``
+decides pipe by pipe.  Any change of subscriptions, pipes or options marks ``broadcast`` stale
+(``refresh``), and the next ``xsend`` works it out again.
 """
 
 from __future__ import annotations
