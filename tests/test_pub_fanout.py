@@ -21,15 +21,9 @@ import pytest
 import brokerless as zmq
 
 from .helpers import recv_within
+from .test_xpub_options import drain
 
 DEADLINE_S = 5.0
-
-
-def _drain(sock) -> list[bytes]:
-    got = []
-    while sock.poll(0, zmq.POLLIN):
-        got.append(sock.recv())
-    return got
 
 
 @pytest.fixture
@@ -61,7 +55,7 @@ def test_a_subscriber_at_its_hwm_misses_what_the_others_get(fanout):
     for i in range(10):
         xpub.send(b"%d" % i)
     assert [recv_within(unlimited) for _ in range(10)] == [b"%d" % i for i in range(10)]
-    assert _drain(limited) == [b"0", b"1", b"2", b"3"]
+    assert drain(limited) == [b"0", b"1", b"2", b"3"]
     xpub.send(b"after")  # room again: both get it
     assert recv_within(unlimited) == b"after"
     assert recv_within(limited) == b"after"
@@ -76,8 +70,8 @@ def test_nodrop_sends_to_nobody_while_one_subscriber_is_full(fanout):
             sent += 1
     assert sent == 4
     # the refused message reached neither subscriber
-    assert _drain(unlimited) == [b"0", b"1", b"2", b"3"]
-    assert _drain(limited) == [b"0", b"1", b"2", b"3"]
+    assert drain(unlimited) == [b"0", b"1", b"2", b"3"]
+    assert drain(limited) == [b"0", b"1", b"2", b"3"]
 
 
 def test_a_change_of_subscription_applies_from_the_next_message(fanout):
@@ -104,7 +98,7 @@ def test_a_change_of_subscription_applies_from_the_next_message(fanout):
         xpub.send(b"t1")
         assert [recv_within(first), recv_within(first)] == [b"u1", b"t1"]
         assert recv_within(second) == b"t1"
-        assert _drain(second) == []
+        assert drain(second) == []
 
         # and back: both subscribed to everything alone, both get everything
         second.send(b"\x01")
