@@ -427,29 +427,37 @@ def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded
 
 
 @contextlib.contextmanager
-def relayed_channel() -> Iterator[tuple[WorkerChannel, Relay, Callable[[str], tuple]]]:
-    """A worker's channel to a bare ROUTER (the driver's socket) through a TCP relay, and
-    ``hear(kind)``: the first ``kind`` message the ROUTER takes while the worker's loop runs."""
+def relayed_channel() -> Iterator[
+    tuple[WorkerChannel, Relay, Callable[[str], tuple], Callable[[tuple], None]]
+]:
+    """A worker's channel to a bare ROUTER (the driver's socket) through a TCP relay,
+    ``hear(kind)``: the first ``kind`` message the ROUTER takes while the worker's loop runs,
+    and ``tell(command)``: a signed command over the connection last heard from."""
     context = zmq.Context()
     router = context.socket(zmq.ROUTER)
     router.linger = 0
     relay = Relay(router.bind_to_random_port("tcp://127.0.0.1"))
     key = new_key()
     channel = WorkerChannel(context, f"tcp://127.0.0.1:{relay.port}", key, 1, 0)
+    last: list[bytes] = []
 
     def hear(kind: str, timeout: float = 10.0) -> tuple:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             channel.recv(0.02)  # what serve() does: watch the connection, take commands
             while router.poll(0):
-                _, identity, *frames = router.recv_multipart()
+                connection, identity, *frames = router.recv_multipart()
+                last[:] = [connection]
                 message = Signer(key).unpack(frames, identity)
                 if message[0] == kind:
                     return message
         raise AssertionError(f"the driver heard no {kind!r} within {timeout:g} s")
 
+    def tell(command: tuple) -> None:
+        router.send_multipart([last[0], *Signer(key).pack(command, channel.identity)])
+
     try:
-        yield channel, relay, hear
+        yield channel, relay, hear, tell
     finally:
         channel.close(linger=0)
         relay.close()
@@ -461,13 +469,68 @@ def test_what_a_worker_reported_is_said_again_when_its_connection_is_lost():
     """Captured tuples and errors (a run's ``captured()`` and ``errors()``) must reach the
     driver too: a worker says all its events again on its next connection, numbered, for the
     driver to keep each once.  Here a relay swallows one report and cuts the connection."""
-    with relayed_channel() as (channel, relay, hear):
+    with relayed_channel() as (channel, relay, hear, _):
         hear("hello")
         relay.swallow()
         channel.send_events([("count", "default", ("sequel", 1))], [])
         assert relay.swallowed.wait(10)
         relay.cut()
         assert hear("events") == ("events", 0, [("count", "default", ("sequel", 1))], [])
+
+
+def test_a_worker_says_again_only_the_events_the_driver_has_not_taken():
+    """A worker keeps each events message until the driver says it has it ("taken"), and
+    then lets go of it: only the rest is said again on a new connection (a run capturing
+    tuples would otherwise hold every one of them twice, in the worker and in the driver)."""
+    with relayed_channel() as (channel, relay, hear, tell):
+        hear("hello")
+        channel.send_events([("count", "default", ("first", 1))], [])
+        assert hear("events")[1] == 0
+        tell(("taken", 1))
+        tell(("challenge", b"after"))  # commands are taken in order: the proof says when
+        assert hear("proof") == ("proof", b"after")
+        relay.swallow()
+        channel.send_events([("count", "default", ("second", 2))], [])
+        assert relay.swallowed.wait(10)
+        relay.cut()
+        assert hear("events") == ("events", 1, [("count", "default", ("second", 2))], [])
+
+
+def test_the_driver_tells_a_worker_which_events_it_has():
+    """Each events message the driver takes is answered with ("taken", n): it has every one
+    below n, in order.  A stand-in for worker 5 proves its connection, then reports twice."""
+    with run_multiprocess(endless_topology("none"), workers=1) as run:
+        context = zmq.Context()
+        endpoint = run._control.getsockopt(zmq.LAST_ENDPOINT).decode()
+        signer = run._signer
+        identity = worker_identity(run.attempt, 5)
+        worker = context.socket(zmq.DEALER)
+        worker.linger = 0
+        worker.connect(endpoint)
+
+        def say(message: tuple) -> None:
+            worker.send_multipart([identity, *signer.pack(message, identity)])
+
+        def heard(kind: str) -> tuple:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                run._look(0.05)
+                while worker.poll(0):
+                    message = signer.unpack(worker.recv_multipart(), identity)
+                    if message[0] == kind:
+                        return message
+            raise AssertionError(f"the driver sent no {kind!r}")
+
+        try:
+            say(("hello",))
+            say(("proof", heard("challenge")[1]))
+            say(("events", 1, [("stand-in", "default", ("b",))], []))  # early: 0 is missing
+            say(("events", 0, [("stand-in", "default", ("a",))], []))
+            assert heard("taken") == ("taken", 0)
+            assert heard("taken") == ("taken", 2)
+        finally:
+            worker.close(linger=0)
+            context.term()
 
 
 def test_the_driver_keeps_each_events_message_once_in_the_order_sent():
@@ -487,7 +550,7 @@ def test_what_a_worker_announced_is_said_again_when_its_connection_is_lost():
     """'ready' and 'started' are what the driver must hear: a message in flight on a connection
     that breaks is lost, so a worker says them again on its next connection.  Here a relay
     swallows the worker's 'started' and then cuts the connection."""
-    with relayed_channel() as (channel, relay, hear):
+    with relayed_channel() as (channel, relay, hear, _):
         hear("hello")
         relay.swallow()
         channel.announce(("started", {"pid": 1}))

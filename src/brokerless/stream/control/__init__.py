@@ -18,6 +18,7 @@ worker -- only:
     ("stats", n, snapshot)                        ("stop",)              stop and report
     ("events", n, captured tuples, errors)   as they happen (the nth such message), and
                              what is left after stop
+                                                  ("taken", n)           events below n are in
     ("final", {snapshot, hung})   after stop
     ("failed", traceback)    the worker itself broke (not a component: those are errors)
 
@@ -57,7 +58,7 @@ driver must hear -- ``ready`` and ``started`` -- a worker says again on its next
 whenever one is lost (a message in flight on a connection that breaks is gone, as with any
 ZeroMQ socket), and the driver takes a repeat as it took the first; so are all its
 ``events`` (captured tuples, errors), which the driver keeps once each, in the order sent
-(``AttemptState.take_events``).  (The one
+(``AttemptState.take_events``), until the driver says it has them (``taken``).  (The one
 gap: the routing id of a worker's connection that has just died is free until the worker
 proves its next one, and a peer that guessed it -- a counter with a random start -- could
 claim it meanwhile and swallow commands; the next proof ends that.)

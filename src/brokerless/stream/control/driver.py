@@ -251,6 +251,9 @@ class ControlledRun(TopologyRun):
             state.started[index] = message[1]
         elif kind == Kind.EVENTS:
             state.take_events(index, message[1], message[2], message[3])
+            # The worker keeps each events message until told it was taken (to say it again
+            # on a new connection); it may let go of what came in order.
+            self._send(index, (Kind.TAKEN, state.events_next[index]))
         elif kind in (Kind.ACTIVITY, Kind.STATS):
             if (kind, message[1]) == self._question:  # not a late or repeated answer
                 state.replies.setdefault(self._question, {})[index] = message[2]

@@ -7,6 +7,7 @@ import os
 import pickle
 import socket
 import time
+from collections import deque
 from typing import Any
 
 import brokerless as zmq
@@ -58,7 +59,10 @@ class WorkerChannel:
             control.heartbeat_ivl = HEARTBEAT_MS
             control.heartbeat_timeout = max(HEARTBEAT_MS, int(driver_timeout * 500))
         self._announced: list[bytes] = []  # what announce() sent: said again on reconnection
-        self._reported: list[bytes] = []  # every events message, numbered: the same
+        #: The events messages the driver has not said it took (Kind.TAKEN), by number: the
+        #: same.  Once taken, a message is dropped: it lives on in the driver only.
+        self._reported: deque[tuple[int, bytes]] = deque()
+        self._events_sent = 0
         self._reannounce = False  # a connection was lost since the last handshake
         self._monitor = control.get_monitor_socket(MONITORED)
         self._poller = zmq.Poller()
@@ -85,12 +89,13 @@ class WorkerChannel:
         """Report captured tuples and errors, in as many messages as keep each to about
         ``REPORT_BYTES``, numbered, and said again on the next connection whenever one is lost
         (as ``announce`` does: the driver keeps each once, in order)."""
-        number = len(self._reported)
+        number = self._events_sent
         payload = pickle.dumps((Kind.EVENTS, number, captured, errors), pickle.HIGHEST_PROTOCOL)
         count = len(captured) + len(errors)
         if len(payload) <= REPORT_BYTES or count == 1:
             self._send_payload(payload)  # (first: it refuses a message too large to send)
-            self._reported.append(payload)
+            self._reported.append((number, payload))
+            self._events_sent += 1
             return
         half = count // 2
         cut = max(0, half - len(captured))  # the errors that go with the first half
@@ -118,7 +123,9 @@ class WorkerChannel:
                     self.send((Kind.HELLO,))  # a new connection: the driver asks for a proof
                     if self._reannounce:
                         self._reannounce = False
-                        for payload in self._announced + self._reported:
+                        for payload in self._announced:
+                            self._send_payload(payload)
+                        for _, payload in self._reported:
                             self._send_payload(payload)
                 else:  # disconnected
                     self._reannounce = True
@@ -144,6 +151,11 @@ class WorkerChannel:
                     continue
                 if command[0] == Kind.CHALLENGE:
                     self.send((Kind.PROOF, command[1]))
+                    continue
+                if command[0] == Kind.TAKEN:  # the driver has every events message below n
+                    reported = self._reported
+                    while reported and reported[0][0] < command[1]:
+                        reported.popleft()
                     continue
                 return command
         return None
