@@ -59,8 +59,8 @@ class WorkerChannel:
             control.heartbeat_ivl = HEARTBEAT_MS
             control.heartbeat_timeout = max(HEARTBEAT_MS, int(driver_timeout * 500))
         self._announced: list[bytes] = []  # what announce() sent: said again on reconnection
-        #: The events messages the driver has not said it took (Kind.TAKEN), by number: the
-        #: same.  Once taken, a message is dropped: it lives on in the driver only.
+        #: (number, payload) of each events message the driver has not said it has (TAKEN):
+        #: said again on reconnection too.  What it has is dropped here: the driver keeps it.
         self._reported: deque[tuple[int, bytes]] = deque()
         self._events_sent = 0
         self._reannounce = False  # a connection was lost since the last handshake
