@@ -4,12 +4,14 @@ does to the messages in flight on it.
 ``Relay(port)`` forwards each connection made to ``relay.port`` to ``port``.  ``swallow()``
 makes the connections open now drop what their client sends from then on (``swallowed`` is
 set once some was); ``cut()`` closes them.  Connections made later are forwarded whole.
+``lose(send)`` does both around ``send()``: what it sends is lost with its connection.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 
 
 class Relay:
@@ -27,6 +29,13 @@ class Relay:
     def swallow(self) -> None:
         with self._lock:
             self._swallowing.update(id(client) for client, _ in self._open)
+
+    def lose(self, send: Callable[[], object]) -> None:
+        """Swallow what ``send()`` sends, then cut the connection it went on."""
+        self.swallow()
+        send()
+        assert self.swallowed.wait(10), "nothing was sent to swallow"
+        self.cut()
 
     def cut(self) -> None:
         with self._lock:

@@ -471,10 +471,7 @@ def test_what_a_worker_reported_is_said_again_when_its_connection_is_lost():
     driver to keep each once.  Here a relay swallows one report and cuts the connection."""
     with relayed_channel() as (channel, relay, hear, _):
         hear("hello")
-        relay.swallow()
-        channel.send_events([("count", "default", ("sequel", 1))], [])
-        assert relay.swallowed.wait(10)
-        relay.cut()
+        relay.lose(lambda: channel.send_events([("count", "default", ("sequel", 1))], []))
         assert hear("events") == ("events", 0, [("count", "default", ("sequel", 1))], [])
 
 
@@ -489,10 +486,7 @@ def test_a_worker_says_again_only_the_events_the_driver_has_not_taken():
         tell(("taken", 1))
         tell(("challenge", b"after"))  # commands are taken in order: the proof says when
         assert hear("proof") == ("proof", b"after")
-        relay.swallow()
-        channel.send_events([("count", "default", ("second", 2))], [])
-        assert relay.swallowed.wait(10)
-        relay.cut()
+        relay.lose(lambda: channel.send_events([("count", "default", ("second", 2))], []))
         assert hear("events") == ("events", 1, [("count", "default", ("second", 2))], [])
 
 
@@ -552,8 +546,5 @@ def test_what_a_worker_announced_is_said_again_when_its_connection_is_lost():
     swallows the worker's 'started' and then cuts the connection."""
     with relayed_channel() as (channel, relay, hear, _):
         hear("hello")
-        relay.swallow()
-        channel.announce(("started", {"pid": 1}))
-        assert relay.swallowed.wait(10)
-        relay.cut()
+        relay.lose(lambda: channel.announce(("started", {"pid": 1})))
         assert hear("started") == ("started", {"pid": 1})
