@@ -39,3 +39,27 @@ def gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def describe_tree(pid: int) -> str:
+    """What ``pid`` and its descendants are doing, for a test that waited in vain: each one's
+    command line, state, kernel wait channel and signal masks (pending, blocked, ignored,
+    caught)."""
+    lines = []
+    for each in [pid, *sorted(descendants(pid))]:
+        proc = Path(f"/proc/{each}")
+        try:
+            command = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode()
+            status = dict(
+                line.split(":\t", 1)
+                for line in proc.joinpath("status").read_text().splitlines()
+                if ":\t" in line
+            )
+            wchan = proc.joinpath("wchan").read_text()
+        except OSError:
+            lines.append(f"{each}: ended")
+            continue
+        fields = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt", "Threads")
+        masks = " ".join(f"{name}={status.get(name, '?').strip()}" for name in fields)
+        lines.append(f"{each}: {command.strip()}\n    {masks} wchan={wchan or '-'}")
+    return "\n".join(lines)

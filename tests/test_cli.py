@@ -24,7 +24,7 @@ import pytest
 import zmq as libzmq
 
 from .ports import free_port
-from .processes import descendants, gone
+from .processes import descendants, describe_tree, gone
 from .stream_topologies import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,13 @@ def finish(process: subprocess.Popen[bytes], timeout: float = 30) -> tuple[bytes
     if process.stdin is not None:
         process.stdin.close()
         process.stdin = None  # (communicate() would flush it)
-    return process.communicate(timeout=timeout)
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"still running after {timeout:g} s, having written {exc.stderr!r} to stderr "
+            f"meanwhile:\n{describe_tree(process.pid)}"
+        ) from None
 
 
 def interrupt(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
