@@ -1,6 +1,6 @@
 """The benchmark tools in bench/: the 'one CPU busy' condition (``--busy``, bench/_load.py) and
 the report header that records it, stream_thr.py's two target cases with ``--json``,
-one_sided.py's two sides, and
+one_sided.py's two sides, raw_thr.py's two designs, and
 spark_io.py's measuring and both of its sides (the Spark cases start a local Spark session).
 
 These check that the tools measure what they say and clean up after themselves; no figure is
@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -194,6 +196,43 @@ def test_one_sided_times_one_side_and_counts_its_page_faults(side):
     assert (result["side"], result["count"], result["impl"]) == (side, 20000, "brokerless")
     assert result["msg_per_s"] > 0
     assert isinstance(result["minor_faults"], int) and result["minor_faults"] >= 0
+
+
+# -- raw_thr.py ----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_raw_thr_receives_every_message_in_either_design(transport, threads):
+    # 2,001 messages: the sender's last sendmsg holds one, not four
+    args = ("--transport", transport, "--threads", str(threads), "--size", "4096")
+    done = run_tool("raw_thr.py", *args, "--count", "2001", "--json", timeout=50)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["transport"], result["threads"], result["count"]) == (transport, threads, 2001)
+    assert result["msg_per_s"] > 0 and result["cpu_us_per_msg"] > 0
+
+
+@pytest.mark.timeout(30)
+def test_raw_thr_reader_cuts_bodies_that_straddle_reads(bench_modules):
+    from raw_thr import Reader
+
+    bodies = [bytes([i]) * (256 + 997 * i) for i in range(60)]  # up to 59 KiB, many reads
+    wire = b"".join(b"\x02" + len(body).to_bytes(8, "big") + body for body in bodies)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+
+        def send_in_odd_pieces() -> None:
+            for start in range(0, len(wire), 7777):
+                theirs.sendall(wire[start : start + 7777])
+
+        sender = threading.Thread(target=send_in_odd_pieces)
+        sender.start()
+        reader, got = Reader(ours), []
+        while len(got) < len(bodies):
+            got += reader.read()
+        sender.join()
+    assert got == bodies and reader.held == b""
 
 
 # -- spark_io.py ---------------------------------------------------------------------------------
