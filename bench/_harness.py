@@ -12,6 +12,7 @@ import importlib
 import json
 import platform
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -112,6 +113,19 @@ def interrupts_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def plain_pair(transport: str) -> tuple[socket.socket, socket.socket]:
+    """Two connected plain OS sockets, ours and theirs (for a forked peer): over tcp on the
+    loopback with TCP_NODELAY, or a Unix socket pair for ``ipc``."""
+    if transport != "tcp":
+        return socket.socketpair()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        ours = socket.create_connection(listener.getsockname())
+        theirs, _ = listener.accept()
+    for sock in (ours, theirs):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return ours, theirs
 
 
 def emit(result: dict[str, Any], as_json: bool, human: str) -> None:

@@ -16,7 +16,7 @@ import os
 import socket
 import time
 
-from _harness import emit
+from _harness import emit, plain_pair
 
 MESSAGE = b"\x00\x01x\x00\x00"
 
@@ -27,21 +27,13 @@ def _bounce(sock: socket.socket, n: int) -> None:
 
 
 def run(transport: str, count: int, warmup: int) -> dict:
-    if transport == "tcp":
-        listener = socket.create_server(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-    else:
-        ours, theirs = socket.socketpair()
+    ours, theirs = plain_pair(transport)
     pid = os.fork()
     if pid == 0:  # the echoing side
-        if transport == "tcp":
-            theirs, _ = listener.accept()
-            theirs.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        ours.close()
         _bounce(theirs, warmup + count)
         os._exit(0)
-    if transport == "tcp":
-        ours = socket.create_connection(("127.0.0.1", port))
-        ours.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    theirs.close()
     send, recv = ours.sendall, ours.recv
     for _ in range(warmup):
         send(MESSAGE)

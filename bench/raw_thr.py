@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 
-from _harness import emit
+from _harness import emit, plain_pair
 
 READ_BUFFER = 256 * 1024  # as brokerless's I/O thread reads
 BATCH = 4  # messages per sendmsg
@@ -118,22 +118,14 @@ def _receive_through_a_thread(reader: Reader, count: int) -> tuple[int, int]:
 
 
 def run(transport: str, size: int, count: int, threads: int) -> dict:
-    if transport == "tcp":
-        listener = socket.create_server(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-    else:
-        ours, theirs = socket.socketpair()
+    ours, theirs = plain_pair(transport)
     pid = os.fork()
     if pid == 0:  # the sender
-        if transport == "tcp":
-            theirs = socket.create_connection(("127.0.0.1", port))
+        ours.close()
         _send(theirs, size, count)
         theirs.close()
         os._exit(0)
-    if transport == "tcp":
-        ours, _ = listener.accept()
-    else:
-        theirs.close()
+    theirs.close()
     cpu = time.process_time()
     receive = _receive_here if threads == 1 else _receive_through_a_thread
     start, stop = receive(Reader(ours), count)
