@@ -721,9 +721,18 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(r.error for r in results) else 0
 
 
+#: The exit status when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a shell
+#: reports a program that SIGPIPE ended, and as the ``brokerless`` command's own exit.
+BROKEN_PIPE = 141
+
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        status = main()
+        sys.stdout.flush()  # (a reader gone away shows here, not as the interpreter exits)
     except KeyboardInterrupt:  # the running trial's processes were killed (run_trial)
         log("interrupted")
         sys.exit(130)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush to fail
+        sys.exit(BROKEN_PIPE)
+    sys.exit(status)

@@ -552,6 +552,20 @@ def test_ctrl_c_stops_bench_and_its_trials():
     wait_for(lambda: all(gone(pid) for pid in trials), timeout=30, what="the trials to end")
 
 
+@pytest.mark.timeout(60)
+def test_bench_into_a_reader_that_went_away_ends_quietly():
+    # `brokerless bench --list | head -1`, the reader gone before the first line
+    process = subprocess.Popen(
+        [*BROKERLESS, "bench", "--list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=50) == 141, err.decode()  # 128 + SIGPIPE, as a shell says
+    assert b"Traceback" not in err and b"Exception ignored" not in err, err.decode()
+
+
 def test_bench_without_a_checkout_says_where_to_get_one(tmp_path):
     done = brokerless("bench", "--bench-dir", str(tmp_path))
     assert done.returncode == 1
