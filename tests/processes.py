@@ -49,17 +49,29 @@ def describe_tree(pid: int) -> str:
     for each in [pid, *sorted(descendants(pid))]:
         proc = Path(f"/proc/{each}")
         try:
-            command = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode()
-            status = dict(
-                line.split(":\t", 1)
-                for line in proc.joinpath("status").read_text().splitlines()
-                if ":\t" in line
-            )
+            command = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ")
+            status = _status(proc)
             wchan = proc.joinpath("wchan").read_text()
+            # each thread's own blocked signals (a process-wide signal goes to one that lets
+            # it through)
+            blocked = [_status(task).get("SigBlk", "?") for task in proc.glob("task/*")]
         except OSError:
             lines.append(f"{each}: ended")
             continue
-        fields = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt", "Threads")
-        masks = " ".join(f"{name}={status.get(name, '?').strip()}" for name in fields)
-        lines.append(f"{each}: {command.strip()}\n    {masks} wchan={wchan or '-'}")
+        fields = ("State", "SigPnd", "ShdPnd", "SigIgn", "SigCgt", "Threads")
+        masks = " ".join(f"{name}={status.get(name, '?')}" for name in fields)
+        lines.append(
+            f"{each}: {command.decode(errors='replace').strip()}\n"
+            f"    {masks} SigBlk(per thread)={','.join(blocked)} wchan={wchan or '-'}"
+        )
     return "\n".join(lines)
+
+
+def _status(proc: Path) -> dict[str, str]:
+    """The fields of ``/proc/.../status`` (of a process or one of its threads)."""
+    return {
+        name: value.strip()
+        for name, _, value in (
+            line.partition(":\t") for line in proc.joinpath("status").read_text().splitlines()
+        )
+    }

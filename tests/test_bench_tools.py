@@ -202,23 +202,27 @@ def test_one_sided_times_one_side_and_counts_its_page_faults(side):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("bodies", ["copied", "own"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("transport", ["tcp", "ipc"])
-def test_raw_thr_receives_every_message_in_either_design(transport, threads):
+def test_raw_thr_receives_every_message_in_each_design(transport, threads, bodies):
     # 2,001 messages: the sender's last sendmsg holds one, not four
-    args = ("--transport", transport, "--threads", str(threads), "--size", "4096")
-    done = run_tool("raw_thr.py", *args, "--count", "2001", "--json", timeout=50)
+    args = ("--transport", transport, "--threads", str(threads), "--bodies", bodies)
+    done = run_tool("raw_thr.py", *args, "--size", "4096", "--count", "2001", "--json", timeout=50)
     result = json.loads(done.stdout.splitlines()[-1])
-    assert (result["transport"], result["threads"], result["count"]) == (transport, threads, 2001)
+    design = (result["transport"], result["threads"], result["bodies"])
+    assert design == (transport, threads, bodies)
+    assert result["octets_received"] == 2001 * 4096
     assert result["msg_per_s"] > 0 and result["cpu_us_per_msg"] > 0
 
 
 @pytest.mark.timeout(30)
-def test_raw_thr_reader_cuts_bodies_that_straddle_reads(bench_modules):
+@pytest.mark.parametrize("bodies", ["copied", "own"])
+def test_raw_thr_reader_cuts_bodies_that_straddle_reads(bench_modules, bodies):
     from raw_thr import Reader
 
-    bodies = [bytes([i]) * (256 + 997 * i) for i in range(60)]  # up to 59 KiB, many reads
-    wire = b"".join(b"\x02" + len(body).to_bytes(8, "big") + body for body in bodies)
+    bodies_sent = [bytes([i]) * (256 + 997 * i) for i in range(60)]  # up to 59 KiB
+    wire = b"".join(b"\x02" + len(body).to_bytes(8, "big") + body for body in bodies_sent)
     ours, theirs = socket.socketpair()
     with ours, theirs:
 
@@ -228,11 +232,12 @@ def test_raw_thr_reader_cuts_bodies_that_straddle_reads(bench_modules):
 
         sender = threading.Thread(target=send_in_odd_pieces)
         sender.start()
-        reader, got = Reader(ours), []
-        while len(got) < len(bodies):
+        # a read buffer smaller than most frames: they cannot but straddle reads
+        reader, got = Reader(ours, bodies, buffer_size=4096), []
+        while len(got) < len(bodies_sent):
             got += reader.read()
         sender.join()
-    assert got == bodies and reader.held == b""
+    assert got == bodies_sent and reader.held == b""
 
 
 # -- spark_io.py ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ peers are libzmq's, through pyzmq.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -68,9 +69,13 @@ def finish(process: subprocess.Popen[bytes], timeout: float = 30) -> tuple[bytes
     try:
         return process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
+        state = describe_tree(process.pid)
+        for pid in descendants(process.pid):  # (the command itself: started() kills it)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         raise AssertionError(
             f"still running after {timeout:g} s, having written {exc.stderr!r} to stderr "
-            f"meanwhile:\n{describe_tree(process.pid)}"
+            f"meanwhile:\n{state}"
         ) from None
 
 
