@@ -93,12 +93,11 @@ class Reader:
             while got < 9:
                 got += self._recv_into(header[got:])
             self.need = int.from_bytes(header[1:9], "big")
-        body = self.sock.recv(self.need)
-        if not body:
+        chunk = self.sock.recv(self.need)
+        if not chunk:
             raise EOFError("the sender closed the connection")
-        if self.held:
-            body = self.held + body
-        self.need -= len(body) - len(self.held)
+        self.need -= len(chunk)
+        body = self.held + chunk if self.held else chunk
         if self.need:
             self.held = body
             return []
