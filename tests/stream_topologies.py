@@ -126,6 +126,41 @@ class FailEveryThirdOnce(Bolt):
         self.ack(tup)
 
 
+class PairUp(Bolt):
+    """Emits ``[[a, b]]`` for every two inputs in a row, anchored to both (one tuple in two
+    spout tuples' trees), then acks them."""
+
+    outputs = ["pair"]
+    auto_ack = False
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.held: Any = None
+
+    def process(self, tup: Any) -> None:
+        if self.held is None:
+            self.held = tup
+            return
+        first, self.held = self.held, None
+        self.emit([[first[0], tup[0]]], anchors=[first, tup])
+        self.ack(first)
+        self.ack(tup)
+
+
+class FailPairWith(Bolt):
+    """Fails the pair that holds ``value``; acks every other."""
+
+    auto_ack = False
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def process(self, tup: Any) -> None:
+        if self.value in tup[0]:
+            self.fail(tup)
+        else:
+            self.ack(tup)
+
+
 class HoldValue(Bolt):
     """Acks every input except those whose value equals ``held``, which it never acks."""
 

@@ -23,8 +23,10 @@ from .stream_topologies import (
     AckInBatches,
     EmitUnserializable,
     FailEveryThirdOnce,
+    FailPairWith,
     Fanout,
     HoldValue,
+    PairUp,
     RaiseOn,
     Recorder,
     Relay,
@@ -83,6 +85,25 @@ def test_a_tuple_whose_tree_is_not_acked_in_time_fails(workers, threads):
     assert failed_ids(result) == [2]
     assert sorted(acked_ids(result)) == [0, 1, 3, 4]
     assert result.statistics["spout"].failed == 1
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_tuple_anchored_to_two_spout_tuples_settles_both(workers, threads):
+    # Each pair is in the trees of both its values: they are acked only once the pair is, and
+    # both fail when it fails (one worker with a shared thread counts its trees in place,
+    # the others XOR them through the acker).
+    topo = (
+        Topology("pairs", Config(executor_threads=threads))
+        .spout("spout", partial(ValueSpout, range(10), replay=False))
+        .bolt("pair", PairUp, inputs={"spout": all_()})
+        .bolt("check", partial(FailPairWith, 4), inputs={"pair": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    assert result.errors == []
+    assert sorted(failed_ids(result)) == [4, 5]
+    assert sorted(acked_ids(result)) == [0, 1, 2, 3, 6, 7, 8, 9]
+    assert result.statistics["check"].failed == 1 and result.statistics["check"].acked == 4
 
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])

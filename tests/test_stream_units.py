@@ -18,7 +18,7 @@ from brokerless.stream import (
     Topology,
     all_,
 )
-from brokerless.stream.acker import AckerLedger, PendingTrees
+from brokerless.stream.acker import AckerLedger, CountedTree, PendingTrees
 from brokerless.stream.assignment import assign
 from brokerless.stream.metrics import Histogram, Statistics
 from brokerless.stream.protocol import ACK, ACK_INIT, ACKED, FAIL, FAILED
@@ -197,6 +197,11 @@ def test_tuple_access_by_index_and_field_name():
     assert (tup.component, tup.stream, tup.task, tup.id) == ("split", "default", 4, 5)
     with pytest.raises(KeyError, match=r"'wrod'.*'word', 'count'"):
         tup["wrod"]
+    # trees counted in place: its trees' root ids
+    counted = Tuple(("cat",), "split", "default", 4, Fields(["word"]), (CountedTree(5, 1),))
+    assert counted.id == 5
+    trees = (CountedTree(5, 1), CountedTree(3, 1))
+    assert Tuple(("cat",), "s", "default", 4, Fields(["word"]), trees).id == 6
     assert "split:default task=4" in repr(tup)
 
 

@@ -19,6 +19,17 @@ checksum is XOR, order-free, and the tree completes only once the INIT has named
 task.  A ``FAIL`` marks the root failed and the spout is told ``FAILED(root)`` at once (or when
 the INIT arrives).
 
+Where one thread runs the whole topology (one worker, ``executor_threads="shared"``: see
+``Executor.counts_trees``) no message needs to travel: a tree is a :class:`CountedTree`, and
+each tuple in it carries that object instead of an edge id.  Sending a copy counts it in
+(``pending += 1``), acking it counts it out, and the tree is complete when the count is back to
+0 -- the XOR scheme's invariant, every tuple entered once and cleared once, kept by an integer.
+A tuple always enters its tree before its parent leaves (an emit anchored to a tuple comes
+before that tuple's ack; anchoring to an acked tuple raises), so 0 is reached only at the end.
+The collector that brings it to 0 tells the spout task ``ACKED(root)``, one that fails a tuple
+``FAILED(root)`` (once per tree), exactly as an acker task would; the acker executor stays idle.
+Nothing keeps a counted tree but its tuples, so a lost one is freed with them.
+
 The ledger forgets roots idle longer than the message timeout (a rotating map of buckets), so
 lost trees cannot grow it.  Timeouts themselves are decided by the spout (:class:`PendingTrees`),
 which keeps every tuple it has in flight until exactly one of ACKED, FAILED or its timeout
@@ -92,6 +103,18 @@ class AckerLedger:
             self._buckets.insert(0, {})
             self.next_rotation += self._rotate_every
         return dropped
+
+
+class CountedTree:
+    """A spout tuple's tree counted in place (see the module doc): its tuples not yet acked."""
+
+    __slots__ = ("failed", "pending", "root", "spout_task")
+
+    def __init__(self, root: int, spout_task: int) -> None:
+        self.root = root
+        self.spout_task = spout_task
+        self.pending = 0  # copies sent and not yet acked
+        self.failed = False  # FAILED was said: the spout is told nothing more
 
 
 class PendingTrees:

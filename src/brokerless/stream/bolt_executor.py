@@ -9,7 +9,10 @@ credits back to the worker a remote tuple came from (in batches of half a window
 
 Acking is Storm's XOR scheme (``acker.py``): a tuple emitted anchored to inputs gets a fresh
 edge id per root, XORed into each anchor's ``_ack_val``; acking an input sends its acker task
-``ACK(root, edge ^ ack_val)`` for each root it belongs to, failing it ``FAIL(root)``.
+``ACK(root, edge ^ ack_val)`` for each root it belongs to, failing it ``FAIL(root)``.  Where
+trees are counted in place (``acker.py``) the tuple gets its anchors' trees instead, each
+counting it in; acking it counts it out of each, and the collector that empties a tree tells
+its spout task ``ACKED(root)`` itself (failing, ``FAILED(root)``).
 
 The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``); the
 counters count every tuple.
@@ -22,12 +25,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .acker import CountedTree
 from .component import Bolt, ComponentKind
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
-from .protocol import ACK, FAIL
+from .protocol import ACK, ACKED, FAIL, FAILED
 from .queues import Shutdown
-from .tuple import Tuple
+from .tuple import Anchors, Tuple
 
 _new_id = random.getrandbits  # edge ids: _new_id(64)
 _FLUSH_AT = 4096  # an executor hands over what it emitted at least this often
@@ -44,6 +48,17 @@ class BoltCollector:
         self._parent: Tuple | None = None
         self._root = 0
         self._one_tree = self._edge_in_one_tree  # one bound method for every emit
+        # trees counted in place: those of the anchors of the tuple being emitted
+        self._trees: tuple[CountedTree, ...] = ()
+        self._counted = self._count_in
+
+    def _count_in(self) -> tuple[CountedTree, ...]:
+        """The anchors of one copy of a tuple anchored to the counted trees ``_trees``: the
+        copy is counted into each."""
+        trees = self._trees
+        for tree in trees:
+            tree.pending += 1
+        return trees
 
     def _edge_in_one_tree(self) -> dict[int, int]:
         """The anchors of one copy of a tuple anchored to ``_parent`` alone, of one tree."""
@@ -64,10 +79,14 @@ class BoltCollector:
                 anchors = ()
             else:
                 roots = current._anchors
-                if roots and len(roots) == 1 and not current._settled:  # the common case
-                    self._parent = current
-                    (self._root,) = roots
-                    return self.state.output.send(stream, values, direct_task, self._one_tree)
+                if roots and not current._settled:  # the common cases
+                    if isinstance(roots, tuple):  # counted in place
+                        self._trees = roots
+                        return self.state.output.send(stream, values, direct_task, self._counted)
+                    if len(roots) == 1:
+                        self._parent = current
+                        (self._root,) = roots
+                        return self.state.output.send(stream, values, direct_task, self._one_tree)
                 anchors = (current,)
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
@@ -82,11 +101,17 @@ class BoltCollector:
                 tracked.append(anchor)
         if not tracked:
             return self.state.output.send(stream, values, direct_task, None)
-        make_anchors: Callable[[], dict[int, int]]
-        # The ignores below: tracked holds only tuples whose _anchors is a dict (checked above).
-        if len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
+        make_anchors: Callable[[], Anchors]
+        # The ignores below: tracked holds only tuples whose _anchors is not None (checked
+        # above), and all of one kind (a topology counts all its trees in place or none).
+        if isinstance(tracked[0]._anchors, tuple):  # counted in place: each tree once
+            self._trees = tuple(
+                dict.fromkeys(tree for anchor in tracked for tree in anchor._anchors)  # type: ignore[union-attr,misc]
+            )
+            make_anchors = self._counted
+        elif len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
             self._parent = parent = tracked[0]
-            (self._root,) = parent._anchors  # type: ignore[misc]
+            (self._root,) = parent._anchors  # type: ignore[misc,assignment]
             make_anchors = self._one_tree
         else:
 
@@ -96,7 +121,7 @@ class BoltCollector:
                     edge = _new_id(64)
                     parent._ack_val ^= edge
                     for r in parent._anchors:  # type: ignore[union-attr]
-                        out[r] = out.get(r, 0) ^ edge
+                        out[r] = out.get(r, 0) ^ edge  # type: ignore[index,arg-type]
                 return out
 
         return self.state.output.send(stream, values, direct_task, make_anchors)
@@ -107,7 +132,12 @@ class BoltCollector:
         tup._settled = True
         executor = self.executor
         roots = tup._anchors
-        if roots:
+        if isinstance(roots, tuple):  # counted in place: the last tuple out completes a tree
+            for tree in roots:
+                tree.pending -= 1
+                if not tree.pending and not tree.failed:
+                    executor.outbox.control(tree.spout_task, (ACKED, tree.root))
+        elif roots:
             send, ack_val = executor.outbox.control, tup._ack_val
             ackers = executor.acker_tasks
             for root, edge in roots.items():
@@ -120,7 +150,12 @@ class BoltCollector:
         tup._settled = True
         executor = self.executor
         roots = tup._anchors
-        if roots:
+        if isinstance(roots, tuple):  # counted in place: the spout is told once per tree
+            for tree in roots:
+                if not tree.failed:
+                    tree.failed = True
+                    executor.outbox.control(tree.spout_task, (FAILED, tree.root))
+        elif roots:
             for root in roots:
                 executor.outbox.control(executor.acker_for(root), (FAIL, root))
         executor.metrics.failed += 1

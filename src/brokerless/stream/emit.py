@@ -27,7 +27,7 @@ from .protocol import TUPLE, encode
 from .routing import StreamRoute, build_routes
 from .serializer import SerializationError, dumps_values
 from .transfer import Outbox
-from .tuple import Fields, Tuple
+from .tuple import Anchors, Fields, Tuple
 
 
 class _StreamOut:
@@ -125,10 +125,11 @@ class Emitter:
         stream: str,
         values: Sequence[Any],
         direct_task: int | None,
-        make_anchors: Callable[[], dict[int, int]] | None,
+        make_anchors: Callable[[], Anchors] | None,
     ) -> list[int]:
         """Route ``values`` and deliver a copy to each target task; returns the task ids.
-        ``make_anchors`` gives each copy's anchors ({root: edge}) or is None (unanchored)."""
+        ``make_anchors`` gives each copy's anchors (``tuple.Anchors``) or is None
+        (unanchored)."""
         out = self._streams.get(stream)
         if out is None or len(values) != out.width:
             self._refuse(stream, values)
@@ -201,7 +202,7 @@ class Emitter:
         local_one: tuple[Chooser, dict[int, list[Any]]],
         stream: str,
         values: tuple[Any, ...],
-        make_anchors: Callable[[], dict[int, int]] | None,
+        make_anchors: Callable[[], Anchors] | None,
         fields: Fields,
     ) -> list[int]:
         """``send`` where one component subscribes and its every task is in this worker: one

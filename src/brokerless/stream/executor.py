@@ -101,6 +101,10 @@ class Executor(Generic[_C]):
         acker_tasks = worker.plan.acker_tasks
         self.acking = bool(acker_tasks)
         self.acker_tasks = acker_tasks
+        #: Trees are counted in place (``acker.py``): the topology runs in this one thread.
+        self.counts_trees = (
+            self.acking and worker.num_workers == 1 and self.config.executor_threads == "shared"
+        )
         self.states: dict[int, TaskState[_C]] = {}
         self.batch = self.config.executor_batch_size  # items a step takes from the queue
         # (an outbox waits only in a thread of the executor's own: see shared_thread.py)

@@ -9,8 +9,9 @@ tuples in flight and is not exhausted.  When no task emitted anything it waits o
 (an ack wakes it at once), backing off from 1 ms to 100 ms.
 
 A tuple emitted with a ``msg_id`` is the root of a tree (``acker.py``): the collector gives
-each copy an edge id, tells the root's acker task ``ACK_INIT`` with their XOR, and keeps the
-tuple in :class:`~.acker.PendingTrees` until ``ACKED``, ``FAILED`` or its timeout.  A root id
+each copy an edge id, tells the root's acker task ``ACK_INIT`` with their XOR (or, where trees
+are counted in place, gives each copy the tree and counts it in), and keeps the tuple in
+:class:`~.acker.PendingTrees` until ``ACKED``, ``FAILED`` or its timeout.  A root id
 is chosen so that its acker task is in this worker when one is.  The complete latency is
 timed for one acked tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``).
 """
@@ -22,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .acker import PendingTrees
+from .acker import CountedTree, PendingTrees
 from .component import ComponentKind, Spout
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
@@ -40,16 +41,25 @@ class SpoutCollector:
     def __init__(self, executor: SpoutExecutor, state: TaskState[Spout]) -> None:
         self.executor = executor
         self.state = state
-        # the tree of the tuple being emitted: its root, the XOR of its copies' edge ids
+        # the tree of the tuple being emitted: its root, the XOR of its copies' edge ids -- or,
+        # counted in place, the tree itself (as its copies carry it)
         self._root = 0
         self._checksum = 0
-        self._anchors = self._new_edge  # one bound method for every emit
+        self._tree: tuple[CountedTree] = (CountedTree(0, 0),)
+        # one bound method for every emit
+        self._anchors = self._count_in if executor.counts_trees else self._new_edge
 
     def _new_edge(self) -> dict[int, int]:
         """The anchors of one copy of the tuple being emitted: a fresh edge id in its tree."""
         edge = _new_id(64)
         self._checksum ^= edge
         return {self._root: edge}
+
+    def _count_in(self) -> tuple[CountedTree]:
+        """The anchors of one copy of the tuple being emitted, counted into its tree."""
+        tree = self._tree
+        tree[0].pending += 1
+        return tree
 
     def emit(
         self, values: Sequence[Any], stream: str, msg_id: Any, direct_task: int | None
@@ -60,15 +70,18 @@ class SpoutCollector:
         executor = self.executor
         task = self.state.task
         self._root = root = executor.new_root()
-        self._checksum = 0
+        if executor.counts_trees:
+            self._tree = (CountedTree(root, task),)
+        else:
+            self._checksum = 0
         sent = output.send(stream, values, direct_task, self._anchors if executor.acking else None)
         executor.pending_trees.add(root, task, msg_id, time.monotonic())
-        if sent and executor.acking:
+        if not sent or not executor.acking:  # nothing to track: acked at once (after next_tuple)
+            executor.outbox.control(task, (ACKED, root))
+        elif not executor.counts_trees:
             executor.outbox.control(
                 executor.acker_for(root), (ACK_INIT, root, self._checksum, task)
             )
-        else:  # nothing to track: acked at once (after next_tuple returns)
-            executor.outbox.control(task, (ACKED, root))
         return sent
 
     def report_error(self, error: BaseException) -> None:

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from .acker import CountedTree
+
+#: A tuple's place in the spout tuples' trees it belongs to: ``{root: its edge id}`` (Storm's
+#: XOR acking), or the trees themselves where they are counted in place (``acker.py``).
+Anchors: TypeAlias = "dict[int, int] | tuple[CountedTree, ...]"
 
 
 class Fields:
@@ -43,8 +50,10 @@ class Fields:
 class Tuple:
     """One tuple as a bolt receives it: ``tup[0]``, ``tup["word"]``, ``tup.values``.
 
-    ``component``, ``stream`` and ``task`` say where it came from.  ``id`` identifies it in
-    its spout tuple's tree (None when it is not anchored to any spout tuple).
+    ``component``, ``stream`` and ``task`` say where it came from.  ``id`` is an int when it
+    belongs to a spout tuple's tree (None when it is not anchored to any): the XOR of its edge
+    ids, which identifies it in its tree -- or, where trees are counted in place and tuples
+    have no edge ids (``acker.py``), of its trees' root ids.
     """
 
     __slots__ = (
@@ -65,14 +74,14 @@ class Tuple:
         stream: str,
         task: int,
         fields: Fields,
-        anchors: dict[int, int] | None = None,
+        anchors: Anchors | None = None,
     ) -> None:
         self.values = values
         self.component = component
         self.stream = stream
         self.task = task
         self._fields = fields
-        self._anchors = anchors  # spout-tuple root id -> this tuple's edge id in that tree
+        self._anchors = anchors  # see Anchors
         self._ack_val = 0  # XOR of the edge ids of the tuples emitted anchored to this one
         self._settled = False  # acked or failed
 
@@ -82,11 +91,16 @@ class Tuple:
 
     @property
     def id(self) -> int | None:
-        if not self._anchors:
+        anchors = self._anchors
+        if not anchors:
             return None
         edge = 0
-        for value in self._anchors.values():
-            edge ^= value
+        if isinstance(anchors, tuple):
+            for tree in anchors:
+                edge ^= tree.root
+        else:
+            for value in anchors.values():
+                edge ^= value
         return edge
 
     def __getitem__(self, key: int | str) -> Any:
