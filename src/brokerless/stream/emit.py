@@ -11,8 +11,8 @@ fails that emit alone.  Each target gets its own anchors (fresh edge ids, from t
 object, a target elsewhere an encoded payload for the worker's transfer queue; both go into
 the executor's outbox (``transfer.py``), flushed after each batch the executor handles.  The
 common case -- one subscribing component, all its tasks in this worker -- takes a shorter way
-(``_send_local``).  The flush waits for room in a full local queue, or for credits towards
-another worker: that wait is the back pressure.
+(the rest is ``_send_routed``).  The flush waits for room in a full local queue, or for
+credits towards another worker: that wait is the back pressure.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .protocol import TUPLE, encode
 from .routing import StreamRoute, build_routes
 from .serializer import SerializationError, dumps_values
 from .transfer import Outbox
-from .tuple import Anchors, Fields, Tuple
+from .tuple import Anchors, Tuple
 
 
 class _StreamOut:
@@ -50,6 +50,7 @@ class _StreamOut:
         route: StreamRoute,
         local_tasks: frozenset[int],
         lists: Callable[[int, bool], list[Any] | None],
+        always_serialize: bool,
     ) -> None:
         self.fields = route.fields
         self.names = route.fields.names
@@ -61,10 +62,11 @@ class _StreamOut:
             (choose, blocking, _lists_of(route.possible_targets, blocking, lists))
             for choose, blocking in route.choosers
         ]
-        #: one subscribing component, its every task in this worker: (chooser, task -> outbox
-        #: list), the common case that ``Emitter.send`` takes a shorter way for; else None
+        #: one subscribing component, its every task in this worker, nothing to serialize:
+        #: (chooser, task -> outbox list), the common case that ``Emitter.send`` takes a shorter
+        #: way for; else None
         self.local_one: tuple[Chooser, dict[int, list[Any]]] | None = None
-        if not self.direct and self.all_local and len(self.picks) == 1:
+        if not self.direct and self.all_local and len(self.picks) == 1 and not always_serialize:
             choose, _, local = self.picks[0]
             self.local_one = (choose, local)
         #: direct streams: task -> (blocking, its outbox list or None)
@@ -98,10 +100,11 @@ class Emitter:
             queue = local_queues.get(target)
             return None if queue is None else outbox.items_for(queue, blocking)
 
-        self._streams = {
-            stream: _StreamOut(route, worker.tasks, lists) for stream, route in self.routes.items()
-        }
         self.always_serialize = plan.config.always_try_serialize
+        self._streams = {
+            stream: _StreamOut(route, worker.tasks, lists, self.always_serialize)
+            for stream, route in self.routes.items()
+        }
         self.serializer = plan.config.serializer
         self.max_tuple_bytes = plan.config.max_tuple_bytes
         self.capture = worker.capture
@@ -134,8 +137,37 @@ class Emitter:
         if out is None or len(values) != out.width:
             self._refuse(stream, values)
         values = tuple(values)
-        if direct_task is None and out.local_one is not None and not self.always_serialize:
-            return self._send_local(out.local_one, stream, values, make_anchors, out.fields)
+        local_one = out.local_one
+        if local_one is None or direct_task is not None:
+            return self._send_routed(out, stream, values, direct_task, make_anchors)
+        # The common case: one subscribing component, its every task in this worker -- one
+        # chooser, no serialization, a Tuple object for each target.
+        choose, lists = local_one
+        chosen = choose(values)
+        component, source, fields = self.component, self.task, out.fields
+        for task in chosen:
+            anchors = None if make_anchors is None else make_anchors()
+            lists[task].append(
+                (task, Tuple(values, component, stream, source, fields, anchors), None)
+            )
+        count = len(chosen)
+        self.outbox.size += count
+        metrics = self.metrics
+        metrics.emitted += 1
+        metrics.transferred += count
+        if self.capture is not None:
+            self.capture.append((component, stream, values))
+        return chosen[:]  # a copy: some choosers answer with a list of their own
+
+    def _send_routed(
+        self,
+        out: _StreamOut,
+        stream: str,
+        values: tuple[Any, ...],
+        direct_task: int | None,
+        make_anchors: Callable[[], Anchors] | None,
+    ) -> list[int]:
+        """``send`` but for its common case: every route, a direct task, serialization."""
         if direct_task is None:
             if out.direct:
                 raise ValueError(
@@ -196,30 +228,3 @@ class Emitter:
         if self.capture is not None:
             self.capture.append((component, stream, values))
         return sent
-
-    def _send_local(
-        self,
-        local_one: tuple[Chooser, dict[int, list[Any]]],
-        stream: str,
-        values: tuple[Any, ...],
-        make_anchors: Callable[[], Anchors] | None,
-        fields: Fields,
-    ) -> list[int]:
-        """``send`` where one component subscribes and its every task is in this worker: one
-        chooser, no serialization, a Tuple object for each target."""
-        choose, lists = local_one
-        chosen = choose(values)
-        component, source = self.component, self.task
-        for task in chosen:
-            anchors = None if make_anchors is None else make_anchors()
-            lists[task].append(
-                (task, Tuple(values, component, stream, source, fields, anchors), None)
-            )
-        count = len(chosen)
-        self.outbox.size += count
-        metrics = self.metrics
-        metrics.emitted += 1
-        metrics.transferred += count
-        if self.capture is not None:
-            self.capture.append((component, stream, values))
-        return chosen[:]  # a copy: some choosers answer with a list of their own

@@ -102,7 +102,11 @@ class SpoutExecutor(Executor[Spout]):
             if state is not None:
                 self._set_up(state, state.component.open)
         self._active = [s for s in self.states.values() if not s.broken]
-        self._local_ackers = [i for i, t in enumerate(self.acker_tasks) if t in self.worker.tasks]
+        self._local_ackers = (
+            []  # (a tree counted in place has no acker task)
+            if self.counts_trees
+            else [i for i, t in enumerate(self.acker_tasks) if t in self.worker.tasks]
+        )
 
     def close(self) -> None:
         for state in self.states.values():
@@ -200,7 +204,13 @@ class SpoutExecutor(Executor[Spout]):
                 if not metrics.acked & LATENCY_SAMPLE:
                     metrics.latency.add(int((time.monotonic() - started) * 1e9))
                 metrics.acked += 1
-                self._call(state, state.component.ack, msg_id)
+                ack = state.component.ack
+                try:  # what _call does, inline: every acked tuple comes this way
+                    ack(msg_id)
+                except Shutdown:
+                    raise
+                except Exception as exc:
+                    self._raised(state, ack, exc)
             else:
                 self.metrics.failed += 1
                 self._call(state, state.component.fail, msg_id)
