@@ -30,6 +30,7 @@ from .stream_topologies import (
     RaiseOn,
     Recorder,
     Relay,
+    Sink,
     ValueSpout,
 )
 
@@ -104,6 +105,50 @@ def test_a_tuple_anchored_to_two_spout_tuples_settles_both(workers, threads):
     assert sorted(failed_ids(result)) == [4, 5]
     assert sorted(acked_ids(result)) == [0, 1, 2, 3, 6, 7, 8, 9]
     assert result.statistics["check"].failed == 1 and result.statistics["check"].acked == 4
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_tuple_auto_anchored_to_an_input_of_two_trees_stays_in_both(workers, threads):
+    topo = (
+        Topology("relayed-pairs", Config(executor_threads=threads))
+        .spout("spout", partial(ValueSpout, range(10), replay=False))
+        .bolt("pair", PairUp, inputs={"spout": all_()})
+        .bolt("relay", Relay, inputs={"pair": all_()})
+        .bolt("check", partial(FailPairWith, 4), inputs={"relay": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    assert result.errors == []
+    assert sorted(failed_ids(result)) == [4, 5]
+    assert sorted(acked_ids(result)) == [0, 1, 2, 3, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("where", ["spout", "bolt"])
+def test_a_copy_held_by_one_subscriber_keeps_the_tree_open(where, workers, threads):
+    # Two subscribing components get a copy each; one never acks value 2: its spout tuple times
+    # out, though the other copy is acked (every copy counts).
+    config = Config(message_timeout_secs=0.3, executor_threads=threads)
+    topo = Topology("copies", config).spout("spout", partial(ValueSpout, range(5), replay=False))
+    source = "spout"
+    if where == "bolt":
+        topo = topo.bolt("relay", Relay, inputs={"spout": all_()})
+        source = "relay"
+    topo = topo.bolt("sink", Sink, inputs={source: all_()}).bolt(
+        "hold", partial(HoldValue, 2), inputs={source: all_()}
+    )
+    result = complete_topology(topo, workers=workers, timeout=20)
+    assert failed_ids(result) == [2]
+    assert sorted(acked_ids(result)) == [0, 1, 3, 4]
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+def test_a_spout_tuple_nobody_subscribes_to_is_acked_at_once(threads):
+    config = Config(message_timeout_secs=5, executor_threads=threads)
+    topo = Topology("alone", config).spout("spout", partial(ValueSpout, range(5), replay=False))
+    result = complete_topology(topo, workers=1, timeout=3)
+    assert sorted(acked_ids(result)) == [0, 1, 2, 3, 4] and failed_ids(result) == []
 
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])

@@ -19,22 +19,27 @@ checksum is XOR, order-free, and the tree completes only once the INIT has named
 task.  A ``FAIL`` marks the root failed and the spout is told ``FAILED(root)`` at once (or when
 the INIT arrives).
 
+The ledger forgets roots idle longer than the message timeout (a rotating map of buckets), so
+lost trees cannot grow it.  Timeouts themselves are decided by the spout (:class:`PendingTrees`),
+which keeps every tuple it has in flight until exactly one of ACKED, FAILED or its timeout
+comes: each spout tuple is acked or failed exactly once, and a late ACKED for a tuple that
+already timed out is ignored.
+
+Counted in place
+----------------
 Where one thread runs the whole topology (one worker, ``executor_threads="shared"``: see
 ``Executor.counts_trees``) no message needs to travel: a tree is a :class:`CountedTree`, and
 each tuple in it carries that object instead of an edge id.  Sending a copy counts it in
 (``pending += 1``), acking it counts it out, and the tree is complete when the count is back to
 0 -- the XOR scheme's invariant, every tuple entered once and cleared once, kept by an integer.
 A tuple always enters its tree before its parent leaves (an emit anchored to a tuple comes
-before that tuple's ack; anchoring to an acked tuple raises), so 0 is reached only at the end.
-The collector that brings it to 0 tells the spout task ``ACKED(root)``, one that fails a tuple
-``FAILED(root)`` (once per tree), exactly as an acker task would; the acker executor stays idle.
-Nothing keeps a counted tree but its tuples, so a lost one is freed with them.
-
-The ledger forgets roots idle longer than the message timeout (a rotating map of buckets), so
-lost trees cannot grow it.  Timeouts themselves are decided by the spout (:class:`PendingTrees`),
-which keeps every tuple it has in flight until exactly one of ACKED, FAILED or its timeout
-comes: each spout tuple is acked or failed exactly once, and a late ACKED for a tuple that
-already timed out is ignored.
+before that tuple's ack; anchoring to an acked tuple raises), so 0 is reached only at the end;
+a failed tuple is never counted out, so a failed tree never completes.  The collector that
+brings a tree to 0 tells the spout task ``ACKED(root)``, one that fails a tuple
+``FAILED(root)`` (once per tree), as an acker task would; the acker executor stays idle.  The
+count is a plain integer that only the topology's one thread touches -- one more reason why a
+component may emit, ack and fail only in its executor's thread.  No table holds counted trees:
+a lost one is freed with its tuples (and the collector that last emitted into it).
 """
 
 from __future__ import annotations
@@ -106,7 +111,8 @@ class AckerLedger:
 
 
 class CountedTree:
-    """A spout tuple's tree counted in place (see the module doc): its tuples not yet acked."""
+    """A spout tuple's tree counted in place (see the module doc): how many of its tuples were
+    sent and not acked (a failed one stays counted)."""
 
     __slots__ = ("failed", "pending", "root", "spout_task")
 

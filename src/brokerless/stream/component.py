@@ -146,7 +146,8 @@ _NOT_RUNNING = _NotRunning()
 
 
 class Component:
-    """Base of spouts and bolts."""
+    """Base of spouts and bolts.  Their ``emit``, ``ack`` and ``fail`` may be called only in
+    the thread that calls the component (``process``, ``next_tuple``, ...): the executor's."""
 
     #: Output declaration: field names of the default stream, or a list of :class:`Stream`.
     outputs: Sequence[str | Stream] = ()

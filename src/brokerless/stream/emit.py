@@ -10,9 +10,9 @@ fails that emit alone.  Each target gets its own anchors (fresh edge ids, from t
 ``make_anchors`` the collector passes).  A target in this worker gets a :class:`Tuple`
 object, a target elsewhere an encoded payload for the worker's transfer queue; both go into
 the executor's outbox (``transfer.py``), flushed after each batch the executor handles.  The
-common case -- one subscribing component, all its tasks in this worker -- takes a shorter way
-(the rest is ``_send_routed``).  The flush waits for room in a full local queue, or for
-credits towards another worker: that wait is the back pressure.
+common case -- one subscribing component, all its tasks in this worker, nothing to serialize --
+takes a shorter way (the rest is ``_send_routed``).  The flush waits for room in a full local
+queue, or for credits towards another worker: that wait is the back pressure.
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ class Emitter:
         direct_task: int | None,
         make_anchors: Callable[[], Anchors] | None,
     ) -> list[int]:
-        """``send`` but for its common case: every route, a direct task, serialization."""
+        """``send`` for everything but its common case: several routes, a direct task,
+        targets in other workers, serialization."""
         if direct_task is None:
             if out.direct:
                 raise ValueError(

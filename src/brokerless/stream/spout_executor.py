@@ -45,7 +45,7 @@ class SpoutCollector:
         # counted in place, the tree itself (as its copies carry it)
         self._root = 0
         self._checksum = 0
-        self._tree: tuple[CountedTree] = (CountedTree(0, 0),)
+        self._tree: tuple[CountedTree, ...] = ()
         # one bound method for every emit
         self._anchors = self._count_in if executor.counts_trees else self._new_edge
 
@@ -55,7 +55,7 @@ class SpoutCollector:
         self._checksum ^= edge
         return {self._root: edge}
 
-    def _count_in(self) -> tuple[CountedTree]:
+    def _count_in(self) -> tuple[CountedTree, ...]:
         """The anchors of one copy of the tuple being emitted, counted into its tree."""
         tree = self._tree
         tree[0].pending += 1
@@ -194,7 +194,8 @@ class SpoutExecutor(Executor[Spout]):
         self.count_handled(len(items))
 
     def _settle(self, message: Sequence[Any]) -> None:
-        """ACKED or FAILED from an acker: tell the spout (unless its tuple timed out)."""
+        """ACKED or FAILED, from an acker or from the collector that decided a counted tree:
+        tell the spout (unless its tuple timed out)."""
         entry = self.pending_trees.pop(message[1])
         if entry is not None:
             task, msg_id, started = entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from random import getrandbits
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
@@ -50,16 +51,15 @@ class Fields:
 class Tuple:
     """One tuple as a bolt receives it: ``tup[0]``, ``tup["word"]``, ``tup.values``.
 
-    ``component``, ``stream`` and ``task`` say where it came from.  ``id`` is an int when it
-    belongs to a spout tuple's tree (None when it is not anchored to any): the XOR of its edge
-    ids, which identifies it in its tree -- or, where trees are counted in place and tuples
-    have no edge ids (``acker.py``), of its trees' root ids.
+    ``component``, ``stream`` and ``task`` say where it came from.  ``id`` identifies it in
+    its spout tuple's tree (None when it is not anchored to any spout tuple).
     """
 
     __slots__ = (
         "_ack_val",
         "_anchors",
         "_fields",
+        "_own_id",
         "_settled",
         "component",
         "stream",
@@ -94,13 +94,17 @@ class Tuple:
         anchors = self._anchors
         if not anchors:
             return None
-        edge = 0
         if isinstance(anchors, tuple):
-            for tree in anchors:
-                edge ^= tree.root
-        else:
-            for value in anchors.values():
-                edge ^= value
+            # Counted in place (acker.py): no edge ids; a random one of its own, drawn the first
+            # time it is asked for (a slot never set costs a tuple nothing).
+            try:
+                return self._own_id
+            except AttributeError:
+                self._own_id: int = getrandbits(64)
+                return self._own_id
+        edge = 0
+        for value in anchors.values():
+            edge ^= value
         return edge
 
     def __getitem__(self, key: int | str) -> Any:
