@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 
 import pytest
 
@@ -108,6 +109,41 @@ def test_heartbeat_drops_a_peer_that_stops_answering(make):
         assert _next_event(monitor) == zmq.EVENT_HANDSHAKE_SUCCEEDED
         # from here on the peer reads nothing and answers no PING
         assert _next_event(monitor) == zmq.EVENT_DISCONNECTED
+    pull.disable_monitor()
+    monitor.close()
+
+
+_PING = b"\x04\x07\x04PING\x00\x00"  # a PING command frame, TTL 0, no context (RFC 37)
+
+
+def test_heartbeat_does_not_drop_a_peer_whose_traffic_waits_unread(make, ctx):
+    """A stall of the I/O thread past the timeout (a loaded machine, a long collection) is not
+    the peer's silence: its PINGs wait in the socket, and are looked for before it is judged."""
+    pull = make(zmq.PULL, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    monitor = _monitor_events(pull)
+    addr = bind(pull, "tcp://127.0.0.1:*")
+    host, port = addr[len("tcp://") :].rsplit(":", 1)
+    done = threading.Event()
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        raw.sendall(_PUSH_GREETING_AND_READY)
+        assert _next_event(monitor) == zmq.EVENT_HANDSHAKE_SUCCEEDED
+
+        def keep_pinging() -> None:  # a live peer: traffic every 20 ms, whatever comes back
+            while not done.wait(0.02):
+                raw.sendall(_PING)
+
+        pinger = threading.Thread(target=keep_pinging, daemon=True)
+        pinger.start()
+        try:
+            # Hold the engine's I/O thread for 4x the interval plus timeout; its ping timer
+            # comes due meanwhile and runs right after the hold, before the socket is read.
+            (io,) = ctx._io_threads
+            held = threading.Event()
+            io.call_and_wait(lambda _: held.wait(0.6))
+            assert not monitor.poll(500), "a live peer was dropped after the I/O thread's stall"
+        finally:
+            done.set()
+            pinger.join(5)
     pull.disable_monitor()
     monitor.close()
 

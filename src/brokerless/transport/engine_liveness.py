@@ -6,10 +6,15 @@ heartbeats), the engine sends a PING every interval and drops a peer silent for 
 the interval plus HEARTBEAT_TIMEOUT; a peer's own PING may ask to be dropped after its TTL of
 silence.  Timers live in the I/O thread; a cancelled one drops its callback, so a closed
 engine is not kept alive by them.
+
+Silence is what the peer did, not what this thread saw: a timer may come due while the thread
+was held up (a loaded machine, a long garbage collection) and run before the socket is read,
+so a peer that seems silent is dropped only if nothing of its waits unread either (a peek).
 """
 
 from __future__ import annotations
 
+import socket
 import time
 
 from ..zmtp import TRAFFIC, Ready
@@ -45,8 +50,9 @@ class LivenessMixin(EngineState):
     def _send_ping(self) -> None:
         if not self.alive:
             return
-        idle = time.monotonic() - self._last_rx
-        if self._heartbeat_timeout > 0 and idle >= self._heartbeat_ivl + self._heartbeat_timeout:
+        if self._heartbeat_timeout > 0 and self._silent_for(
+            self._heartbeat_ivl + self._heartbeat_timeout
+        ):
             self.fail("heartbeat timed out: no traffic from the peer")
             return
         with self.out_lock:
@@ -54,6 +60,19 @@ class LivenessMixin(EngineState):
             self._queue(self.conn.data_to_send())
             self._flush()
         self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
+
+    def _silent_for(self, limit: float) -> bool:
+        """Nothing came from the peer for ``limit`` seconds, and nothing of its waits unread
+        (see the module docstring): an error or the end of the stream is left to the read."""
+        if time.monotonic() - self._last_rx < limit:
+            return False
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
 
     def _peer_ttl(self, ttl_deciseconds: int) -> None:
         """The peer asked to be dropped if it stays silent for its TTL (from its PING)."""
@@ -65,10 +84,11 @@ class LivenessMixin(EngineState):
 
     def _watch_ttl(self, ttl: float) -> None:
         def expired() -> None:
-            silent = time.monotonic() - self._last_rx
-            if silent >= ttl:
+            if self._silent_for(ttl):
                 self.fail("the peer's heartbeat TTL expired")
-            elif self.alive:
-                self._timers["ttl"] = self.io.call_later(ttl - silent, expired)
+            elif self.alive:  # (again in a tenth of the TTL at the soonest: what waits
+                # unread may stay so while the socket's pipe is full)
+                wait = ttl - (time.monotonic() - self._last_rx)
+                self._timers["ttl"] = self.io.call_later(max(wait, ttl / 10), expired)
 
         self._timers["ttl"] = self.io.call_later(ttl, expired)
