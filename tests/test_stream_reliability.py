@@ -90,37 +90,25 @@ def test_a_tuple_whose_tree_is_not_acked_in_time_fails(workers, threads):
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])
 @pytest.mark.parametrize("workers", WORKERS)
-def test_a_tuple_anchored_to_two_spout_tuples_settles_both(workers, threads):
+@pytest.mark.parametrize("relayed", [False, True])
+def test_a_tuple_anchored_to_two_spout_tuples_settles_both(relayed, workers, threads):
     # Each pair is in the trees of both its values: they are acked only once the pair is, and
-    # both fail when it fails (one worker with a shared thread counts its trees in place,
-    # the others XOR them through the acker).
+    # both fail when it fails -- also when a relay auto-anchors its copy to the pair (one
+    # worker with a shared thread counts its trees in place, the others XOR them).
     topo = (
         Topology("pairs", Config(executor_threads=threads))
         .spout("spout", partial(ValueSpout, range(10), replay=False))
         .bolt("pair", PairUp, inputs={"spout": all_()})
-        .bolt("check", partial(FailPairWith, 4), inputs={"pair": all_()})
     )
+    if relayed:
+        topo = topo.bolt("relay", Relay, inputs={"pair": all_()})
+    last = "relay" if relayed else "pair"
+    topo = topo.bolt("check", partial(FailPairWith, 4), inputs={last: all_()})
     result = complete_topology(topo, workers=workers, timeout=20)
     assert result.errors == []
     assert sorted(failed_ids(result)) == [4, 5]
     assert sorted(acked_ids(result)) == [0, 1, 2, 3, 6, 7, 8, 9]
     assert result.statistics["check"].failed == 1 and result.statistics["check"].acked == 4
-
-
-@pytest.mark.parametrize("threads", ["shared", "per_executor"])
-@pytest.mark.parametrize("workers", WORKERS)
-def test_a_tuple_auto_anchored_to_an_input_of_two_trees_stays_in_both(workers, threads):
-    topo = (
-        Topology("relayed-pairs", Config(executor_threads=threads))
-        .spout("spout", partial(ValueSpout, range(10), replay=False))
-        .bolt("pair", PairUp, inputs={"spout": all_()})
-        .bolt("relay", Relay, inputs={"pair": all_()})
-        .bolt("check", partial(FailPairWith, 4), inputs={"relay": all_()})
-    )
-    result = complete_topology(topo, workers=workers, timeout=20)
-    assert result.errors == []
-    assert sorted(failed_ids(result)) == [4, 5]
-    assert sorted(acked_ids(result)) == [0, 1, 2, 3, 6, 7, 8, 9]
 
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])
