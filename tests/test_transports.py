@@ -148,6 +148,33 @@ def test_heartbeat_does_not_drop_a_peer_whose_traffic_waits_unread(make, ctx):
     monitor.close()
 
 
+def test_heartbeats_lose_nothing_while_a_receiver_is_full(make):
+    """A receiver at its HWM stops reading; its sender's last messages then wait in the pipe
+    and the sockets while PINGs and PONGs go on.  Nothing may be dropped (the waiting bytes are
+    not silence) and nothing may stay behind (a PONG written in between must not leave the
+    sender's output idle with messages in its pipe): every message arrives, in order."""
+    pull = make(zmq.PULL, RCVHWM=1, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    monitor = _monitor_events(pull)
+    addr = bind(pull, "tcp://127.0.0.1:*")
+    push = make(zmq.PUSH, SNDHWM=1, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    connect(push, addr)
+    assert _next_event(monitor) == zmq.EVENT_HANDSHAKE_SUCCEEDED
+    body = bytes(100_000)
+    sent = 0
+    while push.poll(200, zmq.POLLOUT):  # until the queues and the socket buffers are full
+        try:
+            push.send(body + sent.to_bytes(4, "big"), zmq.NOBLOCK)
+        except zmq.Again:  # (POLLOUT can come a moment before the room)
+            continue
+        sent += 1
+    # ten heartbeat timeouts with the receiver away: the connection must stay
+    assert not monitor.poll(1500), "the connection was dropped while its messages waited"
+    got = [int.from_bytes(pull.recv()[-4:], "big") for _ in range(sent)]
+    assert got == list(range(sent))
+    pull.disable_monitor()
+    monitor.close()
+
+
 def test_heartbeat_keeps_an_idle_live_peer(make):
     pull = make(zmq.PULL, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=150)
     monitor = _monitor_events(pull)

@@ -241,8 +241,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         with self.out_lock:
             reply = self.conn.data_to_send()
             if reply:
-                self._queue(reply)
-                self._flush()
+                self._write_command(reply)
 
     def _deliver(self, items: list[Any], events: bool) -> None:
         """Hand decoded items to the session in order: runs of messages into the pipe in one

@@ -57,8 +57,7 @@ class LivenessMixin(EngineState):
             return
         with self.out_lock:
             self.conn.send_ping(self._heartbeat_ttl // 100)
-            self._queue(self.conn.data_to_send())
-            self._flush()
+            self._write_command(self.conn.data_to_send())
         self._timers["ping"] = self.io.call_later(self._heartbeat_ivl, self._send_ping)
 
     def _silent_for(self, limit: float) -> bool:

@@ -61,6 +61,17 @@ class OutputMixin(EngineState):
             lock.release()
         return True
 
+    def _write_command(self, data: bytes) -> None:
+        """Queue ``data`` (a command: a PONG, a PING, a handshake step) behind what waits and
+        write (I/O thread, ``out_lock`` held).  A write that finishes what was waiting for
+        EVENT_WRITE no longer waits for it, so it takes the pipe's next batch as the event would
+        have: the pipe's reader was left awake, and nothing else would announce those."""
+        was_writing = self._writing
+        self._queue(data)
+        self._flush()
+        if was_writing and not self._out:
+            self._restart_output()
+
     def _write_direct(self, more_queued: bool) -> None:
         """Write what is queued from the socket's thread (``out_lock`` held).  What the kernel
         does not take, messages still queued in the pipe (``more_queued``) and a broken

@@ -149,5 +149,8 @@ class EngineState:
     def _flush(self) -> None:
         raise NotImplementedError
 
+    def _write_command(self, data: bytes) -> None:
+        raise NotImplementedError
+
     def _write_direct(self, more_queued: bool) -> None:
         raise NotImplementedError
