@@ -70,7 +70,7 @@ class LivenessMixin(EngineState):
         except BlockingIOError:
             return True
         except OSError:
-            return False
+            pass
         return False
 
     def _peer_ttl(self, ttl_deciseconds: int) -> None:
@@ -85,8 +85,9 @@ class LivenessMixin(EngineState):
         def expired() -> None:
             if self._silent_for(ttl):
                 self.fail("the peer's heartbeat TTL expired")
-            elif self.alive:  # (again in a tenth of the TTL at the soonest: what waits
-                # unread may stay so while the socket's pipe is full)
+            elif self.alive:
+                # again when the TTL is up, but not sooner than a tenth of it: what waits
+                # unread may stay so while the socket's pipe is full
                 wait = ttl - (time.monotonic() - self._last_rx)
                 self._timers["ttl"] = self.io.call_later(max(wait, ttl / 10), expired)
 
