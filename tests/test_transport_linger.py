@@ -164,3 +164,34 @@ def test_a_pipe_handed_to_a_socket_after_it_closed_is_ended():
         peer.close()
         if not terming.is_alive():  # (a term() that hangs would hang destroy() too)
             ctx.destroy(linger=0)
+
+
+def test_linger_0_close_while_the_engine_reads_the_pipes_end_raises_nothing(capfd):
+    """A PUSH kept at its HWM by a slow PULL, closed with LINGER 0: the I/O thread's next
+    read of the pipe can take messages and the pipe's end together, and that end closes the
+    connection at once (LINGER 0) -- inside the read.  The engine then encoded the messages
+    it had just taken for a connection no longer there: a RuntimeError traceback on stderr
+    from the I/O thread (4 to 15 of these 20 tries, every run).  The messages are to be dropped,
+    quietly."""
+    ctx = zmq.Context()
+    try:
+        for _ in range(20):
+            push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+            push.sndhwm = pull.rcvhwm = 2
+            pull.bind("tcp://127.0.0.1:0")
+            push.connect(pull.last_endpoint)
+            with pytest.raises(zmq.Again):  # until the pipe is full: its I/O thread lags
+                for _ in range(100_000):
+                    push.send(b"x" * 1000, zmq.NOBLOCK)
+            for _ in range(20):  # one out, one in: the PUSH stays at its HWM
+                assert pull.poll(5000), "the PULL got nothing"
+                pull.recv()
+                assert push.poll(5000, zmq.POLLOUT), "the PUSH has no room"
+                push.send(b"y" * 1000, zmq.NOBLOCK)
+            push.close(linger=0)
+            pull.close(linger=0)
+            ctx._io_threads[0].call_and_wait(lambda _: None)  # its turn after the close is over
+        ctx.term()
+    finally:
+        ctx.destroy(linger=0)
+    assert "Traceback" not in capfd.readouterr().err

@@ -103,6 +103,8 @@ class OutputMixin(EngineState):
             return
         session = self.session
         msgs = session.pull_many(self._batch_limit)
+        if not self.alive:  # that read met the pipe's end, and LINGER 0 closed us at once
+            return
         if len(msgs) == self._batch_limit:
             self.io.call_soon(self.restart_output)  # more may wait: after the others' turns
         elif not msgs:
