@@ -198,7 +198,7 @@ def test_tuple_access_by_index_and_field_name():
     with pytest.raises(KeyError, match=r"'wrod'.*'word', 'count'"):
         tup["wrod"]
     # trees counted in place: no edge ids, an id of its own for each tuple, the same each time
-    tree = (CountedTree(5, 1),)
+    tree = (CountedTree(5, []),)
     one, two = (Tuple(("cat",), "split", "default", 4, Fields(["word"]), tree) for _ in "12")
     assert isinstance(one.id, int) and one.id == one.id and one.id != two.id
     assert "split:default task=4" in repr(tup)

@@ -35,8 +35,9 @@ each tuple in it carries that object instead of an edge id.  Sending a copy coun
 A tuple always enters its tree before its parent leaves (an emit anchored to a tuple comes
 before that tuple's ack; anchoring to an acked tuple raises), so 0 is reached only at the end;
 a failed tuple is never counted out, so a failed tree never completes.  The collector that
-brings a tree to 0 tells the spout task ``ACKED(root)``, one that fails a tuple
-``FAILED(root)`` (once per tree), as an acker task would; the acker executor stays idle.  The
+brings a tree to 0 tells the spout ``ACKED(root)``, one that fails a tuple ``FAILED(root)``
+(once per tree), as an acker task would -- but straight into the spout executor's ``settled``
+list, which it reads at its next step, not through a queue; the acker executor stays idle.  The
 count is a plain integer that only the topology's one thread touches -- one more reason why a
 component may emit, ack and fail only in its executor's thread.  No table holds counted trees:
 a lost one is freed with its tuples (and the collector that last emitted into it).
@@ -112,13 +113,14 @@ class AckerLedger:
 
 class CountedTree:
     """A spout tuple's tree counted in place (see the module doc): how many of its tuples were
-    sent and not acked (a failed one stays counted)."""
+    sent and not acked (a failed one stays counted), and where its ACKED or FAILED goes: the
+    spout executor's ``settled`` list."""
 
-    __slots__ = ("failed", "pending", "root", "spout_task")
+    __slots__ = ("failed", "pending", "root", "settled")
 
-    def __init__(self, root: int, spout_task: int) -> None:
+    def __init__(self, root: int, settled: list[tuple[int, int]]) -> None:
         self.root = root
-        self.spout_task = spout_task
+        self.settled = settled
         self.pending = 0  # copies sent and not yet acked
         self.failed = False  # FAILED was said: the spout is told nothing more
 

@@ -136,7 +136,7 @@ class BoltCollector:
             for tree in roots:
                 tree.pending -= 1
                 if not tree.pending and not tree.failed:
-                    executor.outbox.control(tree.spout_task, (ACKED, tree.root))
+                    tree.settled.append((ACKED, tree.root))
         elif roots:
             send, ack_val = executor.outbox.control, tup._ack_val
             ackers = executor.acker_tasks
@@ -154,7 +154,7 @@ class BoltCollector:
             for tree in roots:
                 if not tree.failed:
                     tree.failed = True
-                    executor.outbox.control(tree.spout_task, (FAILED, tree.root))
+                    tree.settled.append((FAILED, tree.root))
         elif roots:
             for root in roots:
                 executor.outbox.control(executor.acker_for(root), (FAIL, root))

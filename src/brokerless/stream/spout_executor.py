@@ -2,11 +2,12 @@
 
 Theory of operation
 -------------------
-A spout executor alternates between the acks and fails the ackers send it (calling the spout's
-``ack``/``fail``), the timeouts of its tuples in flight, and rounds of ``next_tuple`` (up to a
-batch per task while it keeps emitting) on each task that has fewer than ``max_spout_pending``
-tuples in flight and is not exhausted.  When no task emitted anything it waits on its queue
-(an ack wakes it at once), backing off from 1 ms to 100 ms.
+A spout executor alternates between the acks and fails the ackers send it, or that were
+decided in its own thread (``settled``: a tree counted in place, a tuple sent to no one),
+calling the spout's ``ack``/``fail``; the timeouts of its tuples in flight; and rounds of
+``next_tuple`` (up to a batch per task while it keeps emitting) on each task that has fewer
+than ``max_spout_pending`` tuples in flight and is not exhausted.  When no task emitted
+anything it waits on its queue (an ack wakes it at once), backing off from 1 ms to 100 ms.
 
 A tuple emitted with a ``msg_id`` is the root of a tree (``acker.py``): the collector gives
 each copy an edge id, tells the root's acker task ``ACK_INIT`` with their XOR (or, where trees
@@ -71,13 +72,13 @@ class SpoutCollector:
         task = self.state.task
         self._root = root = executor.new_root()
         if executor.counts_trees:
-            self._tree = (CountedTree(root, task),)
+            self._tree = (CountedTree(root, executor.settled),)
         else:
             self._checksum = 0
         sent = output.send(stream, values, direct_task, self._anchors if executor.acking else None)
         executor.pending_trees.add(root, task, msg_id, time.monotonic())
         if not sent or not executor.acking:  # nothing to track: acked at once (after next_tuple)
-            executor.outbox.control(task, (ACKED, root))
+            executor.settled.append((ACKED, root))
         elif not executor.counts_trees:
             executor.outbox.control(
                 executor.acker_for(root), (ACK_INIT, root, self._checksum, task)
@@ -94,6 +95,9 @@ class SpoutExecutor(Executor[Spout]):
     def open(self) -> None:
         config = self.config
         self.pending_trees = PendingTrees(config.message_timeout_secs)
+        #: ACKED and FAILED decided in this thread (a counted tree's, a tuple nobody was sent),
+        #: settled at the next step without a trip through the queue
+        self.settled: list[tuple[int, int]] = []
         self.max_pending = config.max_spout_pending or float("inf")
         self._idle_since: float | None = None  # since when next_tuple has emitted nothing
         self.done = False
@@ -130,6 +134,8 @@ class SpoutExecutor(Executor[Spout]):
         items = self.queue.take(self.batch, 0)
         if items:
             self._handle(items)
+        if self.settled:
+            self._settle_decided()
         self._expire()
         if self._next_tuples() or items:
             self._idle_since = None
@@ -192,6 +198,14 @@ class SpoutExecutor(Executor[Spout]):
                 self._dropped(task, exc)
         self.outbox.flush()
         self.count_handled(len(items))
+
+    def _settle_decided(self) -> None:
+        settled = self.settled  # (the same list for good: counted trees hold it)
+        settle = self._settle
+        for message in settled:  # (what settling one adds is settled too)
+            settle(message)
+        settled.clear()
+        self.outbox.flush()
 
     def _settle(self, message: Sequence[Any]) -> None:
         """ACKED or FAILED, from an acker or from the collector that decided a counted tree:
