@@ -48,17 +48,6 @@ class BoltCollector:
         self._parent: Tuple | None = None
         self._root = 0
         self._one_tree = self._edge_in_one_tree  # one bound method for every emit
-        # trees counted in place: those of the anchors of the tuple being emitted
-        self._trees: tuple[CountedTree, ...] = ()
-        self._counted = self._count_in
-
-    def _count_in(self) -> tuple[CountedTree, ...]:
-        """The anchors of one copy of a tuple anchored to the counted trees ``_trees``: the
-        copy is counted into each."""
-        trees = self._trees
-        for tree in trees:
-            tree.pending += 1
-        return trees
 
     def _edge_in_one_tree(self) -> dict[int, int]:
         """The anchors of one copy of a tuple anchored to ``_parent`` alone, of one tree."""
@@ -80,9 +69,8 @@ class BoltCollector:
             else:
                 roots = current._anchors
                 if roots and not current._settled:  # the common cases
-                    if isinstance(roots, tuple):  # counted in place
-                        self._trees = roots
-                        return self.state.output.send(stream, values, direct_task, self._counted)
+                    if isinstance(roots, tuple):  # counted in place: the copies share its trees
+                        return self.state.output.send(stream, values, direct_task, None, roots)
                     if len(roots) == 1:
                         self._parent = current
                         (self._root,) = roots
@@ -105,11 +93,11 @@ class BoltCollector:
         # The ignores below: tracked holds only tuples whose _anchors is not None (checked
         # above), and all of one kind (a topology counts all its trees in place or none).
         if isinstance(tracked[0]._anchors, tuple):  # counted in place: each tree once
-            self._trees = tuple(
+            trees: tuple[CountedTree, ...] = tuple(
                 dict.fromkeys(tree for anchor in tracked for tree in anchor._anchors)  # type: ignore[union-attr,misc]
             )
-            make_anchors = self._counted
-        elif len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
+            return self.state.output.send(stream, values, direct_task, None, trees)
+        if len(tracked) == 1 and len(tracked[0]._anchors) == 1:  # type: ignore[arg-type]
             self._parent = parent = tracked[0]
             (self._root,) = parent._anchors  # type: ignore[misc,assignment]
             make_anchors = self._one_tree

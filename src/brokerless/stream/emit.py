@@ -7,12 +7,14 @@ component, see ``routing.py``) give the target tasks; the values are serialized 
 if some target is in another worker (or ``always_try_serialize``), before anything is sent, so
 a value that cannot be serialized (or that serializes into more than ``max_tuple_bytes``)
 fails that emit alone.  Each target gets its own anchors (fresh edge ids, from the
-``make_anchors`` the collector passes).  A target in this worker gets a :class:`Tuple`
-object, a target elsewhere an encoded payload for the worker's transfer queue; both go into
-the executor's outbox (``transfer.py``), flushed after each batch the executor handles.  The
-common case -- one subscribing component, all its tasks in this worker, nothing to serialize --
-takes a shorter way (the rest is ``_send_routed``).  The flush waits for room in a full local
-queue, or for credits towards another worker: that wait is the back pressure.
+``make_anchors`` the collector passes) -- or, where trees are counted in place, every copy
+carries the collector's ``trees`` and counts into each (``acker.py``).  A target in this
+worker gets a :class:`Tuple` object, a target elsewhere an encoded payload for the worker's
+transfer queue; both go into the executor's outbox (``transfer.py``), flushed after each batch
+the executor handles.  The common case -- one subscribing component, all its tasks in this
+worker, nothing to serialize -- takes a shorter way (the rest is ``_send_routed``).  The flush
+waits for room in a full local queue, or for credits towards another worker: that wait is the
+back pressure.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from .acker import CountedTree
 from .grouping import Chooser
 from .host import Host
 from .metrics import ExecutorMetrics
@@ -129,28 +132,38 @@ class Emitter:
         values: Sequence[Any],
         direct_task: int | None,
         make_anchors: Callable[[], Anchors] | None,
+        trees: tuple[CountedTree, ...] | None = None,
     ) -> list[int]:
         """Route ``values`` and deliver a copy to each target task; returns the task ids.
-        ``make_anchors`` gives each copy's anchors (``tuple.Anchors``) or is None
-        (unanchored)."""
+        ``make_anchors`` gives each copy's anchors (``{root: edge id}``); or every copy
+        carries the counted ``trees`` and counts into each; neither: unanchored."""
         out = self._streams.get(stream)
         if out is None or len(values) != out.width:
             self._refuse(stream, values)
         values = tuple(values)
         local_one = out.local_one
         if local_one is None or direct_task is not None:
-            return self._send_routed(out, stream, values, direct_task, make_anchors)
+            return self._send_routed(out, stream, values, direct_task, make_anchors, trees)
         # The common case: one subscribing component, its every task in this worker -- one
         # chooser, no serialization, a Tuple object for each target.
         choose, lists = local_one
         chosen = choose(values)
         component, source, fields = self.component, self.task, out.fields
-        for task in chosen:
-            anchors = None if make_anchors is None else make_anchors()
-            lists[task].append(
-                (task, Tuple(values, component, stream, source, fields, anchors), None)
-            )
         count = len(chosen)
+        if make_anchors is None:
+            for task in chosen:
+                lists[task].append(
+                    (task, Tuple(values, component, stream, source, fields, trees), None)
+                )
+            if trees is not None:
+                for tree in trees:
+                    tree.pending += count
+        else:
+            for task in chosen:
+                anchors = make_anchors()
+                lists[task].append(
+                    (task, Tuple(values, component, stream, source, fields, anchors), None)
+                )
         self.outbox.size += count
         metrics = self.metrics
         metrics.emitted += 1
@@ -166,6 +179,7 @@ class Emitter:
         values: tuple[Any, ...],
         direct_task: int | None,
         make_anchors: Callable[[], Anchors] | None,
+        trees: tuple[CountedTree, ...] | None,
     ) -> list[int]:
         """``send`` for everything but its common case: several routes, a direct task,
         targets in other workers, serialization."""
@@ -212,7 +226,7 @@ class Emitter:
         queued = 0
         for tasks, blocking, lists in picks:
             for task in tasks:
-                anchors = make_anchors() if make_anchors is not None else None
+                anchors = trees if make_anchors is None else make_anchors()
                 items = lists.get(task)
                 if items is not None:
                     items.append(
@@ -222,6 +236,9 @@ class Emitter:
                 else:
                     outbox.remote(task, encode([TUPLE, source, stream, anchors, blob]), blocking)
                 sent.append(task)
+        if trees is not None:
+            for tree in trees:
+                tree.pending += len(sent)
         outbox.size += queued
         metrics = self.metrics
         metrics.emitted += 1

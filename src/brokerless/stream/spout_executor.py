@@ -42,25 +42,16 @@ class SpoutCollector:
     def __init__(self, executor: SpoutExecutor, state: TaskState[Spout]) -> None:
         self.executor = executor
         self.state = state
-        # the tree of the tuple being emitted: its root, the XOR of its copies' edge ids -- or,
-        # counted in place, the tree itself (as its copies carry it)
+        # the tree of the tuple being emitted (XOR acking): its root, its copies' edge ids XORed
         self._root = 0
         self._checksum = 0
-        self._tree: tuple[CountedTree, ...] = ()
-        # one bound method for every emit
-        self._anchors = self._count_in if executor.counts_trees else self._new_edge
+        self._make_anchors = self._new_edge  # one bound method for every emit
 
     def _new_edge(self) -> dict[int, int]:
         """The anchors of one copy of the tuple being emitted: a fresh edge id in its tree."""
         edge = _new_id(64)
         self._checksum ^= edge
         return {self._root: edge}
-
-    def _count_in(self) -> tuple[CountedTree, ...]:
-        """The anchors of one copy of the tuple being emitted, counted into its tree."""
-        tree = self._tree
-        tree[0].pending += 1
-        return tree
 
     def emit(
         self, values: Sequence[Any], stream: str, msg_id: Any, direct_task: int | None
@@ -70,12 +61,16 @@ class SpoutCollector:
             return output.send(stream, values, direct_task, None)
         executor = self.executor
         task = self.state.task
-        self._root = root = executor.new_root()
-        if executor.counts_trees:
-            self._tree = (CountedTree(root, executor.settled),)
+        if executor.counts_trees:  # every copy carries the tree and counts into it
+            root = _new_id(63)
+            tree = (CountedTree(root, executor.settled),)
+            sent = output.send(stream, values, direct_task, None, tree)
         else:
+            self._root = root = executor.new_root()
             self._checksum = 0
-        sent = output.send(stream, values, direct_task, self._anchors if executor.acking else None)
+            sent = output.send(
+                stream, values, direct_task, self._make_anchors if executor.acking else None
+            )
         executor.pending_trees.add(root, task, msg_id, time.monotonic())
         if not sent or not executor.acking:  # nothing to track: acked at once (after next_tuple)
             executor.settled.append((ACKED, root))
@@ -106,11 +101,7 @@ class SpoutExecutor(Executor[Spout]):
             if state is not None:
                 self._set_up(state, state.component.open)
         self._active = [s for s in self.states.values() if not s.broken]
-        self._local_ackers = (
-            []  # (a tree counted in place has no acker task)
-            if self.counts_trees
-            else [i for i, t in enumerate(self.acker_tasks) if t in self.worker.tasks]
-        )
+        self._local_ackers = [i for i, t in enumerate(self.acker_tasks) if t in self.worker.tasks]
 
     def close(self) -> None:
         for state in self.states.values():
