@@ -4,19 +4,25 @@ errors -- in local mode with one worker and with two (serialized transfer betwee
 from __future__ import annotations
 
 import collections
+import time
 from functools import partial
 
 import pytest
 
 from brokerless.stream import (
+    Bolt,
     Config,
     PickleSerializer,
     SerializationError,
+    Spout,
+    Stream,
     Topology,
     all_,
     complete_topology,
     fields,
+    run_local,
 )
+from brokerless.stream.component import ComponentKind
 from brokerless.stream.serializer import stable_hash
 
 from .stream_topologies import (
@@ -233,3 +239,141 @@ def test_a_pluggable_serializer_carries_what_msgpack_cannot():
     assert result.errors == []
     extras = sorted((v, repr(extra)) for _, _, (v, extra) in result.emitted("sink"))
     assert extras == sorted([(v, "'ok'") for v in (0, 1, 2)] * 2 + [(3, "{1, 2}")] * 2)
+
+
+class NoteSettledList(Bolt):
+    """Notes which list each input's counted tree reports to (``CountedTree.settled``)."""
+
+    lists: set[int] = set()
+
+    def process(self, tup):
+        for tree in tup._anchors:
+            NoteSettledList.lists.add(id(tree.settled))
+
+
+def test_a_counted_trees_acks_go_to_its_spouts_settled_list_which_is_left_empty():
+    """Where trees are counted in place, the collector that completes a tree puts its ACKED in
+    the spout executor's ``settled`` list, which every tree holds: the executor must drain that
+    very list (a new one would leave the trees' acks unread) and empty it (not re-read it at
+    every step for ever)."""
+    NoteSettledList.lists = set()
+    topo = (
+        Topology("settled")  # one worker, one shared thread: trees counted in place
+        .spout("spout", partial(ValueSpout, range(500), replay=False))
+        .bolt("relay", Relay, inputs={"spout": all_()})
+        .bolt("note", NoteSettledList, inputs={"relay": all_()})
+    )
+    with run_local(topo) as run:
+        run.wait_until_done(timeout=30)
+        (spout,) = [e for e in run.workers[0].executors if e.kind is ComponentKind.SPOUT]
+        assert spout.counts_trees
+        assert NoteSettledList.lists == {id(spout.settled)}
+        assert spout.settled == []
+        acked = run.statistics()["spout"].acked
+    assert acked == 500
+
+
+class AckChainSpout(Spout):
+    """One tuple in flight: ``ack`` emits the next (with no ackers, each is acked at once)."""
+
+    outputs = ["value"]
+    count = 2000
+
+    def open(self, conf, context):
+        self.started = False
+        self.acked = 0
+
+    def next_tuple(self):
+        if not self.started:
+            self.started = True
+            self.emit([0], msg_id=0)
+
+    def ack(self, msg_id):
+        self.acked += 1
+        AckChainSpout.progress.append(CountProcessed.processed)
+        if msg_id + 1 < self.count:
+            self.emit([msg_id + 1], msg_id=msg_id + 1)
+
+    def exhausted(self):
+        return self.acked == self.count
+
+
+class CountProcessed(Bolt):
+    processed = 0
+
+    def process(self, tup):
+        CountProcessed.processed += 1
+
+
+def test_a_chain_of_acks_that_emit_takes_turns_with_the_bolts():
+    """A spout whose ``ack`` emits its next tuple, acked at once (no ackers): each ack is for
+    the spout's next step, as one from its queue would be.  Settling what settling decides in
+    the same step ran the whole chain in one step -- the bolt had processed 1 of 2,000 tuples
+    when the last ack came, and an endless chain held the thread (no flush, no stop, the list
+    growing) for good."""
+    AckChainSpout.progress = []
+    CountProcessed.processed = 0
+    topo = (
+        Topology("ack-chain", Config(num_ackers=0))
+        .spout("spout", AckChainSpout)
+        .bolt("count", CountProcessed, inputs={"spout": all_()})
+    )
+    with run_local(topo) as run:
+        run.wait_until_done(timeout=30)
+    assert len(AckChainSpout.progress) == AckChainSpout.count
+    assert AckChainSpout.progress[-1] >= AckChainSpout.count // 2, AckChainSpout.progress[-1]
+
+
+class ReplayToNoOne(Spout):
+    """Emits one tuple a bolt holds; when it times out, ``fail`` emits another on a stream
+    nobody subscribes to (acked at once) and notes how long its ``ack`` took to come."""
+
+    outputs = [Stream(["value"]), Stream(["value"], name="unread")]
+    delays: list[float] = []
+
+    def open(self, conf, context):
+        self.sent = self.acked = False
+        self.failed_at = 0.0
+
+    def next_tuple(self):
+        if not self.sent:
+            self.sent = True
+            self.emit([1], msg_id="held")
+
+    def fail(self, msg_id):
+        self.failed_at = time.monotonic()
+        self.emit([1], msg_id="again", stream="unread")
+
+    def ack(self, msg_id):
+        ReplayToNoOne.delays.append(time.monotonic() - self.failed_at)
+        self.acked = True
+
+    def exhausted(self):
+        return self.acked
+
+
+class HoldAll(Bolt):
+    auto_ack = False
+
+    def process(self, tup):
+        pass
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+def test_an_ack_decided_while_timing_out_comes_at_the_next_step(threads):
+    """``fail`` for a timed-out tuple emits one acked at once: its ``ack`` is for the next
+    step, which must come at once -- not after the idle spout's back-off (100 ms: every try
+    took 100.2-100.7 ms when the step after the timeouts did not look at what they decided;
+    0.1-0.2 ms since).  The least of three tries is what counts (a loaded machine can delay
+    one)."""
+    ReplayToNoOne.delays = []
+    for _ in range(3):
+        topo = (
+            Topology("replay-to-no-one", Config(message_timeout_secs=0.3, executor_threads=threads))
+            .spout("spout", ReplayToNoOne)
+            .bolt("hold", HoldAll, inputs={"spout": all_()})
+        )
+        with run_local(topo) as run:
+            run.wait_until_done(timeout=20)
+    assert len(ReplayToNoOne.delays) == 3
+    assert min(ReplayToNoOne.delays) < 0.05, ReplayToNoOne.delays

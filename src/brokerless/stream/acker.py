@@ -29,9 +29,10 @@ Counted in place
 ----------------
 Where one thread runs the whole topology (one worker, ``executor_threads="shared"``: see
 ``Executor.counts_trees``) no message needs to travel: a tree is a :class:`CountedTree`, and
-each tuple in it carries that object instead of an edge id.  Sending a copy counts it in
-(``pending += 1``), acking it counts it out, and the tree is complete when the count is back to
-0 -- the XOR scheme's invariant, every tuple entered once and cleared once, kept by an integer.
+each tuple in it carries that object instead of an edge id.  Sending copies counts them in
+(``pending += copies``, once per emit, before anything is delivered), acking one counts it
+out, and the tree is complete when the count is back to 0 -- the XOR scheme's invariant, every
+tuple entered once and cleared once, kept by an integer.
 A tuple always enters its tree before its parent leaves (an emit anchored to a tuple comes
 before that tuple's ack; anchoring to an acked tuple raises), so 0 is reached only at the end;
 a failed tuple is never counted out, so a failed tree never completes.  The collector that

@@ -10,9 +10,10 @@ credits back to the worker a remote tuple came from (in batches of half a window
 Acking is Storm's XOR scheme (``acker.py``): a tuple emitted anchored to inputs gets a fresh
 edge id per root, XORed into each anchor's ``_ack_val``; acking an input sends its acker task
 ``ACK(root, edge ^ ack_val)`` for each root it belongs to, failing it ``FAIL(root)``.  Where
-trees are counted in place (``acker.py``) the tuple gets its anchors' trees instead, each
-counting it in; acking it counts it out of each, and the collector that empties a tree tells
-its spout task ``ACKED(root)`` itself (failing, ``FAILED(root)``).
+trees are counted in place (``acker.py``) the tuple gets its anchors' trees instead, and each
+copy sent counts into them (``Emitter.send``); acking it counts it out of each, and the
+collector that empties a tree tells the spout executor ``ACKED(root)`` itself, in its
+``settled`` list (failing, ``FAILED(root)``).
 
 The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``); the
 counters count every tuple.

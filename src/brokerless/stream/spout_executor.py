@@ -6,15 +6,17 @@ A spout executor alternates between the acks and fails the ackers send it, or th
 decided in its own thread (``settled``: a tree counted in place, a tuple sent to no one),
 calling the spout's ``ack``/``fail``; the timeouts of its tuples in flight; and rounds of
 ``next_tuple`` (up to a batch per task while it keeps emitting) on each task that has fewer
-than ``max_spout_pending`` tuples in flight and is not exhausted.  When no task emitted
-anything it waits on its queue (an ack wakes it at once), backing off from 1 ms to 100 ms.
+than ``max_spout_pending`` tuples in flight and is not exhausted.  What was decided in its
+own thread is settled at the next step, which comes at once.  When no task emitted anything
+and nothing waits to be settled it waits on its queue (an ack wakes it at once), backing off
+from 1 ms to 100 ms.
 
 A tuple emitted with a ``msg_id`` is the root of a tree (``acker.py``): the collector gives
-each copy an edge id, tells the root's acker task ``ACK_INIT`` with their XOR (or, where trees
-are counted in place, gives each copy the tree and counts it in), and keeps the tuple in
-:class:`~.acker.PendingTrees` until ``ACKED``, ``FAILED`` or its timeout.  A root id
-is chosen so that its acker task is in this worker when one is.  The complete latency is
-timed for one acked tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``).
+each copy an edge id and tells the root's acker task ``ACK_INIT`` with their XOR -- a root id
+chosen so that its acker task is in this worker when one is -- or, where trees are counted in
+place, gives every copy the tree, counted in once per emit (``Emitter.send``); it keeps the
+tuple in :class:`~.acker.PendingTrees` until ``ACKED``, ``FAILED`` or its timeout.  The
+complete latency is timed for one acked tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class SpoutCollector:
                 stream, values, direct_task, self._make_anchors if executor.acking else None
             )
         executor.pending_trees.add(root, task, msg_id, time.monotonic())
-        if not sent or not executor.acking:  # nothing to track: acked at once (after next_tuple)
+        if not sent or not executor.acking:  # nothing to track: acked at the next step
             executor.settled.append((ACKED, root))
         elif not executor.counts_trees:
             executor.outbox.control(
@@ -125,10 +127,12 @@ class SpoutExecutor(Executor[Spout]):
         items = self.queue.take(self.batch, 0)
         if items:
             self._handle(items)
-        if self.settled:
+        decided = bool(self.settled)
+        if decided:
             self._settle_decided()
         self._expire()
-        if self._next_tuples() or items:
+        # (settled again: what acks, fails and next_tuple decided is for the next step, soon)
+        if self._next_tuples() or items or decided or self.settled:
             self._idle_since = None
             return 0
         # Nothing came and nothing was emitted: next_tuple polls, less often the longer it has
@@ -191,16 +195,20 @@ class SpoutExecutor(Executor[Spout]):
         self.count_handled(len(items))
 
     def _settle_decided(self) -> None:
+        """Settle what was decided since the last step -- only that: what settling it decides
+        (an ``ack`` that emits a tuple acked at once) waits for the next step, as it would in
+        the queue, so such a chain takes turns with the other executors and with a stop."""
         settled = self.settled  # (the same list for good: counted trees hold it)
+        count = len(settled)
         settle = self._settle
-        for message in settled:  # (what settling one adds is settled too)
-            settle(message)
-        settled.clear()
+        for i in range(count):
+            settle(settled[i])
+        del settled[:count]
         self.outbox.flush()
 
     def _settle(self, message: Sequence[Any]) -> None:
-        """ACKED or FAILED, from an acker or from the collector that decided a counted tree:
-        tell the spout (unless its tuple timed out)."""
+        """ACKED or FAILED -- from an acker, from the collector that decided a counted tree, or
+        for a tuple with nothing to track -- told to the spout (unless its tuple timed out)."""
         entry = self.pending_trees.pop(message[1])
         if entry is not None:
             task, msg_id, started = entry
