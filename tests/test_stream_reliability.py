@@ -278,6 +278,7 @@ class AckChainSpout(Spout):
 
     outputs = ["value"]
     count = 2000
+    progress: list[int] = []  # the bolt's count at each ack
 
     def open(self, conf, context):
         self.started = False
@@ -325,7 +326,7 @@ def test_a_chain_of_acks_that_emit_takes_turns_with_the_bolts():
 
 
 class ReplayToNoOne(Spout):
-    """Emits one tuple a bolt holds; when it times out, ``fail`` emits another on a stream
+    """Emits one tuple (``[1]``) a bolt holds; when it times out, ``fail`` emits another on a stream
     nobody subscribes to (acked at once) and notes how long its ``ack`` took to come."""
 
     outputs = [Stream(["value"]), Stream(["value"], name="unread")]
@@ -352,13 +353,6 @@ class ReplayToNoOne(Spout):
         return self.acked
 
 
-class HoldAll(Bolt):
-    auto_ack = False
-
-    def process(self, tup):
-        pass
-
-
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])
 def test_an_ack_decided_while_timing_out_comes_at_the_next_step(threads):
     """``fail`` for a timed-out tuple emits one acked at once: its ``ack`` is for the next
@@ -371,7 +365,7 @@ def test_an_ack_decided_while_timing_out_comes_at_the_next_step(threads):
         topo = (
             Topology("replay-to-no-one", Config(message_timeout_secs=0.3, executor_threads=threads))
             .spout("spout", ReplayToNoOne)
-            .bolt("hold", HoldAll, inputs={"spout": all_()})
+            .bolt("hold", partial(HoldValue, 1), inputs={"spout": all_()})
         )
         with run_local(topo) as run:
             run.wait_until_done(timeout=20)
