@@ -6,8 +6,16 @@ Everything that lives in an I/O thread (listeners, connectors, sessions, engines
 only by that thread.  Other threads reach it with ``call_soon(fn, arg)``, which queues the call
 in the thread's :class:`~brokerless.mailbox.Mailbox` and wakes the selector through the
 mailbox's descriptor.  Each loop turn waits in ``select`` until a descriptor is ready, a call is
-queued, or the next timer is due; then it runs the ready handlers, the queued calls and the due
+queued, or the next timer is due; then it runs the queued calls, the ready handlers and the due
 timers, in that order.  ``stop`` lets it finish the turn and exit; the owner joins it.
+
+Calls before handlers: a call was queued before the turn's events were read or with them, so
+it goes first.  That keeps a burst together: a socket's thread that writes the first message
+of a burst itself (direct output) and queues the rest for this thread has them written here
+before a connection of this thread reads the first, so a peer in the same context receives the
+burst in one piece, as it would from libzmq's batching, not its first message alone.  A
+handler runs only if its descriptor is still registered with it for the events reported: a
+call (or an earlier handler) may have closed it, stopped watching it, or reused its number.
 
 Memory: what a closed connection leaves here must be nothing, without waiting for the cyclic
 garbage collector, or a stream of short connections grows the process without bound.
@@ -19,7 +27,7 @@ garbage collector, or a stream of short connections grows the process without bo
   object's own timer table).  Cancelled timers stay in the heap until due or until they make
   up most of it; then the heap is rebuilt without them, so a flood of connections that each
   cancel a long timer (HANDSHAKE_IVL) cannot fill it.
-* A loop turn's handlers run in their own call (``_handle_ready``), so no local variable keeps
+* A loop turn's handlers run in their own call (``_turn``), so no local variable keeps
   the last handler (and its connection) alive while the thread waits for the next event.
 """
 
@@ -167,21 +175,31 @@ class IOThread:
                     timeout = max(0.0, self._timers[0][0] - time.monotonic())
                 if mailbox.commands:
                     timeout = 0
-                self._handle_ready(select(timeout), mailbox_fd)
-                mailbox.process(self._dispatch)
+                self._turn(select(timeout), mailbox_fd)
                 self._run_timers()
         finally:
             self._selector.close()
             mailbox.close()
 
-    def _handle_ready(
-        self, ready: list[tuple[selectors.SelectorKey, int]], mailbox_fd: int
-    ) -> None:
+    def _turn(self, ready: list[tuple[selectors.SelectorKey, int]], mailbox_fd: int) -> None:
+        """The queued calls, then the ready handlers (see the module doc)."""
+        mailbox = self._mailbox
+        for key, _ in ready:
+            if key.fd == mailbox_fd:
+                # Reset before the calls, never after: a call queued while ``process`` drains
+                # (by a call, or by another thread) signals and is taken in the same drain, and
+                # resetting that signal afterwards would leave the mailbox disarmed with
+                # nothing to re-arm it -- no sender would wake this thread again.
+                mailbox.clear_fd()
+                break
+        mailbox.process(self._dispatch)
+        registered = self._selector.get_map()
         for key, mask in ready:
             if key.fd == mailbox_fd:
-                self._mailbox.clear_fd()
-            else:
-                self._guarded(key.data, mask)
+                continue
+            now = registered.get(key.fd)  # as it is after the calls (see the module doc)
+            if now is not None and now.data == key.data and mask & now.events:
+                self._guarded(now.data, mask & now.events)
 
     def _run_timers(self) -> None:
         now = time.monotonic()
