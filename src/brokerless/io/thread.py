@@ -9,13 +9,14 @@ mailbox's descriptor.  Each loop turn waits in ``select`` until a descriptor is 
 queued, or the next timer is due; then it runs the queued calls, the ready handlers and the due
 timers, in that order.  ``stop`` lets it finish the turn and exit; the owner joins it.
 
-Calls before handlers: a call was queued before the turn's events were read or with them, so
-it goes first.  That keeps a burst together: a socket's thread that writes the first message
+Calls before handlers keeps a burst together: a socket's thread that writes the first message
 of a burst itself (direct output) and queues the rest for this thread has them written here
 before a connection of this thread reads the first, so a peer in the same context receives the
 burst in one piece, as it would from libzmq's batching, not its first message alone.  A
-handler runs only if its descriptor is still registered with it for the events reported: a
-call (or an earlier handler) may have closed it, stopped watching it, or reused its number.
+handler runs only if its descriptor is still registered with it, and is handed only the
+reported events still watched for: a call (or an earlier handler) may have closed the
+descriptor, stopped watching it, watched it for other events, or given its number to another
+handler.
 
 Memory: what a closed connection leaves here must be nothing, without waiting for the cyclic
 garbage collector, or a stream of short connections grows the process without bound.
