@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .processes import descendants, gone
+from .processes import descendants, describe_tree, gone
 from .stream_topologies import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,11 +307,19 @@ def test_busy_processes_are_stopped_when_compare_is_interrupted():
         for line in bench.stderr:  # the header, then the case starts
             if line.startswith(b"case 1/1: tcp-thr-100"):
                 break
-        started = wait_for(
-            lambda: len(found := descendants(bench.pid)) >= 4 and found,
-            timeout=60,
-            what="two busy processes and a trial's two processes",
-        )
+        try:
+            started = wait_for(
+                lambda: len(found := descendants(bench.pid)) >= 4 and found,
+                timeout=60,
+                what="two busy processes and a trial's two processes",
+            )
+        except AssertionError as exc:  # (once in CI: say what compare.py was doing)
+            ended = bench.poll() is not None
+            said = bench.stderr.read().decode(errors="replace") if ended else ""
+            raise AssertionError(
+                f"{exc}; compare.py {'exited ' + str(bench.returncode) if ended else 'runs'}:\n"
+                f"{said or describe_tree(bench.pid)}"
+            ) from None
         bench.send_signal(signal.SIGINT)
         out, err = bench.communicate(timeout=60)
     finally:
