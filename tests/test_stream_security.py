@@ -10,13 +10,14 @@ import threading
 from functools import partial
 from typing import Any
 
+import msgpack
 import pytest
 import zmq as pyzmq  # strangers speak real libzmq too
 
 import brokerless as zmq
 from brokerless.stream import Config, Topology, shuffle
 from brokerless.stream.control import Signer, WorkerChannel, new_key, worker_identity
-from brokerless.stream.messaging import SocketMessaging, pack, unpack
+from brokerless.stream.messaging import PACKING_ROOM, SocketMessaging, pack, unpack
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.security import admit_only_run, run_keys, serve_to_run
 from brokerless.utils import z85
@@ -264,8 +265,20 @@ def test_a_listener_on_the_wire_reads_control_messages_only_without_security(sec
 def test_a_batch_over_curve_travels_packed_in_parts_the_port_takes():
     frames = [b"\0\0\0\1", b"x" * 10, b"\0\0\0\2", b"", b"y" * 100]
     parts = pack(frames, 30)
-    assert [len(p) for p in parts] == [30, 4, 104]  # a frame too big to share goes alone
+    assert [len(p) for p in parts] == [19, 9, 103]  # a frame too big to share goes alone
+    assert [len(msgpack.unpackb(p)) for p in parts] == [2, 2, 1]
     assert unpack(parts) == frames
     assert unpack(pack(frames, 1 << 20)) == frames and len(pack(frames, 1 << 20)) == 1
-    for bad in ([b"\0\0\0\5ab"], [b"\0\0"]):  # not a packing: handed on as it is, to be dropped
+    for limit in (30, 1 << 20):  # the largest frame the port takes fits in a part alone
+        largest = [b"\0\0\0\1", b"z" * (limit - PACKING_ROOM)]
+        assert [len(p) <= limit for p in pack(largest, limit)] == [True, True]
+        assert unpack(pack(largest, limit)) == largest
+    not_packings = (
+        [b"\xc1 not msgpack"],
+        [msgpack.packb([b"ab"]) + b"more"],  # a packing and more
+        [msgpack.packb(b"ab")],  # not an array
+        [msgpack.packb([b"ab", "text"])],  # not only binaries
+        [msgpack.packb([b"ab"]), msgpack.packb([[b"cd"]])],  # one part good, one not
+    )
+    for bad in not_packings:  # handed on as it is, to be dropped by the receiver's checks
         assert unpack(bad) == bad
