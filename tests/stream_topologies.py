@@ -427,3 +427,16 @@ class EndingWALSpout(WALSpout):
 
     def exhausted(self) -> bool:
         return self.ended
+
+
+class ReportCollector(Bolt):
+    """Emits ``[value, generation 0's collection threshold in this process, its pid]`` for
+    each tuple."""
+
+    outputs = ["value", "threshold", "pid"]
+
+    def process(self, tup: Any) -> None:
+        import gc
+        import os
+
+        self.emit([tup[0], gc.get_threshold()[0], os.getpid()])

@@ -41,7 +41,7 @@ from brokerless.spark import topology as spark_topology
 from brokerless.spark.demo import book_lines, run_demo, sherlock_topology, top_words, word_counts
 from brokerless.spark.failures import JobEnd, job_failure
 from brokerless.spark.session import barrier_refusal, slot_shortage
-from brokerless.stream import Topology, TopologyError, WorkerProcessError, all_, shuffle
+from brokerless.stream import Config, Topology, TopologyError, WorkerProcessError, all_, shuffle
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
 
@@ -56,7 +56,7 @@ from .spark_topologies import (
     raise_deep_in_task,
     wait_for_cancel,
 )
-from .stream_topologies import Counter, FailingCount, Sink, Source, wait_for
+from .stream_topologies import Counter, FailingCount, ReportCollector, Sink, Source, wait_for
 from .test_stream_state import EXPECTED as STATEFUL_EXPECTED
 from .test_stream_state import SENTENCES as STATEFUL_SENTENCES
 from .test_stream_state import word_count as stateful_word_count
@@ -253,6 +253,31 @@ def test_complete_on_spark_with_mocked_sources(spark):
     )
     assert sorted(v for (v,) in result.emitted("values")) == list(range(50))
     assert result.statistics["values"].acked == 50
+
+
+@pytest.mark.timeout(180)
+def test_a_task_collects_garbage_at_the_configured_pace_and_leaves_the_old_one_after(spark):
+    config = Config(worker_gc_threshold=43_210)
+    topology = (
+        Topology("collector", config)
+        .spout("values", Source)
+        .bolt("report", ReportCollector, parallelism=SLOTS, inputs={"values": shuffle()})
+    )
+    result = complete_on_spark(
+        topology, {"values": [[i] for i in range(60)]}, spark=spark, workers=SLOTS, timeout=120
+    )
+    assert result.errors == []
+    assert sorted(v for v, _, _ in result.emitted("report")) == list(range(60))
+    assert {threshold for _, threshold, _ in result.emitted("report")} == {43_210}
+    # Spark runs its next tasks in the same Python processes: theirs is as it was before
+    ran = {pid for _, _, pid in result.emitted("report")}
+    after = dict(
+        spark.sparkContext.parallelize(range(4 * SLOTS), 4 * SLOTS)
+        .map(lambda _: (os.getpid(), gc.get_threshold()[0]))
+        .collect()
+    )
+    assert ran & set(after), f"no task ran where the topology did: {ran} then {after}"
+    assert {after[pid] for pid in ran & set(after)} == {gc.get_threshold()[0]}
 
 
 @pytest.mark.timeout(90)

@@ -31,6 +31,7 @@ from pyspark import BarrierTaskContext
 
 import brokerless as zmq
 from brokerless.stream.assignment import assign
+from brokerless.stream.collector import collector_threshold
 from brokerless.stream.control import Kind, WorkerChannel, serve, started_info
 from brokerless.stream.messaging import SocketMessaging
 from brokerless.stream.worker import Worker
@@ -85,18 +86,19 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
         except BaseException:  # another task failed the barrier: the stage has failed
             worker.stop()  # closes its bound socket, or term() below would wait for it
             raise
-        try:
-            worker.start(endpoints)
-        except Exception:
-            worker.stop()
-            channel.send((Kind.FAILED, traceback.format_exc()))
-            raise
-        faulthandler.cancel_dump_traceback_later()
-        serve(
-            worker,
-            channel,
-            started_info(worker, endpoint, attempt=job["attempt"], threads_before=others),
-        )
+        with collector_threshold(config.worker_gc_threshold):  # restored for Spark's next task
+            try:
+                worker.start(endpoints)
+            except Exception:
+                worker.stop()
+                channel.send((Kind.FAILED, traceback.format_exc()))
+                raise
+            faulthandler.cancel_dump_traceback_later()
+            serve(
+                worker,
+                channel,
+                started_info(worker, endpoint, attempt=job["attempt"], threads_before=others),
+            )
     finally:
         faulthandler.cancel_dump_traceback_later()
         if channel is not None:

@@ -61,6 +61,11 @@ class Config:
     #: and in clear, for a trusted network (faster: see BENCHMARKS.md).  Local mode opens
     #: no connections either way.
     security: str = "curve"
+    #: The cyclic garbage collector's generation-0 threshold in each worker's process while
+    #: it runs (worker processes and Spark tasks): CPython's default, 700 allocations, makes
+    #: a busy worker collect every few hundred tuples (``collector.py``); None leaves the
+    #: process's collector as it is.  Local mode never changes the calling process's.
+    worker_gc_threshold: int | None = 50_000
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
@@ -82,6 +87,13 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 found.append(f"{name} must be an integer >= 1, not {value!r}")
+        if self.worker_gc_threshold is not None and (
+            not isinstance(self.worker_gc_threshold, int) or self.worker_gc_threshold < 1
+        ):
+            found.append(
+                "worker_gc_threshold must be None or an integer >= 1, not "
+                f"{self.worker_gc_threshold!r}"
+            )
         if self.num_ackers is not None and (
             not isinstance(self.num_ackers, int) or self.num_ackers < 0
         ):

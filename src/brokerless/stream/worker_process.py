@@ -28,6 +28,7 @@ from typing import IO, Any
 import brokerless as zmq
 
 from .assignment import assign
+from .collector import collector_threshold
 from .config import Config
 from .control import Kind, WorkerChannel, serve, started_info
 from .main_module import prepare_main
@@ -99,7 +100,8 @@ def worker_main(stdin_fd: int = 0) -> int:
         )
         endpoint = worker.bind()
         channel.announce((Kind.READY, endpoint))
-        serve(worker, channel, started_info(worker, endpoint))
+        with collector_threshold(config.worker_gc_threshold):
+            serve(worker, channel, started_info(worker, endpoint))
         return 0
     except Exception:
         channel.send((Kind.FAILED, traceback.format_exc()))
