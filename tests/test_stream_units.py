@@ -23,7 +23,7 @@ from brokerless.stream.assignment import assign
 from brokerless.stream.metrics import Histogram, Statistics
 from brokerless.stream.protocol import ACK, ACK_INIT, ACKED, FAIL, FAILED
 from brokerless.stream.queues import BoundedQueue, Shutdown
-from brokerless.stream.serializer import dumps_values
+from brokerless.stream.serializer import dumps_through, dumps_values, new_packer
 from brokerless.stream.tuple import Fields, Tuple
 from brokerless.stream.worker import Worker
 
@@ -218,6 +218,22 @@ def test_pickle_serializer_carries_python_objects():
     ser = PickleSerializer()
     values = [{1, 2}, (1, 2), complex(1, 2)]
     assert ser.loads(ser.dumps(values)) == values
+
+
+def test_a_hot_path_serializes_through_its_own_packer_only_for_the_default_serializer():
+    class Tagged(MsgpackSerializer):  # a subclass may change the bytes: its dumps is kept
+        def dumps(self, values):
+            return b"tag" + super().dumps(values)
+
+    pack = new_packer()
+    values = [7, "x", b"y", {"k": [1.5, None]}]
+    dumps = dumps_through(MsgpackSerializer(), pack)
+    assert dumps is pack and dumps(values) == MsgpackSerializer().dumps(values)
+    with pytest.raises(TypeError):  # a failed pack leaves nothing behind for the next
+        dumps([{1, 2}])
+    assert dumps(values) == MsgpackSerializer().dumps(values)
+    for ser in (PickleSerializer(), Tagged()):
+        assert dumps_through(ser, pack)(values) == ser.dumps(values)
 
 
 def test_queue_wake_ups_are_neither_lost_nor_left_over():

@@ -26,9 +26,9 @@ from .acker import CountedTree
 from .grouping import Chooser
 from .host import Host
 from .metrics import ExecutorMetrics
-from .protocol import TUPLE, encode
+from .protocol import TUPLE
 from .routing import StreamRoute, build_routes
-from .serializer import SerializationError, dumps_values
+from .serializer import SerializationError, dumps_through, dumps_values, new_packer
 from .transfer import Outbox
 from .tuple import Anchors, Tuple
 
@@ -109,6 +109,10 @@ class Emitter:
             for stream, route in self.routes.items()
         }
         self.serializer = plan.config.serializer
+        # an emitter runs in one thread at a time: its own packer, for payloads and (with the
+        # default serializer) values
+        self._pack = new_packer()
+        self._dumps = dumps_through(self.serializer, self._pack)
         self.max_tuple_bytes = plan.config.max_tuple_bytes
         self.capture = worker.capture
         self.outbox = outbox
@@ -213,14 +217,17 @@ class Emitter:
                     if task not in lists:
                         remote = True
             if remote:
-                blob = dumps_values(self.serializer, values, out.names, self.component, stream)
+                try:
+                    blob = self._dumps(values)
+                except Exception:  # again, value by value, to say which one
+                    blob = dumps_values(self.serializer, values, out.names, self.component, stream)
                 if len(blob) > self.max_tuple_bytes:
                     raise SerializationError(
                         f"{self.component!r} emitted a tuple of {len(blob)} bytes on stream "
                         f"{stream!r}, more than max_tuple_bytes ({self.max_tuple_bytes}): "
                         "emit smaller values, or raise the topology's max_tuple_bytes"
                     )
-        outbox = self.outbox
+        outbox, pack = self.outbox, self._pack
         component, source, fields = self.component, self.task, out.fields
         sent = []
         queued = 0
@@ -234,7 +241,7 @@ class Emitter:
                     )
                     queued += 1
                 else:
-                    outbox.remote(task, encode([TUPLE, source, stream, anchors, blob]), blocking)
+                    outbox.remote(task, pack([TUPLE, source, stream, anchors, blob]), blocking)
                 sent.append(task)
         if trees is not None:
             for tree in trees:
