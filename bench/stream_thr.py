@@ -24,7 +24,9 @@ The two cases of the project's targets (BENCHMARKS.md), both acking:
 load average at the start and the end of the run, and ``cpu_us_per_tuple``: the CPU time the
 run cost (this process from the topology's start to its stop, and the worker processes' whole
 lives, start-up included) per spout tuple.  On a loaded machine the rate depends on the CPU
-share the run gets, the CPU time much less: compare both.  ``stream_ab.py`` runs two
+share the run gets, the CPU time much less: compare both.  In multi-process mode (where
+``/proc`` is) ``worker_cpu`` gives each worker process's CPU while the clock ran, in CPUs (1.0:
+one CPU all the time): a worker near 1.0 is what limits the run.  ``stream_ab.py`` runs two
 checkouts against each other, interleaved.
 """
 
@@ -113,6 +115,16 @@ def _cpu_seconds() -> float:
     return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used so far; None without ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # (the name may hold spaces)
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["local", "multiprocess"], default="local")
@@ -142,9 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         config = topo.config.replace(security=args.security)
         run = run_multiprocess(topo, workers=args.workers, transport=args.transport, config=config)
     with run:
+        # (none in local mode; stream_ab.py runs this file on checkouts older than worker_info)
+        pids = [info["pid"] for info in getattr(run, "worker_info", [])]
+        worker_cpu = [_process_cpu(pid) for pid in pids]
         started = time.perf_counter()
         run.wait_until_done(timeout=600)
         elapsed = time.perf_counter() - started
+        worker_cpu = [
+            None if before is None or after is None else round((after - before) / elapsed, 2)
+            for before, after in zip(worker_cpu, map(_process_cpu, pids), strict=True)
+        ]
         run.stop()
         stats = run.statistics()
     cpu = _cpu_seconds() - cpu_at_start
@@ -175,12 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         "transform_execute_latency_ms_mean": round(stats["transform"].latency_ms_mean, 4),
         "cpu_seconds": round(cpu, 3),
         "cpu_us_per_tuple": round(cpu / args.count * 1e6, 2),
+        "worker_cpu": worker_cpu,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_at_start": load_at_start,
         "load_at_end": load_average(),
     }
     workers = f", {args.workers} workers" if args.mode == "multiprocess" else ""
+    shares = [f"{c:.0%}" for c in worker_cpu if c is not None]
+    busy = f"; the workers used {', '.join(shares)} of a CPU" if shares else ""
     latency = (
         f", mean complete latency {result['spout_complete_latency_ms_mean']:.1f} ms"
         if args.acking
@@ -192,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{mode}{workers}, {'acking' if args.acking else 'no acking'}: {args.count} spout tuples "
         f"in {elapsed:.2f} s: {result['tuples_per_s']:,} spout tuples/s "
         f"({result['deliveries_per_s']:,} deliveries/s){latency}; "
-        f"{result['cpu_us_per_tuple']} us of CPU per spout tuple; load average "
+        f"{result['cpu_us_per_tuple']} us of CPU per spout tuple{busy}; load average "
         f"{format_load(load_at_start)} at start, {format_load(result['load_at_end'])} at end",
     )
     return 0

@@ -176,6 +176,9 @@ def test_stream_thr_reports_the_spout_rate_as_json(args, mode, workers):
     assert (result["mode"], result["workers"], result["acking"]) == (mode, workers, True)
     assert result["tuples_per_s"] > 0 and result["count"] == 3000
     assert len(result["load_at_start"]) == 3 and len(result["load_at_end"]) == 3
+    # each worker process's CPU while the clock ran, in CPUs (none in local mode)
+    assert len(result["worker_cpu"]) == (workers if mode != "local" else 0)
+    assert all(isinstance(c, float) and 0 <= c <= os.cpu_count() for c in result["worker_cpu"])
 
 
 @pytest.mark.timeout(120)
