@@ -18,6 +18,7 @@ from brokerless.stream import Config, SerializationError, Topology, shuffle
 from brokerless.stream.assignment import assign
 from brokerless.stream.local import run_local
 from brokerless.stream.messaging import (
+    PACKING_ROOM,
     VIRTUAL_PORT_RCVHWM,
     LocalMessaging,
     LocalNetwork,
@@ -400,7 +401,8 @@ def test_the_virtual_port_drops_a_peer_that_sends_an_oversize_frame():
         assert worker.messaging._port.rcvhwm == VIRTUAL_PORT_RCVHWM
         monitor = big.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         big.connect(endpoint)
-        big.send_multipart([task_frame(1), b"x" * (1000 + HEADER_ROOM + 1)])
+        # the port takes a packed part of the largest tuple (its header and the packing's room)
+        big.send_multipart([task_frame(1), b"x" * (1000 + HEADER_ROOM + PACKING_ROOM + 1)])
         event, _ = struct.unpack("=HI", recv_within(monitor, 5000, multipart=True)[0])
         assert event == zmq.EVENT_DISCONNECTED
         small.connect(endpoint)

@@ -10,7 +10,13 @@ import pytest
 import brokerless as zmq
 from brokerless.stream import Config, Topology, all_
 from brokerless.stream.assignment import assign
-from brokerless.stream.messaging import LocalMessaging, LocalNetwork, Messaging, SocketMessaging
+from brokerless.stream.messaging import (
+    LocalMessaging,
+    LocalNetwork,
+    Messaging,
+    SocketMessaging,
+    unpack,
+)
 from brokerless.stream.queues import Shutdown
 from brokerless.stream.worker import Worker
 
@@ -51,6 +57,30 @@ def test_batches_arrive_whole_and_in_order(make_messaging):
     assert [frames for _, frames in received] == batches
     assert len({sender for sender, _ in received}) == 1  # one sender, named the same each time
     assert workers[1].recv(0) is None
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_a_batch_travels_in_one_frame_without_curve_too(transport, tmp_path):
+    """Every frame costs the ZMTP codec's Python on both sides, encrypted or not: a batch of
+    pairs goes as one packed frame (not two a pair), and arrives as the pairs it was."""
+    context = zmq.Context()
+    sender = SocketMessaging(context, transport, str(tmp_path))  # no keys: no CURVE
+    port = context.socket(zmq.ROUTER)  # a plain socket where a worker's port would be
+    try:
+        address = f"ipc://{tmp_path}/port" if transport == "ipc" else "tcp://127.0.0.1:0"
+        port.bind(address)
+        endpoint = port.last_endpoint.decode()
+        sender.connect([sender.bind(1 << 16), endpoint])
+        batch = [f(i) for i in range(100) for f in (lambda i: b"\x01\0\0\0", b"pair %d".__mod__)]
+        sender.send(1, batch)
+        assert port.poll(10_000)
+        _, *parts = port.recv_multipart()
+        assert len(parts) == 1 and unpack(parts) == batch
+    finally:
+        sender.interrupt()
+        sender.close()
+        port.close(linger=0)
+        context.destroy(linger=0)
 
 
 def test_connecting_again_refreshes_only_changed_endpoints(make_messaging):

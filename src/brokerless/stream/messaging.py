@@ -22,11 +22,11 @@ Two implementations:
   whoever reaches it, so it bounds what a peer can make it hold: MAXMSGSIZE (the largest
   tuple plus its header) and an RCVHWM of :data:`VIRTUAL_PORT_RCVHWM` batches per connection.
   Given the run's keys, every connection is CURVE and the port admits only the run's key
-  (``security.py``); the port's ZAP handler lives and ends with it.  CURVE boxes every frame
-  (a MAC, a nonce, a call into libsodium each), so over CURVE a batch travels *packed*: its
-  frames as msgpack arrays of binaries, in as few frames as MAXMSGSIZE allows (:func:`pack`,
-  :func:`unpack`) -- a few boxes per batch rather than two per pair, and one call into
-  msgpack's C code each way rather than a Python step per frame.
+  (``security.py``); the port's ZAP handler lives and ends with it.  A batch travels *packed*:
+  its frames as msgpack arrays of binaries, in as few frames as MAXMSGSIZE allows
+  (:func:`pack`, :func:`unpack`; one call into msgpack's C code each way).  Every frame costs
+  the ZMTP codec's Python on both sides and, over CURVE, a box (a MAC, a nonce, a call into
+  libsodium): a few frames per batch rather than two per pair (BENCHMARKS.md, *Stream layer*).
 
 Threading: ``send`` is called only by the worker's sender thread, ``recv`` only by its
 receiver thread, ``connect`` by the sender thread once running; ``interrupt`` (any thread)
@@ -200,15 +200,13 @@ class SocketMessaging(Messaging):
         self._endpoint = ""
         self._peers: dict[int, tuple[str, zmq.SyncSocket]] = {}
         self._interrupted = False
-        self._part_limit = 0  # over CURVE: the largest packed part (see the module doc)
+        self._part_limit = 0  # the largest packed part (see the module doc), set by bind()
 
     def bind(self, max_frame: int) -> str:
         port = self._context.socket(zmq.ROUTER)
         port.linger = 0
-        if self._keys is not None:  # packed parts: a frame of max_frame fits in one alone
-            max_frame += PACKING_ROOM
-            self._part_limit = max_frame
-        port.maxmsgsize = max_frame
+        self._part_limit = max_frame + PACKING_ROOM  # a frame of max_frame fits in a part alone
+        port.maxmsgsize = self._part_limit
         port.rcvhwm = VIRTUAL_PORT_RCVHWM
         serve_to_run(port, self._keys)
         self._port = port  # close() closes it, and the ZAP handler, whatever happens next
@@ -244,8 +242,7 @@ class SocketMessaging(Messaging):
 
     def send(self, worker: int, frames: list[bytes]) -> None:
         peer = self._peers[worker][1]
-        if self._part_limit:
-            frames = pack(frames, self._part_limit)
+        frames = pack(frames, self._part_limit)
         while True:
             if self._interrupted:
                 raise Shutdown
@@ -262,7 +259,7 @@ class SocketMessaging(Messaging):
         assert port is not None, "bind() comes first"
         if port.poll(max(0, int(timeout * 1000))):
             routing_id, *frames = port.recv_multipart()
-            return f"peer {routing_id.hex()}", unpack(frames) if self._part_limit else frames
+            return f"peer {routing_id.hex()}", unpack(frames)
         return None
 
     def interrupt(self) -> None:
