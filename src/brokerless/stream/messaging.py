@@ -20,7 +20,8 @@ Two implementations:
   (its virtual port: the routing id names the connection a batch came from) and connects one
   DEALER per other worker; a batch is one multipart message.  The virtual port is open to
   whoever reaches it, so it bounds what a peer can make it hold: MAXMSGSIZE (the largest
-  tuple plus its header) and an RCVHWM of :data:`VIRTUAL_PORT_RCVHWM` batches per connection.
+  tuple plus its header, in a packed part of its own) and an RCVHWM of
+  :data:`VIRTUAL_PORT_RCVHWM` batches per connection.
   Given the run's keys, every connection is CURVE and the port admits only the run's key
   (``security.py``); the port's ZAP handler lives and ends with it.  A batch travels *packed*:
   its frames as msgpack arrays of binaries, in as few frames as MAXMSGSIZE allows
