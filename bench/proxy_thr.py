@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _harness import load_impl_or_exit, receive_timed
+from _harness import load_impl_or_exit, process_cpu_seconds, receive_timed
 
 HERE = Path(__file__).resolve()
 DISPLAY = {"zmq": "pyzmq"}
@@ -106,13 +106,6 @@ def _spawn(*args: str, stdin: Any = subprocess.DEVNULL) -> subprocess.Popen:
     )
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far, all its threads (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def trial(proxy_impl: str, peers: str, size: int, count: int, frames: int) -> tuple[float, float]:
     """One run of the pipeline with ``proxy_impl``'s proxy: the receiver's msg/s, and the proxy
     process's CPU time per message (µs, every thread of it, start-up excluded)."""
@@ -124,7 +117,7 @@ def trial(proxy_impl: str, peers: str, size: int, count: int, frames: int) -> tu
     try:
         if proxy.stdout.readline() != "ready\n":
             raise SystemExit(f"the {proxy_impl} proxy did not start")
-        cpu_at_start = _cpu_seconds(proxy.pid)
+        cpu_at_start = process_cpu_seconds(proxy.pid)
         receiver = _spawn("--role", "receiver", "--impl", peers, "--back", back, *shape)
         sender = _spawn(
             "--role", "sender", "--impl", peers, "--front", front, *shape, stdin=subprocess.PIPE
@@ -133,7 +126,7 @@ def trial(proxy_impl: str, peers: str, size: int, count: int, frames: int) -> tu
         out, _ = receiver.communicate(timeout=600)
         if receiver.returncode != 0:
             raise SystemExit(f"the receiver failed (exit {receiver.returncode})")
-        cpu_us = (_cpu_seconds(proxy.pid) - cpu_at_start) / count * 1e6
+        cpu_us = (process_cpu_seconds(proxy.pid) - cpu_at_start) / count * 1e6
         sender.stdin.close()
         sender.wait(timeout=60)
         return json.loads(out.splitlines()[-1])["msg_per_s"], cpu_us

@@ -41,7 +41,7 @@ import time
 from functools import partial
 from typing import Any
 
-from _harness import emit
+from _harness import emit, process_cpu_seconds
 from _load import format_load, load_average
 from brokerless.stream import Bolt, Config, Spout, Topology, shuffle
 from brokerless.stream.local import run_local
@@ -116,13 +116,11 @@ def _cpu_seconds() -> float:
 
 
 def _process_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) process ``pid`` has used so far; None without ``/proc``."""
+    """CPU seconds process ``pid`` has used so far; None without ``/proc``."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()  # (the name may hold spaces)
+        return process_cpu_seconds(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:

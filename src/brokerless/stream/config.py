@@ -87,23 +87,14 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 found.append(f"{name} must be an integer >= 1, not {value!r}")
-        if self.worker_gc_threshold is not None and (
-            not isinstance(self.worker_gc_threshold, int) or self.worker_gc_threshold < 1
-        ):
-            found.append(
-                "worker_gc_threshold must be None or an integer >= 1, not "
-                f"{self.worker_gc_threshold!r}"
-            )
         if self.num_ackers is not None and (
             not isinstance(self.num_ackers, int) or self.num_ackers < 0
         ):
             found.append(f"num_ackers must be None or an integer >= 0, not {self.num_ackers!r}")
-        if self.max_spout_pending is not None and (
-            not isinstance(self.max_spout_pending, int) or self.max_spout_pending < 1
-        ):
-            found.append(
-                f"max_spout_pending must be None or an integer >= 1, not {self.max_spout_pending!r}"
-            )
+        for name in ("max_spout_pending", "worker_gc_threshold"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                found.append(f"{name} must be None or an integer >= 1, not {value!r}")
         if not self.message_timeout_secs > 0:
             found.append(f"message_timeout_secs must be > 0, not {self.message_timeout_secs!r}")
         for name in ("checkpoint_interval_secs", "checkpoint_timeout_secs"):
