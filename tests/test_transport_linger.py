@@ -36,18 +36,29 @@ class Peer:
         self.conn = Connection(zmq.PULL)
         self.sock: socket.socket | None = None
         self.received: list = []
+        self._handshaking: threading.Thread | None = None
 
     def accept(self) -> None:
         self.sock, _ = self._listener.accept()
         self.sock.settimeout(10)
 
-    def handshake(self) -> None:
+    def start_handshake(self) -> None:
+        """The handshake, in a thread of its own (the engine it talks to is held mid-way)."""
+        self._handshaking = threading.Thread(target=self._handshake, daemon=True)
+        self._handshaking.start()
+
+    def _handshake(self) -> None:
         while self.conn.peer is None:  # the greeting goes out in steps
             self.sock.sendall(self.conn.data_to_send())
             self._read()
         self.sock.sendall(self.conn.data_to_send())
 
     def read_all(self) -> None:
+        # The handshake's thread may still be feeding the engine's READY to ``conn``: one
+        # reader at a time, or data would reach ``conn`` before the READY it follows.
+        assert self._handshaking is not None
+        self._handshaking.join(10)
+        assert not self._handshaking.is_alive(), "the peer's handshake never completed"
         while len(self.received) < MESSAGES:
             self._read()
 
@@ -102,7 +113,7 @@ def _hold_at_the_peers_ready(session, peer: Peer) -> threading.Event:
         return receive(data)
 
     conn.receive = pause_at_ready
-    threading.Thread(target=peer.handshake, daemon=True).start()
+    peer.start_handshake()
     assert entered.wait(10), "the peer's READY never arrived"
     return gate
 
