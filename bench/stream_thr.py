@@ -18,7 +18,9 @@ The two cases of the project's targets (BENCHMARKS.md), both acking:
     PYTHONPATH=src python bench/stream_thr.py --mode multiprocess --workers 2 --transport ipc
 
 ``--executor-threads per_executor`` gives each executor its own thread instead of the default
-(one shared thread per worker: ``Config.executor_threads``).
+(one shared thread per worker: ``Config.executor_threads``).  ``--worker-cpus spread`` keeps
+each worker process to a CPU of its own (``Config.worker_cpus``; by default the scheduler
+places them).
 
 ``--json`` prints the result as one JSON line (``tuples_per_s`` is the spout's rate), with the
 load average at the start and the end of the run, and ``cpu_us_per_tuple``: the CPU time the
@@ -139,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="how a worker runs its executors (Config.executor_threads; default: its default)",
     )
+    parser.add_argument(
+        "--worker-cpus",
+        choices=["spread"],
+        default=None,
+        help="multiprocess: keep each worker to one CPU (Config.worker_cpus; default: the "
+        "scheduler's choice)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args(argv)
     load_at_start = load_average()
@@ -150,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         run = run_local(topo)
     else:
         config = topo.config.replace(security=args.security)
+        if args.worker_cpus is not None:  # (stream_ab.py may run this on older checkouts)
+            config = config.replace(worker_cpus=args.worker_cpus)
         run = run_multiprocess(topo, workers=args.workers, transport=args.transport, config=config)
     with run:
         # (none in local mode; stream_ab.py runs this file on checkouts older than worker_info)
@@ -181,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism": args.parallelism,
         "acking": args.acking,
         "security": args.security,
+        "worker_cpus": args.worker_cpus,
         # (stream_ab.py runs this file on older checkouts too: before the option, a thread each)
         "executor_threads": getattr(topo.config, "executor_threads", "per_executor"),
         "count": args.count,
@@ -199,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_at_end": load_average(),
     }
     workers = f", {args.workers} workers" if args.mode == "multiprocess" else ""
+    if args.worker_cpus is not None and args.mode == "multiprocess":
+        workers += f" (CPUs: {args.worker_cpus})"
     shares = [f"{c:.0%}" for c in worker_cpu if c is not None]
     busy = f"; the workers used {', '.join(shares)} of a CPU" if shares else ""
     latency = (

@@ -440,3 +440,24 @@ class ReportCollector(Bolt):
         import os
 
         self.emit([tup[0], gc.get_threshold()[0], os.getpid()])
+
+
+class ReportAffinity(Bolt):
+    """Emits ``[value, this worker's index, the CPUs of each thread of its process]`` (the
+    last a sorted list of the distinct CPU sets, each a sorted list) for each tuple."""
+
+    outputs = ["value", "worker", "thread_cpus"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.worker = context.worker_index
+
+    def process(self, tup: Any) -> None:
+        import os
+
+        seen = set()
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                seen.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
+            except OSError:  # the thread ended meanwhile
+                pass
+        self.emit([tup[0], self.worker, sorted(map(list, seen))])

@@ -94,7 +94,10 @@ def test_mistakes_are_reported_when_built_naming_the_component(mistake, make, ne
     "setting",
     [{"max_spout_pending": 0}, {"message_timeout_secs": 0}, {"num_ackers": -1},
      {"executor_queue_size": 0}, {"num_workers": 0}, {"executor_threads": "pool"},
-     {"worker_gc_threshold": 0}, {"worker_gc_threshold": "700"}],
+     {"worker_gc_threshold": 0}, {"worker_gc_threshold": "700"},
+     {"worker_cpus": "all"}, {"worker_cpus": []}, {"worker_cpus": [set()]},
+     {"worker_cpus": [{-1}]}, {"worker_cpus": [{True}]}, {"worker_cpus": ["01"]},
+     {"worker_cpus": 0}],
 )
 def test_bad_config_is_reported_when_built(setting):
     name = next(iter(setting))

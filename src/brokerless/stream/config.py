@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .affinity import WorkerCpus, setting_problem
 from .security import SECURITY_MODES
 from .serializer import MsgpackSerializer, Serializer
 
@@ -66,6 +67,14 @@ class Config:
     #: a busy worker collect every few hundred tuples (``collector.py``); None leaves the
     #: process's collector as it is.  Local mode never changes the calling process's.
     worker_gc_threshold: int | None = 50_000
+    #: The CPUs each worker process keeps to, it and its threads (multi-process runs; local
+    #: mode and Spark tasks leave their processes alone): None, the scheduler's choice;
+    #: ``"spread"``, worker i on the i-th CPU this process may use (modulo their number); or
+    #: a list of CPU sets, worker i keeping to the (i modulo its length)-th.  A worker's
+    #: threads hand the GIL to each other constantly, and kept to one CPU they share its
+    #: cache (``affinity.py``; two workers 1.38x the tuples per second in BENCHMARKS.md) --
+    #: for a machine the run has to itself: two runs spread alike share the same CPUs.
+    worker_cpus: WorkerCpus = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:
@@ -113,6 +122,9 @@ class Config:
         if self.security not in SECURITY_MODES:
             choices = " or ".join(repr(m) for m in SECURITY_MODES)
             found.append(f"security must be {choices}, not {self.security!r}")
+        cpus_problem = setting_problem(self.worker_cpus)
+        if cpus_problem is not None:
+            found.append(cpus_problem)
         if not isinstance(self.serializer, Serializer):
             found.append(f"serializer {self.serializer!r} has no dumps()/loads()")
         return found

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import brokerless as zmq
 
+from .affinity import worker_cpu_sets
 from .config import Config
 from .control import AttemptState, ControlledRun, Kind, WorkerProcessError
 from .main_module import check_not_preparing, describe_main, dumps_with_main
@@ -85,6 +86,8 @@ class MultiprocessRun(ControlledRun):
         main = describe_main()
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
+        #: The CPUs each worker keeps to (None: the scheduler's choice)
+        self._worker_cpus = worker_cpu_sets(plan.config.worker_cpus, plan.config.num_workers)
         if isinstance(topology, str):
             shipped: Any = topology
         else:
@@ -206,7 +209,13 @@ class MultiprocessRun(ControlledRun):
                 env=self._env,
             )
             self.processes.append(process)
-            job = dict(self._job, index=index, attempt=self.attempt, restore=restore)
+            job = dict(
+                self._job,
+                index=index,
+                attempt=self.attempt,
+                restore=restore,
+                cpus=self._worker_cpus[index],
+            )
             stdin = process.stdin
             assert stdin is not None, "the worker runs with stdin=PIPE"
             write_job(stdin, job)

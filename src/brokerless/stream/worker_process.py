@@ -3,10 +3,11 @@
 The driver (``multiprocess.py``) starts the process and writes its *job* to the process's
 stdin (:func:`write_job`: a length-prefixed pickle of a dict -- the topology or a
 ``module:attr`` reference, the config, the worker's index and attempt, the run's keys, the
-control endpoint).  :func:`worker_main` reads it, imports the driver's main script first as
-``__mp_main__`` (``main_module.py``) so that components defined there resolve, builds the plan
-and the assignment every worker computes alike, binds its virtual port, reports ``ready`` on
-the control channel and serves the driver (``control/worker.py``) until it says stop.
+control endpoint, the CPUs it keeps to).  :func:`worker_main` reads it, keeps to those CPUs
+(``affinity.py``), imports the driver's main script first as ``__mp_main__``
+(``main_module.py``) so that components defined there resolve, builds the plan and the
+assignment every worker computes alike, binds its virtual port, reports ``ready`` on the
+control channel and serves the driver (``control/worker.py``) until it says stop.
 
 No orphans: the process keeps its stdin open and exits at once when it reaches end-of-file,
 which happens when the driver process ends for any reason, even SIGKILL.  It ignores SIGINT:
@@ -27,6 +28,7 @@ from typing import IO, Any
 
 import brokerless as zmq
 
+from .affinity import keep_to
 from .assignment import assign
 from .collector import collector_threshold
 from .config import Config
@@ -62,6 +64,7 @@ def worker_main(stdin_fd: int = 0) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C
     (length,) = _LENGTH.unpack(_read_exactly(stdin_fd, _LENGTH.size))
     job = pickle.loads(_read_exactly(stdin_fd, length))
+    keep_to(job["cpus"])  # before any thread starts: they all inherit it
     sys.path[:0] = [p for p in job["sys_path"] if p not in sys.path]
     stopping = threading.Event()
 
