@@ -19,8 +19,8 @@ The two cases of the project's targets (BENCHMARKS.md), both acking:
 
 ``--executor-threads per_executor`` gives each executor its own thread instead of the default
 (one shared thread per worker: ``Config.executor_threads``).  ``--worker-cpus spread`` keeps
-each worker process to a CPU of its own (``Config.worker_cpus``; by default the scheduler
-places them).
+worker i to CPU i mod n of this machine's n (``Config.worker_cpus``; by default the scheduler
+places them; multi-process mode only).
 
 ``--json`` prints the result as one JSON line (``tuples_per_s`` is the spout's rate), with the
 load average at the start and the end of the run, and ``cpu_us_per_tuple``: the CPU time the
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism": args.parallelism,
         "acking": args.acking,
         "security": args.security,
-        "worker_cpus": args.worker_cpus,
+        "worker_cpus": args.worker_cpus if args.mode == "multiprocess" else None,
         # (stream_ab.py runs this file on older checkouts too: before the option, a thread each)
         "executor_threads": getattr(topo.config, "executor_threads", "per_executor"),
         "count": args.count,

@@ -5,19 +5,23 @@ local mode leaving the calling process alone, clear errors for a bad setting."""
 from __future__ import annotations
 
 import os
+import signal
+from functools import partial
 
 import pytest
 
-from brokerless.stream import Config, Topology, shuffle
+from brokerless.stream import Config, SequenceSpout, Topology, fields, shuffle
 from brokerless.stream.affinity import worker_cpu_sets
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.testing import complete_topology
 
-from .stream_topologies import ReportAffinity, Source
+from .stream_topologies import ReportAffinity, Source, StatefulCount, WordSplit, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 ALLOWED = sorted(os.sched_getaffinity(0))  # what this process (the driver) may use
 VALUES = {"values": [[i] for i in range(40)]}
+#: On one CPU a worker kept to it cannot be told from one left alone.
+two_cpus = pytest.mark.skipif(len(ALLOWED) < 2, reason="needs 2 CPUs to tell kept from not")
 
 
 def _topology(config: Config) -> Topology:
@@ -42,17 +46,49 @@ def _thread_cpus_by_worker(config: Config, mode: str = "multiprocess") -> dict[i
     return seen
 
 
+def _threads_cpus(pid: int) -> set[tuple[int, ...]]:
+    """The distinct CPU sets of process ``pid``'s threads."""
+    seen = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            seen.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
+        except OSError:  # the thread ended meanwhile
+            pass
+    return seen
+
+
+@two_cpus
 def test_spread_keeps_each_worker_and_every_thread_in_it_to_a_cpu_of_its_own():
     seen = _thread_cpus_by_worker(Config(num_workers=2, worker_cpus="spread"))
-    assert seen == {i: {(ALLOWED[i % len(ALLOWED)],)} for i in range(2)}
-    assert len(ALLOWED) < 2 or seen[0] != seen[1]
+    assert seen == {0: {(ALLOWED[0],)}, 1: {(ALLOWED[1],)}}
 
 
+@two_cpus
 def test_a_list_gives_worker_i_the_set_at_i_modulo_its_length():
-    cpus = [set(ALLOWED), {ALLOWED[-1]}]
+    cpus = [{ALLOWED[1]}, {ALLOWED[0]}]  # the reverse of spread's
     seen = _thread_cpus_by_worker(Config(num_workers=2, worker_cpus=cpus))
-    assert seen == {0: {tuple(ALLOWED)}, 1: {(ALLOWED[-1],)}}
-    assert worker_cpu_sets([{ALLOWED[0]}], 3) == [frozenset({ALLOWED[0]})] * 3
+    assert seen == {0: {(ALLOWED[1],)}, 1: {(ALLOWED[0],)}}
+    first, second = frozenset({ALLOWED[0]}), frozenset({ALLOWED[1]})
+    assert worker_cpu_sets([{ALLOWED[0]}, {ALLOWED[1]}], 3) == [first, second, first]
+    assert worker_cpu_sets("spread", len(ALLOWED) + 1)[-1] == first
+
+
+@two_cpus
+def test_a_restarted_attempt_keeps_its_new_workers_to_their_cpus():
+    config = Config(num_workers=2, checkpoint_interval_secs=0.05, worker_cpus="spread")
+    sentences = [[f"s{i} the cow jumped over the moon"] for i in range(3000)]
+    topology = (
+        Topology("affinity-restart", config)
+        .spout("sentences", partial(SequenceSpout, sentences, ["sentence"]), parallelism=2)
+        .bolt("split", WordSplit, parallelism=2, inputs={"sentences": shuffle()})
+        .bolt("count", StatefulCount, parallelism=2, inputs={"split": fields("word")})
+    )
+    with run_multiprocess(topology) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 1, what="a checkpoint")
+        os.kill(run.pids[1], signal.SIGKILL)
+        run.wait_until_done(60)
+        assert run.attempt == 2 and run.errors() == []
+        assert [_threads_cpus(pid) for pid in run.pids] == [{(ALLOWED[0],)}, {(ALLOWED[1],)}]
 
 
 def test_by_default_workers_run_wherever_the_driver_may():
@@ -63,8 +99,9 @@ def test_by_default_workers_run_wherever_the_driver_may():
 
 def test_local_mode_leaves_the_calling_process_alone():
     seen = _thread_cpus_by_worker(Config(num_workers=2, worker_cpus="spread"), mode="local")
-    assert set(seen) == {0, 1}  # local mode's two in-process workers
-    assert os.sched_getaffinity(0) == set(ALLOWED)
+    # (local mode's two workers are in this process: every thread of it, as it was)
+    assert seen == {0: {tuple(ALLOWED)}, 1: {tuple(ALLOWED)}}
+    assert _threads_cpus(os.getpid()) == {tuple(ALLOWED)}
 
 
 def test_cpus_this_process_may_not_use_are_refused_before_any_worker_starts():

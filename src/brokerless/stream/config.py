@@ -71,9 +71,10 @@ class Config:
     #: mode and Spark tasks leave their processes alone): None, the scheduler's choice;
     #: ``"spread"``, worker i on the i-th CPU this process may use (modulo their number); or
     #: a list of CPU sets, worker i keeping to the (i modulo its length)-th.  A worker's
-    #: threads hand the GIL to each other constantly, and kept to one CPU they share its
-    #: cache (``affinity.py``; two workers 1.38x the tuples per second in BENCHMARKS.md) --
-    #: for a machine the run has to itself: two runs spread alike share the same CPUs.
+    #: threads hand the GIL to each other constantly, and kept to one CPU they go faster
+    #: (``affinity.py``; two workers on two CPUs 1.26x the tuples per second in
+    #: BENCHMARKS.md) -- for a machine the run has to itself: two runs spread alike share
+    #: the same CPUs.
     worker_cpus: WorkerCpus = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
