@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 #: The class of the sockets a context makes (``zmq.Context[MySocket]``).
 _SocketT = TypeVar("_SocketT", bound="Socket[Any]", covariant=True)
+#: The options that change the I/O threads' CPU set (set only, as in libzmq)
+_AFFINITY = (ContextOption.THREAD_AFFINITY_CPU_ADD, ContextOption.THREAD_AFFINITY_CPU_REMOVE)
 
 
 class Context(ContextOptionAttrs, Generic[_SocketT]):
@@ -95,7 +97,10 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             ContextOption.MAX_SOCKETS: 1023,
             ContextOption.SOCKET_LIMIT: 65535,
             ContextOption.BLOCKY: 1,
+            ContextOption.THREAD_NAME_PREFIX: 0,
         }
+        #: THREAD_AFFINITY_CPU_ADD/_REMOVE: the CPUs the I/O threads keep to (none: any)
+        self._thread_cpus: set[int] = set()
         self.sockopts: dict[int, Any] = {}
         self._sockets: weakref.WeakSet[Socket[Any]] = weakref.WeakSet()
         # Re-entrant: a socket's finalizer (close on garbage collection) may run while this
@@ -169,12 +174,42 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
         if not isinstance(value, int) or value < 0:
             raise ZMQError(EINVAL, f"Invalid argument: {opt.name} takes an int >= 0")
-        self._options[opt] = value
+        if opt in _AFFINITY:
+            self._set_thread_cpu(opt, value)
+        elif opt is ContextOption.THREAD_PRIORITY:
+            # accepted, not applied (README); its number, 3, is SOCKET_LIMIT to get, which
+            # setting it leaves as it is, as in libzmq
+            return
+        else:
+            self._options[opt] = value
+
+    def _set_thread_cpu(self, opt: ContextOption, cpu: int) -> None:
+        """THREAD_AFFINITY_CPU_ADD/_REMOVE, libzmq's: the I/O threads started from now on keep
+        to the CPUs added (where the platform can keep a thread to CPUs; elsewhere, as
+        libzmq, the set is kept and not applied).  A CPU this process cannot run on is taken,
+        as libzmq takes it; an I/O thread left with none of its CPUs says so and runs on any
+        (``io/thread.py``)."""
+        if opt is ContextOption.THREAD_AFFINITY_CPU_REMOVE:
+            if cpu not in self._thread_cpus:
+                raise ZMQError(
+                    EINVAL,
+                    f"Invalid argument: CPU {cpu} is not in the I/O threads' affinity "
+                    f"{sorted(self._thread_cpus)} (THREAD_AFFINITY_CPU_ADD adds one)",
+                )
+            self._thread_cpus.discard(cpu)
+            return
+        self._thread_cpus.add(cpu)
 
     def get(self, option: int) -> int:
         try:
-            return self._options[ContextOption(option)]
-        except (ValueError, KeyError):
+            opt = ContextOption(option)
+        except ValueError:
+            raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
+        if opt in _AFFINITY:
+            raise ZMQError(EINVAL, f"Invalid argument: {opt.name} can be set, not read (libzmq)")
+        try:
+            return self._options[opt]
+        except KeyError:
             raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
 
     @property
@@ -313,7 +348,8 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
                 raise error(ETERM, "Context was terminated: create a new Context")
             if not self._io_threads:
                 count = max(1, self._options[ContextOption.IO_THREADS])
-                self._io_threads = [IOThread(f"brokerless-io-{i}") for i in range(count)]
+                cpus = frozenset(self._thread_cpus) if self._thread_cpus else None
+                self._io_threads = [IOThread(f"brokerless-io-{i}", cpus) for i in range(count)]
             io = self._io_threads[self._next_io % len(self._io_threads)]
             self._next_io += 1
             return io

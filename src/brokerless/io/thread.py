@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import selectors
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -72,7 +74,8 @@ class Timer:
 class IOThread:
     """One reactor thread; see the module docstring."""
 
-    def __init__(self, name: str = "brokerless-io") -> None:
+    def __init__(self, name: str = "brokerless-io", cpus: frozenset[int] | None = None) -> None:
+        self._cpus = cpus  # the CPUs it keeps to (the context's THREAD_AFFINITY_CPU_ADD)
         self._selector = selectors.DefaultSelector()
         self._mailbox: Mailbox[Callable[[Any], None]] = Mailbox()
         self._mailbox.use_fd()
@@ -166,6 +169,17 @@ class IOThread:
             traceback.print_exc()
 
     def _run(self) -> None:
+        if self._cpus is not None and hasattr(os, "sched_setaffinity"):
+            try:
+                os.sched_setaffinity(0, self._cpus)  # (0: this thread)
+            except OSError as exc:  # none of them is a CPU this process may run on
+                warnings.warn(
+                    f"{self._thread.name} cannot keep to CPUs {sorted(self._cpus)} "
+                    f"(THREAD_AFFINITY_CPU_ADD; {exc.strerror}): this process may run on "
+                    f"{sorted(os.sched_getaffinity(0))}; the thread runs on any of those",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
         select = self._selector.select
         mailbox = self._mailbox
         mailbox_fd = mailbox.fileno()
