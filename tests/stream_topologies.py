@@ -452,12 +452,17 @@ class ReportAffinity(Bolt):
         self.worker = context.worker_index
 
     def process(self, tup: Any) -> None:
-        import os
+        self.emit([tup[0], self.worker, sorted(map(list, threads_cpus()))])
 
-        seen = set()
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                seen.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
-            except OSError:  # the thread ended meanwhile
-                pass
-        self.emit([tup[0], self.worker, sorted(map(list, seen))])
+
+def threads_cpus(pid: int | str = "self") -> set[tuple[int, ...]]:
+    """The distinct CPU sets of process ``pid``'s threads (each sorted; Linux ``/proc``)."""
+    import os
+
+    seen = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            seen.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
+        except OSError:  # the thread ended meanwhile
+            pass
+    return seen

@@ -15,7 +15,14 @@ from brokerless.stream.affinity import worker_cpu_sets
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.testing import complete_topology
 
-from .stream_topologies import ReportAffinity, Source, StatefulCount, WordSplit, wait_for
+from .stream_topologies import (
+    ReportAffinity,
+    Source,
+    StatefulCount,
+    WordSplit,
+    threads_cpus,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(120)
 ALLOWED = sorted(os.sched_getaffinity(0))  # what this process (the driver) may use
@@ -43,17 +50,6 @@ def _thread_cpus_by_worker(config: Config, mode: str = "multiprocess") -> dict[i
     seen: dict[int, set] = {}
     for _, worker, thread_cpus in reports:
         seen.setdefault(worker, set()).update(tuple(cpus) for cpus in thread_cpus)
-    return seen
-
-
-def _threads_cpus(pid: int) -> set[tuple[int, ...]]:
-    """The distinct CPU sets of process ``pid``'s threads."""
-    seen = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            seen.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
-        except OSError:  # the thread ended meanwhile
-            pass
     return seen
 
 
@@ -88,7 +84,7 @@ def test_a_restarted_attempt_keeps_its_new_workers_to_their_cpus():
         os.kill(run.pids[1], signal.SIGKILL)
         run.wait_until_done(60)
         assert run.attempt == 2 and run.errors() == []
-        assert [_threads_cpus(pid) for pid in run.pids] == [{(ALLOWED[0],)}, {(ALLOWED[1],)}]
+        assert [threads_cpus(pid) for pid in run.pids] == [{(ALLOWED[0],)}, {(ALLOWED[1],)}]
 
 
 def test_by_default_workers_run_wherever_the_driver_may():
@@ -101,7 +97,7 @@ def test_local_mode_leaves_the_calling_process_alone():
     seen = _thread_cpus_by_worker(Config(num_workers=2, worker_cpus="spread"), mode="local")
     # (local mode's two workers are in this process: every thread of it, as it was)
     assert seen == {0: {tuple(ALLOWED)}, 1: {tuple(ALLOWED)}}
-    assert _threads_cpus(os.getpid()) == {tuple(ALLOWED)}
+    assert threads_cpus(os.getpid()) == {tuple(ALLOWED)}
 
 
 def test_cpus_this_process_may_not_use_are_refused_before_any_worker_starts():

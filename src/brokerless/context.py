@@ -202,15 +202,14 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
 
     def get(self, option: int) -> int:
         try:
-            opt = ContextOption(option)
+            opt: ContextOption | None = ContextOption(option)
         except ValueError:
-            raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
+            opt = None
         if opt in _AFFINITY:
             raise ZMQError(EINVAL, f"Invalid argument: {opt.name} can be set, not read (libzmq)")
-        try:
-            return self._options[opt]
-        except KeyError:
-            raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
+        if opt not in self._options:
+            raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}")
+        return self._options[opt]
 
     @property
     def closed(self) -> bool:

@@ -168,18 +168,23 @@ class IOThread:
         except Exception:  # reported on stderr, not swallowed
             traceback.print_exc()
 
+    def _keep_to_cpus(self) -> None:
+        """Keep this thread to its CPUs, if it was given any (and the platform can)."""
+        if self._cpus is None or not hasattr(os, "sched_setaffinity"):
+            return
+        try:
+            os.sched_setaffinity(0, self._cpus)  # (0: this thread)
+        except OSError as exc:  # none of them is a CPU this process may run on
+            warnings.warn(
+                f"{self._thread.name} cannot keep to CPUs {sorted(self._cpus)} "
+                f"(THREAD_AFFINITY_CPU_ADD; {exc.strerror}): this process may run on "
+                f"{sorted(os.sched_getaffinity(0))}; the thread runs on any of those",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
     def _run(self) -> None:
-        if self._cpus is not None and hasattr(os, "sched_setaffinity"):
-            try:
-                os.sched_setaffinity(0, self._cpus)  # (0: this thread)
-            except OSError as exc:  # none of them is a CPU this process may run on
-                warnings.warn(
-                    f"{self._thread.name} cannot keep to CPUs {sorted(self._cpus)} "
-                    f"(THREAD_AFFINITY_CPU_ADD; {exc.strerror}): this process may run on "
-                    f"{sorted(os.sched_getaffinity(0))}; the thread runs on any of those",
-                    RuntimeWarning,
-                    stacklevel=1,
-                )
+        self._keep_to_cpus()
         select = self._selector.select
         mailbox = self._mailbox
         mailbox_fd = mailbox.fileno()
