@@ -54,12 +54,13 @@ def pack(value: Any) -> bytes:
 
 
 def pipeline(workers: int, **config: Any) -> Topology:
-    """A reliable spout -> relay -> sink, forever."""
+    """A reliable spout -> relay -> sink, forever; two sink executors, so that on two workers
+    worker 0 holds the spout and a sink, fed by the relay in worker 1."""
     return (
         Topology("hostile", Config(num_workers=workers, **config))
         .spout("spout", ReliableCounter)
         .bolt("relay", Relay, inputs={"spout": shuffle()})
-        .bolt("sink", Sink, inputs={"relay": shuffle()})
+        .bolt("sink", Sink, parallelism=2, inputs={"relay": shuffle()})
     )
 
 
@@ -71,7 +72,7 @@ class Targets:
         here = assignment.tasks(0)
         (self.spout,) = plan.component_tasks["spout"]
         (self.relay,) = plan.component_tasks["relay"]
-        (self.sink,) = plan.component_tasks["sink"]
+        (self.sink,) = [t for t in plan.component_tasks["sink"] if t in here]
         (self.acker,) = [t for t in plan.acker_tasks if t in here]
         (relay_executor,) = plan.components["relay"].executors
         self.relay_executor = relay_executor

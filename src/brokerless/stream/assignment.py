@@ -2,16 +2,34 @@
 
 The assignment is a pure function of the plan and the number of workers: every worker (a
 process of ``run_multiprocess``, or a barrier task of ``brokerless.spark.run_on_spark``)
-computes the same map from the same inputs, with no coordinator.  Executors are dealt
-round-robin in plan order (component by component, in declaration order, ackers last), which
-spreads each component over the workers.
+computes the same map from the same inputs, with no coordinator.
+
+Theory of operation
+-------------------
+A tuple that crosses workers costs both workers far more than one handed over inside a worker
+(encoding, the link's threads, checks on arrival: BENCHMARKS.md, *Stream layer*), so placement
+keeps neighbours together where balance allows.  The components' executors are dealt in plan
+order (component by component, in declaration order), each to a worker with the fewest
+executors of its component, among those one with the fewest executors in all, and among those
+the one holding the most executors of the components it subscribes to (then the lowest index).
+The first two keep every component spread evenly and the workers' executor counts within one
+of each other, as Storm's round-robin deal does (and with executors enough to give each worker
+some of each component, it is that deal); the third keeps a chain of components with fewer
+executors than workers together instead of scattering it: spout -> transform -> consume on two
+workers puts the spout on one and both bolts on the other (a tuple crosses once, not twice), as
+Storm's resource-aware scheduler places connected components next to each other.
+
+The system's ackers are dealt last, apart: each to a worker with the fewest ackers, the one
+with the most spout executors first, since a spout settles its trees through an acker of its
+own worker when it has one (``SpoutExecutor.new_root``): ACK_INIT and ACKED then never cross.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import TopologyPlan
+from .component import ComponentKind
+from .plan import ACKER, TopologyPlan
 
 
 @dataclass(frozen=True)
@@ -28,9 +46,38 @@ class Assignment:
 
 
 def assign(plan: TopologyPlan, num_workers: int) -> Assignment:
-    """Place ``plan``'s executors on ``num_workers`` workers."""
+    """Place ``plan``'s executors on ``num_workers`` workers (see the module doc)."""
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, not {num_workers}")
-    executor_worker = tuple(e.id % num_workers for e in plan.executors)
+    workers = range(num_workers)
+    placed: dict[int, int] = {}
+    executors = [0] * num_workers  # components' executors on each worker
+    #: component -> how many of its executors each worker holds
+    holding: dict[str, list[int]] = {name: [0] * num_workers for name in plan.components}
+    ackers = [e for e in plan.executors if e.component == ACKER]
+    for executor in plan.executors:
+        if executor.component == ACKER:
+            continue
+        near = [0] * num_workers
+        for source, _ in plan.components[executor.component].inputs:
+            for worker, count in enumerate(holding[source]):
+                near[worker] += count
+        own = holding[executor.component]
+        worker = min(workers, key=lambda w: (own[w], executors[w], -near[w], w))
+        placed[executor.id] = worker
+        executors[worker] += 1
+        own[worker] += 1
+    spouts = [0] * num_workers
+    for name, component in plan.components.items():
+        if component.kind is ComponentKind.SPOUT:
+            for worker, count in enumerate(holding[name]):
+                spouts[worker] += count
+    dealt = [0] * num_workers  # ackers on each worker
+    for executor in ackers:
+        fewest = min(dealt)
+        worker = min((w for w in workers if dealt[w] == fewest), key=lambda w: (-spouts[w], w))
+        placed[executor.id] = worker
+        dealt[worker] += 1
+    executor_worker = tuple(placed[e.id] for e in plan.executors)
     task_worker = {t: executor_worker[e.id] for e in plan.executors for t in e.tasks}
     return Assignment(num_workers, executor_worker, task_worker)
