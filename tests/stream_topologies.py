@@ -429,17 +429,18 @@ class EndingWALSpout(WALSpout):
         return self.ended
 
 
-class ReportCollector(Bolt):
-    """Emits ``[value, generation 0's collection threshold in this process, its pid]`` for
-    each tuple."""
+class ReportInterpreter(Bolt):
+    """Emits ``[value, generation 0's collection threshold in this process, its GIL's switch
+    interval, its pid]`` for each tuple."""
 
-    outputs = ["value", "threshold", "pid"]
+    outputs = ["value", "threshold", "interval", "pid"]
 
     def process(self, tup: Any) -> None:
         import gc
         import os
+        import sys
 
-        self.emit([tup[0], gc.get_threshold()[0], os.getpid()])
+        self.emit([tup[0], gc.get_threshold()[0], sys.getswitchinterval(), os.getpid()])
 
 
 class ReportAffinity(Bolt):

@@ -56,7 +56,7 @@ from .spark_topologies import (
     raise_deep_in_task,
     wait_for_cancel,
 )
-from .stream_topologies import Counter, FailingCount, ReportCollector, Sink, Source, wait_for
+from .stream_topologies import Counter, FailingCount, ReportInterpreter, Sink, Source, wait_for
 from .test_stream_state import EXPECTED as STATEFUL_EXPECTED
 from .test_stream_state import SENTENCES as STATEFUL_SENTENCES
 from .test_stream_state import word_count as stateful_word_count
@@ -256,28 +256,32 @@ def test_complete_on_spark_with_mocked_sources(spark):
 
 
 @pytest.mark.timeout(180)
-def test_a_task_collects_garbage_at_the_configured_pace_and_leaves_the_old_one_after(spark):
-    config = Config(worker_gc_threshold=43_210)
+def test_a_task_runs_with_the_configured_interpreter_settings_and_leaves_the_old_ones_after(
+    spark,
+):
+    config = Config(worker_gc_threshold=43_210, worker_switch_interval=0.004)
     topology = (
-        Topology("collector", config)
+        Topology("interpreter", config)
         .spout("values", Source)
-        .bolt("report", ReportCollector, parallelism=SLOTS, inputs={"values": shuffle()})
+        .bolt("report", ReportInterpreter, parallelism=SLOTS, inputs={"values": shuffle()})
     )
     result = complete_on_spark(
         topology, {"values": [[i] for i in range(60)]}, spark=spark, workers=SLOTS, timeout=120
     )
     assert result.errors == []
-    assert sorted(v for v, _, _ in result.emitted("report")) == list(range(60))
-    assert {threshold for _, threshold, _ in result.emitted("report")} == {43_210}
-    # Spark runs its next tasks in the same Python processes: theirs is as it was before
-    ran = {pid for _, _, pid in result.emitted("report")}
+    assert sorted(v for v, _, _, _ in result.emitted("report")) == list(range(60))
+    assert {(t, i) for _, t, i, _ in result.emitted("report")} == {(43_210, 0.004)}
+    # Spark runs its next tasks in the same Python processes: theirs are as they were before
+    ran = {pid for _, _, _, pid in result.emitted("report")}
     after = dict(
         spark.sparkContext.parallelize(range(4 * SLOTS), 4 * SLOTS)
-        .map(lambda _: (os.getpid(), gc.get_threshold()[0]))
+        .map(lambda _: (os.getpid(), (gc.get_threshold()[0], sys.getswitchinterval())))
         .collect()
     )
     assert ran & set(after), f"no task ran where the topology did: {ran} then {after}"
-    assert {after[pid] for pid in ran & set(after)} == {gc.get_threshold()[0]}
+    assert {after[pid] for pid in ran & set(after)} == {
+        (gc.get_threshold()[0], sys.getswitchinterval())
+    }
 
 
 @pytest.mark.timeout(90)

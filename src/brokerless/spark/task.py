@@ -31,8 +31,8 @@ from pyspark import BarrierTaskContext
 
 import brokerless as zmq
 from brokerless.stream.assignment import assign
-from brokerless.stream.collector import collector_threshold
 from brokerless.stream.control import Kind, WorkerChannel, serve, started_info
+from brokerless.stream.interpreter import worker_interpreter
 from brokerless.stream.messaging import SocketMessaging
 from brokerless.stream.worker import Worker
 
@@ -86,7 +86,8 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
         except BaseException:  # another task failed the barrier: the stage has failed
             worker.stop()  # closes its bound socket, or term() below would wait for it
             raise
-        with collector_threshold(config.worker_gc_threshold):  # restored for Spark's next task
+        # (restored for Spark's next task, which runs in this process)
+        with worker_interpreter(config.worker_gc_threshold, config.worker_switch_interval):
             try:
                 worker.start(endpoints)
             except Exception:

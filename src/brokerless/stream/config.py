@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,9 +65,15 @@ class Config:
     security: str = "curve"
     #: The cyclic garbage collector's generation-0 threshold in each worker's process while
     #: it runs (worker processes and Spark tasks): CPython's default, 700 allocations, makes
-    #: a busy worker collect every few hundred tuples (``collector.py``); None leaves the
+    #: a busy worker collect every few hundred tuples (``interpreter.py``); None leaves the
     #: process's collector as it is.  Local mode never changes the calling process's.
     worker_gc_threshold: int | None = 50_000
+    #: The GIL's switch interval in seconds (``sys.setswitchinterval``) in each worker's
+    #: process while it runs (worker processes and Spark tasks): a worker's threads hand work
+    #: to each other, and one handed work waits for the GIL up to this long; at CPython's
+    #: 5 ms a two-worker topology waited more than it worked (``interpreter.py``).  None leaves
+    #: the process's as it is.  Local mode never changes the calling process's.
+    worker_switch_interval: float | None = 0.002
     #: The CPUs each worker process keeps to, it and its threads (multi-process runs; local
     #: mode and Spark tasks leave their processes alone): None, the scheduler's choice;
     #: ``"spread"``, worker i on the i-th CPU this process may use (modulo their number); or
@@ -105,6 +112,15 @@ class Config:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 found.append(f"{name} must be None or an integer >= 1, not {value!r}")
+        interval = self.worker_switch_interval
+        if interval is not None and (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or not 0 < interval < math.inf
+        ):
+            found.append(
+                f"worker_switch_interval must be None or a number of seconds > 0, not {interval!r}"
+            )
         if not self.message_timeout_secs > 0:
             found.append(f"message_timeout_secs must be > 0, not {self.message_timeout_secs!r}")
         for name in ("checkpoint_interval_secs", "checkpoint_timeout_secs"):

@@ -30,9 +30,9 @@ import brokerless as zmq
 
 from .affinity import keep_to
 from .assignment import assign
-from .collector import collector_threshold
 from .config import Config
 from .control import Kind, WorkerChannel, serve, started_info
+from .interpreter import worker_interpreter
 from .main_module import prepare_main
 from .messaging import SocketMessaging
 from .topology import load_topology
@@ -103,7 +103,7 @@ def worker_main(stdin_fd: int = 0) -> int:
         )
         endpoint = worker.bind()
         channel.announce((Kind.READY, endpoint))
-        with collector_threshold(config.worker_gc_threshold):
+        with worker_interpreter(config.worker_gc_threshold, config.worker_switch_interval):
             serve(worker, channel, started_info(worker, endpoint))
         return 0
     except Exception:
