@@ -35,9 +35,10 @@ def test_a_chain_of_single_executors_crosses_workers_once():
     assert sorted(workers_of(plan, placed, ACKER)) == [0, 1]
 
 
-def test_a_longer_chain_stays_in_runs():
+def test_a_longer_chain_crosses_fewer_times_than_the_round_robin_deal():
     plan = chain(4).build(Config(num_workers=2))
     placed = assign(plan, 2)
+    # greedy, in declaration order: two crossings (round-robin's 0, 1, 0, 1 made three)
     assert [workers_of(plan, placed, f"c{i}")[0] for i in range(4)] == [0, 1, 1, 0]
 
 
@@ -65,6 +66,18 @@ def test_ackers_go_first_where_the_spouts_are():
     placed = assign(plan, 3)
     spouts = {workers_of(plan, placed, "a")[0], workers_of(plan, placed, "b")[0]}
     assert len(spouts) == 2 and set(workers_of(plan, placed, ACKER)) == spouts
+
+
+def test_ackers_follow_a_spout_that_is_not_on_the_first_worker():
+    topo = (
+        Topology("spout-last", Config(num_workers=2, num_ackers=1))
+        .bolt("x", Relay, inputs={"s": shuffle()})
+        .spout("s", Source)
+    )
+    plan = topo.build()
+    placed = assign(plan, 2)
+    assert workers_of(plan, placed, "x") == [0]
+    assert workers_of(plan, placed, ACKER) == workers_of(plan, placed, "s") == [1]
 
 
 @st.composite

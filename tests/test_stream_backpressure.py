@@ -211,8 +211,8 @@ def test_a_shared_thread_does_not_step_an_executor_whose_queue_downstream_is_ful
 
 
 def test_a_worker_stops_while_its_shared_thread_holds_executors_back():
-    # Executors are dealt to the workers round-robin in declaration order: the spout and the
-    # relay share worker 0, the gate is worker 1's.  The relay has sent its window of credits
+    # Placement (assignment.py): the spout on worker 0, the gate (declared next) on worker 1,
+    # the relay beside its input, on worker 0.  The relay has sent its window of credits
     # to the closed gate and holds the rest; its queue fills, and the spout, whose emits would
     # go there, is not stepped either.  Stopping the worker must still end both, and its thread.
     gate = threading.Semaphore(0)
@@ -239,8 +239,8 @@ def test_a_worker_stops_while_its_shared_thread_holds_executors_back():
 
 def test_items_whose_output_waits_for_credits_are_not_counted_as_handled():
     # The completion detector trusts that an item counts as handled only once what it emitted
-    # is on its way.  Worker 0's relay (executors are dealt round-robin: the spout and the
-    # relay on worker 0, the gate on worker 1) turns the one spout tuple into ten for the
+    # is on its way.  Worker 0's relay (placed beside its input, the spout, on worker 0; the
+    # gate on worker 1) turns the one spout tuple into ten for the
     # other worker, which has credits for eight: two wait in the relay's outbox, and until
     # they leave, worker 0 must not look finished.
     gate = threading.Semaphore(0)

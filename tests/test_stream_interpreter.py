@@ -7,7 +7,10 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy
 import pytest
 
 from brokerless.stream import Config, Topology, TopologyError, shuffle
@@ -62,11 +65,25 @@ def test_each_setting_is_left_alone_when_only_the_other_is_given(before):
         assert sys.getswitchinterval() == interval
 
 
-@pytest.mark.parametrize("bad", [0, -0.001, float("inf"), float("nan"), True, "0.002"])
+@pytest.mark.parametrize(
+    "bad",
+    [0, -0.001, 1e-9, 1e300, 10**400, float("inf"), float("nan"), True, "0.002", Decimal("0.002")],
+)
 def test_a_bad_switch_interval_is_refused_when_built(bad):
+    # (sys.setswitchinterval would take 1e-9 and 1e300 and switch every microsecond, and
+    # 10**400 would fail the worker at its start)
     topo = _topology(Config(worker_switch_interval=bad))
-    with pytest.raises(TopologyError, match="worker_switch_interval must be None or a number"):
+    with pytest.raises(
+        TopologyError, match=r"worker_switch_interval must be None or a number of seconds from"
+    ):
         topo.build()
+
+
+@pytest.mark.parametrize("good", [1, 1e-6, 1e6, 0.5, numpy.float32(0.004), Fraction(1, 250)])
+def test_any_real_number_of_seconds_in_range_is_taken_and_applied(good, before):
+    _topology(Config(worker_switch_interval=good)).build()
+    with worker_interpreter(None, good):
+        assert sys.getswitchinterval() == pytest.approx(float(good))
 
 
 def _topology(config: Config | None = None) -> Topology:

@@ -95,6 +95,7 @@ def test_mistakes_are_reported_when_built_naming_the_component(mistake, make, ne
     [{"max_spout_pending": 0}, {"message_timeout_secs": 0}, {"num_ackers": -1},
      {"executor_queue_size": 0}, {"num_workers": 0}, {"executor_threads": "pool"},
      {"worker_gc_threshold": 0}, {"worker_gc_threshold": "700"},
+     {"worker_gc_threshold": 2**31},
      {"worker_cpus": "all"}, {"worker_cpus": []}, {"worker_cpus": [set()]},
      {"worker_cpus": [{-1}]}, {"worker_cpus": [{True}]}, {"worker_cpus": ["01"]},
      {"worker_cpus": 0}],

@@ -13,15 +13,18 @@ order (component by component, in declaration order), each to a worker with the 
 executors of its component, among those one with the fewest executors in all, and among those
 the one holding the most executors of the components it subscribes to (then the lowest index).
 The first two keep every component spread evenly and the workers' executor counts within one
-of each other, as Storm's round-robin deal does (and with executors enough to give each worker
-some of each component, it is that deal); the third keeps a chain of components with fewer
-executors than workers together instead of scattering it: spout -> transform -> consume on two
-workers puts the spout on one and both bolts on the other (a tuple crosses once, not twice), as
-Storm's resource-aware scheduler places connected components next to each other.
+of each other, as Storm's round-robin deal does (when every component's parallelism is a
+multiple of the number of workers, it is that deal); the third keeps neighbours together where
+that leaves a choice, greedily, in declaration order -- not the fewest crossings possible, but
+no more than the round-robin deal's: spout -> transform -> consume on two workers puts the
+spout on one and both bolts on the other (a tuple crosses once, not twice), as Storm's
+resource-aware scheduler places connected components next to each other.
 
 The system's ackers are dealt last, apart: each to a worker with the fewest ackers, the one
 with the most spout executors first, since a spout settles its trees through an acker of its
 own worker when it has one (``SpoutExecutor.new_root``): ACK_INIT and ACKED then never cross.
+Dealt apart, the ackers may leave a worker with one executor more than balance alone would
+(one acker, beside a spout whose worker already holds one more).
 """
 
 from __future__ import annotations

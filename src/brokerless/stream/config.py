@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +11,12 @@ from typing import Any
 from .affinity import WorkerCpus, setting_problem
 from .security import SECURITY_MODES
 from .serializer import MsgpackSerializer, Serializer
+
+#: The bounds of ``Config.worker_switch_interval``, in seconds: what ``sys.setswitchinterval``
+#: keeps as given (it counts in microseconds).
+SWITCH_INTERVALS = (1e-6, 1e6)
+#: The largest ``Config.worker_gc_threshold``: what ``gc.set_threshold`` takes.
+MAX_GC_THRESHOLD = 2**31 - 1
 
 #: The values of ``Config.executor_threads``.
 EXECUTOR_THREADS = ("shared", "per_executor")
@@ -70,9 +76,10 @@ class Config:
     worker_gc_threshold: int | None = 50_000
     #: The GIL's switch interval in seconds (``sys.setswitchinterval``) in each worker's
     #: process while it runs (worker processes and Spark tasks): a worker's threads hand work
-    #: to each other, and one handed work waits for the GIL up to this long; at CPython's
-    #: 5 ms a two-worker topology waited more than it worked (``interpreter.py``).  None leaves
-    #: the process's as it is.  Local mode never changes the calling process's.
+    #: to each other, and one handed work waits for the GIL up to this long: at CPython's
+    #: 5 ms that waiting set a two-worker topology's pace (``interpreter.py``).  From 1e-6 to
+    #: 1e6; None leaves the process's as it is.  Local mode never changes the calling
+    #: process's.
     worker_switch_interval: float | None = 0.002
     #: The CPUs each worker process keeps to, it and its threads (multi-process runs; local
     #: mode and Spark tasks leave their processes alone): None, the scheduler's choice;
@@ -108,18 +115,27 @@ class Config:
             not isinstance(self.num_ackers, int) or self.num_ackers < 0
         ):
             found.append(f"num_ackers must be None or an integer >= 0, not {self.num_ackers!r}")
-        for name in ("max_spout_pending", "worker_gc_threshold"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                found.append(f"{name} must be None or an integer >= 1, not {value!r}")
-        interval = self.worker_switch_interval
-        if interval is not None and (
-            isinstance(interval, bool)
-            or not isinstance(interval, int | float)
-            or not 0 < interval < math.inf
+        pending = self.max_spout_pending
+        if pending is not None and (not isinstance(pending, int) or pending < 1):
+            found.append(f"max_spout_pending must be None or an integer >= 1, not {pending!r}")
+        threshold = self.worker_gc_threshold
+        if threshold is not None and (
+            not isinstance(threshold, int) or not 1 <= threshold <= MAX_GC_THRESHOLD
         ):
             found.append(
-                f"worker_switch_interval must be None or a number of seconds > 0, not {interval!r}"
+                f"worker_gc_threshold must be None or an integer from 1 to {MAX_GC_THRESHOLD}, "
+                f"not {threshold!r}"
+            )
+        interval = self.worker_switch_interval
+        low, high = SWITCH_INTERVALS
+        if interval is not None and (
+            isinstance(interval, bool)
+            or not isinstance(interval, numbers.Real)
+            or not low <= interval <= high
+        ):
+            found.append(
+                f"worker_switch_interval must be None or a number of seconds from {low:g} to "
+                f"{high:g}, not {interval!r}"
             )
         if not self.message_timeout_secs > 0:
             found.append(f"message_timeout_secs must be > 0, not {self.message_timeout_secs!r}")

@@ -18,9 +18,10 @@ has the GIL: when the thread holding it blocks, or has held it for the switch in
 about four times (two in each worker), and so do the acks of its tree on their way back, so a
 busy executor thread stretched every tree's complete latency, and a topology whose spouts may
 have only ``max_spout_pending`` tuples in flight went at that latency's pace: a two-worker
-topology on two CPUs ran 1.26 to 1.34 times the tuples per second at 2 ms (its complete
-latency from ~13 to ~10 ms), while 1 ms cost more in switching than it saved (1.02 to 1.14
-times) and 20 ms starved the link (0.78; BENCHMARKS.md, *Stream layer*).
+topology on two CPUs ran up to 1.34 times the tuples per second at 2 ms (its complete latency
+from ~13 to ~10 ms), and 1 ms gained less (1.02 to 1.14 times: it switches more often); with
+the earlier placement, when a worker was at its CPU's limit, 1 ms was level and 20 ms starved
+the link (0.78; BENCHMARKS.md, *Stream layer*).
 
 Only a worker's own process is changed (a worker process, or a Spark task while it runs,
 restored after); local mode runs in the caller's process and leaves it alone.
@@ -41,11 +42,11 @@ def worker_interpreter(gc_threshold: int | None, switch_interval: float | None) 
     restore what each was; None leaves that one alone."""
     thresholds = gc.get_threshold()
     interval = sys.getswitchinterval()
-    if gc_threshold is not None:
-        gc.set_threshold(gc_threshold, *thresholds[1:])
-    if switch_interval is not None:
-        sys.setswitchinterval(switch_interval)
     try:
+        if gc_threshold is not None:
+            gc.set_threshold(gc_threshold, *thresholds[1:])
+        if switch_interval is not None:
+            sys.setswitchinterval(float(switch_interval))
         yield
     finally:
         if gc_threshold is not None:
