@@ -20,7 +20,9 @@ The two cases of the project's targets (BENCHMARKS.md), both acking:
 ``--executor-threads per_executor`` gives each executor its own thread instead of the default
 (one shared thread per worker: ``Config.executor_threads``).  ``--worker-cpus spread`` keeps
 worker i to CPU i mod n of this machine's n (``Config.worker_cpus``; by default the scheduler
-places them; multi-process mode only).
+places them; multi-process mode only); ``--worker-switch-interval 0.005`` (or ``none``) runs
+the workers with another GIL switch interval than the default 2 ms
+(``Config.worker_switch_interval``).
 
 ``--json`` prints the result as one JSON line (``tuples_per_s`` is the spout's rate), with the
 load average at the start and the end of the run, and ``cpu_us_per_tuple``: the CPU time the
@@ -110,6 +112,16 @@ def topology(count: int, size: int, acking: bool, parallelism: int) -> Topology:
     )
 
 
+def _switch_interval(text: str) -> float | str:
+    """``--worker-switch-interval``: seconds, or "none" (Python's own)."""
+    if text == "none":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seconds or none, not {text!r}") from None
+
+
 def _cpu_seconds() -> float:
     """CPU time (user + system) of this process and of its children that have ended."""
     mine = resource.getrusage(resource.RUSAGE_SELF)
@@ -148,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         help="multiprocess: keep each worker to one CPU (Config.worker_cpus; default: the "
         "scheduler's choice)",
     )
+    parser.add_argument(
+        "--worker-switch-interval",
+        type=_switch_interval,
+        default=None,
+        metavar="SECONDS|none",
+        help="multiprocess: the GIL's switch interval in each worker (Config."
+        "worker_switch_interval; none: Python's own; default: the Config's default)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args(argv)
     load_at_start = load_average()
@@ -161,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         config = topo.config.replace(security=args.security)
         if args.worker_cpus is not None:  # (stream_ab.py may run this on older checkouts)
             config = config.replace(worker_cpus=args.worker_cpus)
+        if args.worker_switch_interval is not None:
+            interval = args.worker_switch_interval
+            config = config.replace(worker_switch_interval=None if interval == "none" else interval)
         run = run_multiprocess(topo, workers=args.workers, transport=args.transport, config=config)
     with run:
         # (none in local mode; stream_ab.py runs this file on checkouts older than worker_info)
@@ -193,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         "acking": args.acking,
         "security": args.security,
         "worker_cpus": args.worker_cpus if args.mode == "multiprocess" else None,
+        # (what the workers ran with: None is Python's own; absent on checkouts before it)
+        "worker_switch_interval": (
+            getattr(config, "worker_switch_interval", None) if args.mode == "multiprocess" else None
+        ),
         # (stream_ab.py runs this file on older checkouts too: before the option, a thread each)
         "executor_threads": getattr(topo.config, "executor_threads", "per_executor"),
         "count": args.count,

@@ -164,16 +164,28 @@ def test_compare_rejects_a_negative_busy_count():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
-    ("args", "mode", "workers"),
+    ("args", "mode", "workers", "interval"),
     [
-        ((), "local", 1),
-        (("--mode", "multiprocess", "--workers", "2", "--transport", "ipc"), "multiprocess/ipc", 2),
+        ((), "local", 1, None),
+        (
+            ("--mode", "multiprocess", "--workers", "2", "--transport", "ipc"),
+            "multiprocess/ipc",
+            2,
+            0.002,
+        ),
+        (
+            ("--mode", "multiprocess", "--workers", "2", "--worker-switch-interval", "none"),
+            "multiprocess/ipc",
+            2,
+            None,
+        ),
     ],
 )
-def test_stream_thr_reports_the_spout_rate_as_json(args, mode, workers):
+def test_stream_thr_reports_the_spout_rate_as_json(args, mode, workers, interval):
     done = run_tool("stream_thr.py", "--count", "3000", *args, "--json", timeout=110)
     result = json.loads(done.stdout.splitlines()[-1])
     assert (result["mode"], result["workers"], result["acking"]) == (mode, workers, True)
+    assert result["worker_switch_interval"] == interval
     assert result["tuples_per_s"] > 0 and result["count"] == 3000
     assert len(result["load_at_start"]) == 3 and len(result["load_at_end"]) == 3
     # each worker process's CPU while the clock ran, in CPUs (none in local mode)
