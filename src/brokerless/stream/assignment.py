@@ -54,10 +54,9 @@ def assign(plan: TopologyPlan, num_workers: int) -> Assignment:
         raise ValueError(f"num_workers must be >= 1, not {num_workers}")
     workers = range(num_workers)
     placed: dict[int, int] = {}
-    executors = [0] * num_workers  # components' executors on each worker
+    load = [0] * num_workers  # components' executors on each worker
     #: component -> how many of its executors each worker holds
     holding: dict[str, list[int]] = {name: [0] * num_workers for name in plan.components}
-    ackers = [e for e in plan.executors if e.component == ACKER]
     for executor in plan.executors:
         if executor.component == ACKER:
             continue
@@ -66,9 +65,9 @@ def assign(plan: TopologyPlan, num_workers: int) -> Assignment:
             for worker, count in enumerate(holding[source]):
                 near[worker] += count
         own = holding[executor.component]
-        worker = min(workers, key=lambda w: (own[w], executors[w], -near[w], w))
+        worker = min(workers, key=lambda w: (own[w], load[w], -near[w], w))
         placed[executor.id] = worker
-        executors[worker] += 1
+        load[worker] += 1
         own[worker] += 1
     spouts = [0] * num_workers
     for name, component in plan.components.items():
@@ -76,9 +75,10 @@ def assign(plan: TopologyPlan, num_workers: int) -> Assignment:
             for worker, count in enumerate(holding[name]):
                 spouts[worker] += count
     dealt = [0] * num_workers  # ackers on each worker
-    for executor in ackers:
-        fewest = min(dealt)
-        worker = min((w for w in workers if dealt[w] == fewest), key=lambda w: (-spouts[w], w))
+    for executor in plan.executors:
+        if executor.component != ACKER:
+            continue
+        worker = min(workers, key=lambda w: (dealt[w], -spouts[w], w))
         placed[executor.id] = worker
         dealt[worker] += 1
     executor_worker = tuple(placed[e.id] for e in plan.executors)
