@@ -16,6 +16,7 @@ import pytest
 
 import brokerless as zmq
 from brokerless.io import IOThread
+from brokerless.io.poller import EpollPoller, SelectorPoller
 
 pytestmark = pytest.mark.timeout(60)
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
@@ -43,9 +44,10 @@ def turn_done(io: IOThread) -> None:
     assert done.wait(10)
 
 
-@pytest.fixture
-def io() -> Iterator[IOThread]:
-    thread = IOThread("test-io-turn")
+@pytest.fixture(params=[EpollPoller, SelectorPoller], ids=["epoll", "selectors"])
+def io(request) -> Iterator[IOThread]:
+    """An I/O thread on each poller: epoll (Linux) and the selectors module's (elsewhere)."""
+    thread = IOThread("test-io-turn", poller=request.param)
     yield thread
     thread.stop()
     thread.join(10)

@@ -52,6 +52,10 @@ class Command(Enum):
     #: Nothing to do but look again (a lent read left work for the socket's thread).
     WAKE = "wake"
 
+    # Each command is one object: hashed by identity, in C (Enum's own hash is a Python call,
+    # made at every dispatch of a command by its kind).
+    __hash__ = object.__hash__
+
 
 #: A command that only wakes the owner (it re-checks its state; nothing else to do).
 WAKE = Command.WAKE

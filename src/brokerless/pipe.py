@@ -166,9 +166,14 @@ class Lane:
         """The writer queued into a lane its reader had found empty: the reader gets
         ``activate_read``."""
         self.reader_asleep = False
-        writer = self.writer
-        if writer is not None:
-            writer._notify_peer(ACTIVATE_READ)
+        # (the writer's _notify_peer, inline: this runs once a message on a sparse flow, and a
+        # REQ's or REP's every send; the lane's reader is the writer's peer)
+        reader = self.reader
+        if reader is not None:
+            ref = reader._owner_ref
+            owner = None if ref is None else ref()
+            if owner is not None:
+                owner.send_command(ACTIVATE_READ, reader)
 
     def wake_writer(self) -> None:
         """The reader drained the lane to the low-water mark: the writer blocked at the HWM
@@ -420,13 +425,18 @@ class Pipe:
         lane = self._out
         n = 0
         if not (self.terminating or lane.conflate):
-            n = max(0, min(len(msgs), lane.hwm - lane.depth())) if lane.hwm else len(msgs)
+            n = len(msgs)
+            if lane.hwm:  # room up to the HWM (lane.depth(), inline: once a batch read)
+                n = max(0, min(n, lane.hwm - len(lane.q) - lane.run_in + lane.run_out))
         if n:
+            whole = n == len(msgs)
             if runs:
                 lane.run_in += sum(m.n - 1 for m in msgs[:n] if m.__class__ is Run)
-            lane.q.extend(msgs if n == len(msgs) else msgs[:n])
+            lane.q.extend(msgs if whole else msgs[:n])
             if lane.reader_asleep:
                 lane.wake_reader()
+            if whole:
+                return n
         for i in range(n, len(msgs)):  # at the HWM: the single-message path marks us blocked
             if not self.write(msgs[i]):
                 return i

@@ -1,11 +1,11 @@
-"""An I/O thread: a selector loop, a command mailbox and timers.
+"""An I/O thread: a poller loop (``poller.py``), a command mailbox and timers.
 
 Theory of operation
 -------------------
 Everything that lives in an I/O thread (listeners, connectors, sessions, engines) is touched
 only by that thread.  Other threads reach it with ``call_soon(fn, arg)``, which queues the call
-in the thread's :class:`~brokerless.mailbox.Mailbox` and wakes the selector through the
-mailbox's descriptor.  Each loop turn waits in ``select`` until a descriptor is ready, a call is
+in the thread's :class:`~brokerless.mailbox.Mailbox` and wakes the poller through the
+mailbox's descriptor.  Each loop turn waits in ``poll`` until a descriptor is ready, a call is
 queued, or the next timer is due; then it runs the queued calls, the ready handlers and the due
 timers, in that order.  ``stop`` lets it finish the turn and exit; the owner joins it.
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
-import selectors
 import threading
 import time
 import traceback
@@ -46,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..mailbox import Mailbox
+from .poller import READ, Poller, Registration, new_poller
 
 #: Bytes one read of a connection takes at most (the size of each thread's read buffer).
 READ_BUFFER_SIZE = 256 * 1024
@@ -74,12 +74,23 @@ class Timer:
 class IOThread:
     """One reactor thread; see the module docstring."""
 
-    def __init__(self, name: str = "brokerless-io", cpus: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "brokerless-io",
+        cpus: frozenset[int] | None = None,
+        poller: Callable[[], Poller] = new_poller,
+    ) -> None:
         self._cpus = cpus  # the CPUs it keeps to (the context's THREAD_AFFINITY_CPU_ADD)
-        self._selector = selectors.DefaultSelector()
+        self._poller = poller()
+        # Watching descriptors (the I/O thread, and a socket's thread lending itself a
+        # connection's input): the poller's own methods, one call less on paths that run once
+        # a message (see poller.py).
+        self.register: Callable[[Any, int, Callable[[int], None]], None] = self._poller.register
+        self.modify: Callable[[Any, int, Callable[[int], None]], None] = self._poller.modify
+        self.unregister: Callable[[Any], None] = self._poller.unregister
         self._mailbox: Mailbox[Callable[[Any], None]] = Mailbox()
         self._mailbox.use_fd()
-        self._selector.register(self._mailbox.fileno(), selectors.EVENT_READ, None)
+        self._poller.register(self._mailbox.fileno(), READ, None)
         self._timers: list[tuple[float, int, Timer]] = []
         self._cancelled = 0  # cancelled timers still in _timers
         self._seq = itertools.count()
@@ -87,6 +98,7 @@ class IOThread:
         self._running = True
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        self._ident = self._thread.ident
 
     # -- used from any thread -----------------------------------------------------------------
 
@@ -124,21 +136,9 @@ class IOThread:
 
     @property
     def is_current(self) -> bool:
-        return threading.current_thread() is self._thread
+        return threading.get_ident() == self._ident
 
     # -- used from the I/O thread -------------------------------------------------------------
-
-    def register(self, fileobj: Any, events: int, handler: Callable[[int], None]) -> None:
-        self._selector.register(fileobj, events, handler)
-
-    def modify(self, fileobj: Any, events: int, handler: Callable[[int], None]) -> None:
-        self._selector.modify(fileobj, events, handler)
-
-    def unregister(self, fileobj: Any) -> None:
-        try:
-            self._selector.unregister(fileobj)
-        except (KeyError, ValueError):
-            pass
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(self, time.monotonic() + delay, callback)
@@ -185,7 +185,7 @@ class IOThread:
 
     def _run(self) -> None:
         self._keep_to_cpus()
-        select = self._selector.select
+        poll = self._poller.poll
         mailbox = self._mailbox
         mailbox_fd = mailbox.fileno()
         try:
@@ -195,17 +195,17 @@ class IOThread:
                     timeout = max(0.0, self._timers[0][0] - time.monotonic())
                 if mailbox.commands:
                     timeout = 0
-                self._turn(select(timeout), mailbox_fd)
+                self._turn(poll(timeout), mailbox_fd)
                 self._run_timers()
         finally:
-            self._selector.close()
+            self._poller.close()
             mailbox.close()
 
-    def _turn(self, ready: list[tuple[selectors.SelectorKey, int]], mailbox_fd: int) -> None:
+    def _turn(self, ready: list[tuple[int, int, Registration]], mailbox_fd: int) -> None:
         """The queued calls, then the ready handlers (see the module doc)."""
         mailbox = self._mailbox
-        for key, _ in ready:
-            if key.fd == mailbox_fd:
+        for fd, _, _ in ready:
+            if fd == mailbox_fd:
                 # Reset before the calls, never after: a call queued while ``process`` drains
                 # (by a call, or by another thread) signals and is taken in the same drain, and
                 # resetting that signal afterwards would leave the mailbox disarmed with
@@ -213,13 +213,16 @@ class IOThread:
                 mailbox.clear_fd()
                 break
         mailbox.process(self._dispatch)
-        registered = self._selector.get_map()
-        for key, mask in ready:
-            if key.fd == mailbox_fd:
+        registered = self._poller.registrations
+        for fd, mask, then in ready:
+            if fd == mailbox_fd:
                 continue
-            now = registered.get(key.fd)  # as it is after the calls (see the module doc)
-            if now is not None and now.data == key.data and mask & now.events:
-                self._guarded(now.data, mask & now.events)
+            now = registered.get(fd)  # as it is after the calls (see the module doc)
+            if now is None:
+                continue
+            handler = now[2]
+            if handler is not None and handler == then[2] and mask & now[1]:
+                self._guarded(handler, mask & now[1])
 
     def _run_timers(self) -> None:
         now = time.monotonic()

@@ -293,7 +293,10 @@ class Rep(Router):
             if msg is None:
                 return None
             parts = parts_of(msg)
-            bottom = next((i for i, part in enumerate(parts[:-1]) if len(part) == 0), None)
+            if len(parts) > 1 and not len(parts[0]):  # a REQ's own envelope: no routing ids
+                bottom: int | None = 0
+            else:
+                bottom = next((i for i, part in enumerate(parts[:-1]) if len(part) == 0), None)
             if bottom is None:
                 continue  # no envelope delimiter: malformed, dropped
             self.backtrace = parts[: bottom + 1]

@@ -54,6 +54,8 @@ class ActiveList:
 
     def _swap(self, pipe: Pipe, index: int) -> None:
         pipes = self.pipes
+        if pipes[index] is pipe:  # (a socket with one pipe: always)
+            return
         i = pipes.index(pipe)
         pipes[i], pipes[index] = pipes[index], pipes[i]
 

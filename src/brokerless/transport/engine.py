@@ -169,7 +169,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
     def output_pending(self) -> bool:
         return bool(self._out)
 
-    # -- selector -----------------------------------------------------------------------------
+    # -- poller -------------------------------------------------------------------------------
 
     def _update_interest(self) -> None:
         """Watch what is wanted now (with ``_interest_lock`` held: both threads come here)."""
@@ -192,7 +192,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             self._update_interest()
 
     def _on_ready(self, mask: int) -> None:
-        # Reading may have stopped since the selector reported READ (a lent read met the HWM):
+        # Reading may have stopped since the poller reported READ (a lent read met the HWM):
         # then nothing may be read ahead of what waits.  In_lock busy: the socket's thread reads.
         if mask & READ and self._reading and self.in_lock.acquire(False):
             try:

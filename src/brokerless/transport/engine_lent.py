@@ -14,7 +14,7 @@ The hand-over, step by step:
 
 * ``lend_input`` takes ``in_lock`` (or fails: the I/O thread is reading), checks the
   connection is in traffic with nothing waiting for room in the pipe, and under
-  ``_interest_lock`` sets ``_lent`` and drops READ from the selector.  ``in_lock`` stays held
+  ``_interest_lock`` sets ``_lent`` and drops READ from the poller.  ``in_lock`` stays held
   by the borrower until it gives the input back.
 * ``read_lent`` reads and decodes; what only the I/O thread may handle -- events (PING),
   protocol errors, a broken connection, the end of the stream -- is left to it in order:

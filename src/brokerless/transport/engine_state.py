@@ -11,7 +11,7 @@ locks keep that straight, always taken in this order when nested:
 1. ``in_lock`` -- whoever reads the descriptor and decodes (either thread; the other only
    tries it and backs off);
 2. ``out_lock`` -- whoever encodes and writes (re-entrant: the I/O thread's paths nest);
-3. ``_interest_lock`` -- the selector registration and the hand-over of the descriptor
+3. ``_interest_lock`` -- the poller registration and the hand-over of the descriptor
    (``_lent``, closing).
 """
 

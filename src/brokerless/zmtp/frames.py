@@ -120,6 +120,20 @@ def encode_batch(
                 append(head)
                 append(msg)
                 continue
+        if fast and msg.__class__ is list:
+            # A message of short parts (a REQ's envelope and request): straight into the run;
+            # at the first part that is not short bytes, undone and encoded the general way.
+            mark = len(run)
+            last = len(msg) - 1
+            for i, part in enumerate(msg):
+                n = len(part)
+                if n >= 256 or part.__class__ is not bytes:
+                    del run[mark:]
+                    break
+                append(_NOT_LAST[n] if i < last else _LAST[n])
+                append(part)
+            else:
+                continue
         frames: list[Any] = []
         encode(frames, msg)
         for buf in frames:

@@ -1,0 +1,134 @@
+"""The pollers an I/O thread waits on (``brokerless.io.poller``): epoll's and the selectors
+module's, which must answer alike -- the I/O thread's turn (``test_transport_io_thread.py``)
+runs on either.  (Not collected when the suite runs against pyzmq: libzmq has no Python
+poller.)"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from brokerless.io.poller import READ, WRITE, EpollPoller, Poller, SelectorPoller, new_poller
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(params=[EpollPoller, SelectorPoller], ids=["epoll", "selectors"])
+def poller(request) -> Iterator[Poller]:
+    made = request.param()
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def handler(mask: int) -> None:
+    raise AssertionError("pollers only report; the I/O thread runs handlers")
+
+
+def test_this_platform_polls_with_epoll():
+    poller = new_poller()
+    try:
+        assert isinstance(poller, EpollPoller)  # Linux: what CI and the benchmarks run
+    finally:
+        poller.close()
+
+
+def test_a_ready_descriptor_is_reported_with_its_registration_then(poller, pair):
+    ours, theirs = pair
+    poller.register(ours, READ, handler)
+    assert poller.poll(0) == []
+    theirs.send(b"x")
+    [(fd, events, registration)] = poller.poll(5)
+    assert (fd, events) == (ours.fileno(), READ)
+    assert registration == (ours, READ, handler)
+    assert poller.registrations == {ours.fileno(): (ours, READ, handler)}
+
+
+def test_modify_changes_the_events_and_the_handler(poller, pair):
+    ours, _ = pair
+
+    def other(mask: int) -> None: ...
+
+    poller.register(ours, READ, handler)
+    poller.modify(ours, READ | WRITE, other)
+    [(fd, events, registration)] = poller.poll(5)  # writable at once, nothing to read
+    assert (fd, events, registration) == (ours.fileno(), WRITE, (ours, READ | WRITE, other))
+
+
+def test_a_descriptor_is_registered_once_and_modified_only_when_registered(poller, pair):
+    ours, theirs = pair
+    with pytest.raises(KeyError):
+        poller.modify(ours, READ, handler)
+    poller.register(ours, READ, handler)
+    with pytest.raises(KeyError):
+        poller.register(ours, WRITE, handler)
+    poller.register(theirs.fileno(), READ, None)  # a descriptor number does as well
+    assert set(poller.registrations) == {ours.fileno(), theirs.fileno()}
+
+
+def test_unregister_forgets_and_ignores_what_it_does_not_watch(poller, pair):
+    ours, theirs = pair
+    poller.unregister(ours)  # never registered: nothing happens
+    poller.register(ours, READ, handler)
+    theirs.send(b"x")
+    poller.unregister(ours)
+    assert poller.poll(0) == []
+    assert poller.registrations == {}
+    poller.unregister(ours)  # twice: nothing happens
+
+
+def test_a_socket_closed_while_watched_is_still_unregistered_by_the_object(poller):
+    """A connection's socket may be closed before its engine unregisters it (its fileno() is
+    then -1): the registration must still go, or the next socket given that descriptor
+    number could not be registered."""
+    ours, theirs = socket.socketpair()
+    poller.register(ours, READ, handler)
+    ours.close()
+    poller.unregister(ours)
+    assert poller.registrations == {}
+    again, other = socket.socketpair()  # given the number just freed, as a rule
+    try:
+        poller.register(again, READ, handler)  # (a stale registration: KeyError)
+        assert list(poller.registrations) == [again.fileno()]
+    finally:
+        for sock in (theirs, again, other):
+            sock.close()
+
+
+def test_a_closed_socket_or_events_other_than_read_and_write_are_refused(poller, pair):
+    ours, _ = pair
+    closed = socket.socket()
+    closed.close()
+    with pytest.raises(ValueError):
+        poller.register(closed, READ, handler)
+    with pytest.raises(ValueError):
+        poller.register(ours, 4, handler)
+    with pytest.raises(ValueError):
+        poller.register(ours, 0, handler)
+    assert poller.registrations == {}
+
+
+def test_a_hang_up_is_reported_to_readers_and_writers(poller, pair):
+    """The peer gone: a reader learns it from its read, a writer from its write -- each is
+    told, as the selectors module tells them."""
+    ours, theirs = pair
+    poller.register(ours, READ | WRITE, handler)
+    theirs.close()
+    [(_, events, _)] = poller.poll(5)
+    assert events == READ | WRITE
+
+
+def test_poll_waits_no_longer_than_its_timeout(poller, pair):
+    ours, _ = pair
+    poller.register(ours, READ, handler)
+    assert poller.poll(0.01) == []  # nothing comes: it returns (pytest's timeout otherwise)
