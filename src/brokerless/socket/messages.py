@@ -158,7 +158,7 @@ class MessagesMixin(WaitingMixin):
             self._process_commands()
         msg = self._xrecv()
         if msg is None:
-            msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True)
+            msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True, tried=True)
         return msg
 
     @overload
@@ -195,7 +195,7 @@ class MessagesMixin(WaitingMixin):
                 self._process_commands()
             msg = self._xrecv()
             if msg is None:
-                msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True)
+                msg = self._wait_for(self._xrecv, flags, _O.RCVTIMEO, reading=True, tried=True)
             if msg.__class__ is list:
                 self._rx_parts = msg
                 self._rx_pos = 1

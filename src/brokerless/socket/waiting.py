@@ -47,25 +47,35 @@ class WaitingMixin(SocketState):
         flags: int,
         timeout_option: SocketOption,
         reading: bool = False,
+        tried: bool = False,
     ) -> Any:
         """Retry ``attempt`` as commands arrive until it returns something other than None (an
         empty message ``b""`` is a result too) or time runs out.
         ``reading``: waiting for a message, so with one network peer this thread reads the
-        connection itself while it waits (see ``_wait_reading``)."""
+        connection itself while it waits (see ``_wait_reading``).  ``tried``: the caller has
+        just processed the commands queued and made the attempt, so the first wait comes
+        first (a command queued since ends it at once; a message comes with a command, as the
+        attempt found the pipe empty and left its reader asleep)."""
         if flags & NOBLOCK:
             raise Again(EAGAIN, "Resource temporarily unavailable")
-        deadline = Deadline(self._options[timeout_option])
+        timeout = self._options[timeout_option]
+        deadline = None if timeout is None or timeout < 0 else Deadline(timeout)  # None: no limit
         mailbox = self._mailbox
-        while True:
+        if not tried:
             self._process_commands()
             result = attempt()
             if result is not None:
                 return result
-            wait_ms = deadline.wait_ms()
+        while True:
+            wait_ms = -1 if deadline is None else deadline.wait_ms()
             if wait_ms is None:
                 raise Again(EAGAIN, "Resource temporarily unavailable")
             if not (reading and self._wait_reading(wait_ms)):
                 mailbox.wait(wait_ms)
+            self._process_commands()
+            result = attempt()
+            if result is not None:
+                return result
 
     def _wait_reading(self, wait_ms: int) -> bool:
         """Wait for a command or for data on the connection behind this socket's only pipe,
