@@ -334,7 +334,8 @@ class Pipe:
                 q.appendleft(msg)
                 break
             out.append(msg)
-        self._wake_writer_if_drained()
+        if lane.writer_blocked:  # (the common case, not: no call)
+            self._wake_writer_if_drained()
         if q or not settle:
             return out, False
         lane.reader_asleep = True
