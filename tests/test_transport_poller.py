@@ -6,10 +6,12 @@ poller.)"""
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Iterator
 
 import pytest
 
+import brokerless.io.poller as poller_module
 from brokerless.io.poller import READ, WRITE, EpollPoller, Poller, SelectorPoller, new_poller
 
 pytestmark = pytest.mark.timeout(30)
@@ -132,3 +134,39 @@ def test_poll_waits_no_longer_than_its_timeout(poller, pair):
     ours, _ = pair
     poller.register(ours, READ, handler)
     assert poller.poll(0.01) == []  # nothing comes: it returns (pytest's timeout otherwise)
+
+
+def test_the_search_for_a_closed_socket_survives_a_registration_made_meanwhile():
+    """The I/O thread unregisters a closed socket by searching the registrations, while a
+    socket's thread may register its lent connection at any bytecode (return_input): the
+    search must not meet the table changing under it ("dictionary changed size during
+    iteration").  The registration is made here from a trace function, as the search runs."""
+    poller = EpollPoller()
+    pairs = [socket.socketpair() for _ in range(3)]
+    closed, peer = socket.socketpair()
+    late = pairs[2][0]
+    try:
+        for ours, _ in pairs[:2]:
+            poller.register(ours, READ, handler)
+        poller.register(closed, READ, handler)
+        closed.close()
+
+        def meanwhile(frame, event, arg):
+            searching = frame.f_code.co_filename == poller_module.__file__ and (
+                frame.f_code.co_name in ("<genexpr>", "<listcomp>")
+            )
+            if searching and late.fileno() not in poller.registrations:
+                poller.register(late, READ, handler)
+            return meanwhile
+
+        previous = sys.gettrace()
+        sys.settrace(meanwhile)
+        try:
+            poller.unregister(closed)
+        finally:
+            sys.settrace(previous)
+        assert sorted(poller.registrations) == sorted(ours.fileno() for ours, _ in pairs)
+    finally:
+        poller.close()
+        for sock in (peer, *(s for pair in pairs for s in pair)):
+            sock.close()

@@ -105,8 +105,9 @@ class EpollPoller:
     def unregister(self, fileobj: Any) -> None:
         registrations = self.registrations
         fd = fileobj if fileobj.__class__ is int else fileobj.fileno()
-        if fd < 0:  # closed: find it by the object (epoll has forgotten it already)
-            fd = next((d for d, r in registrations.items() if r[0] is fileobj), -1)
+        if fd < 0:  # closed: find it by the object (epoll has forgotten it already), in a
+            # copy taken at once: a socket's thread may register another descriptor meanwhile
+            fd = next((d for d, r in list(registrations.items()) if r[0] is fileobj), -1)
         if registrations.pop(fd, None) is None:
             return
         try:
