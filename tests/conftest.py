@@ -59,6 +59,7 @@ _BROKERLESS_ONLY = [
     "test_cli*.py",
     "test_fuzz_*.py",
     "test_internal_limits.py",
+    "test_mailbox.py",
 ]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 

@@ -5,8 +5,11 @@ poller.)"""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 
 import pytest
@@ -170,3 +173,46 @@ def test_the_search_for_a_closed_socket_survives_a_registration_made_meanwhile()
         poller.close()
         for sock in (peer, *(s for pair in pairs for s in pair)):
             sock.close()
+
+
+def test_a_hang_up_alone_is_reported_as_readable(poller):
+    """A pipe whose writer closed reports EPOLLHUP without EPOLLIN: its reader must still be
+    told (READ), or the I/O thread would wake for it over and over and never read the end."""
+    read_end, write_end = os.pipe()
+    try:
+        poller.register(read_end, READ, handler)
+        os.close(write_end)
+        [(fd, events, _)] = poller.poll(5)
+        assert (fd, events) == (read_end, READ)
+    finally:
+        poller.unregister(read_end)
+        os.close(read_end)
+
+
+def test_where_there_is_no_epoll_a_context_runs_on_the_selectors_module():
+    """The module loads and the I/O thread polls with the selectors module where select has no
+    epoll (macOS, Windows): here, epoll is taken away from a fresh interpreter first."""
+    script = textwrap.dedent(
+        """
+        import select
+        del select.epoll, select.EPOLLIN, select.EPOLLOUT
+        import brokerless as zmq
+        from brokerless.io.poller import SelectorPoller, new_poller
+        assert isinstance(new_poller(), SelectorPoller)
+        context = zmq.Context()
+        a, b = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
+        port = a.bind_to_random_port("tcp://127.0.0.1")
+        b.connect(f"tcp://127.0.0.1:{port}")
+        b.rcvtimeo = 10000
+        a.send(b"over tcp")
+        assert b.recv() == b"over tcp"
+        a.close(linger=0)
+        b.close(linger=0)
+        context.term()
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

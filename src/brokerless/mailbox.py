@@ -152,10 +152,15 @@ class Mailbox(Generic[C]):
             dispatch(command, arg)
 
     def wait(self, timeout_ms: int) -> None:
-        """Block the owner until a command may be queued or ``timeout_ms`` passes (-1: none)."""
+        """Block the owner until a command may be queued or ``timeout_ms`` passes (-1: none).
+
+        Returns at once while disarmed: a sender disarmed the mailbox and signalled the fd, and
+        until ``process`` arms it again no sender releases ``_wake`` -- the command it queued
+        may even have been taken already (it queues before it looks at ``_armed``, and the
+        owner may drain in between), so an empty queue does not mean nothing is owed."""
         self._blocking = True  # from here on senders release _wake ...
-        if self.commands:  # ... and whoever signalled the fd before has queued its command
-            return
+        if self.commands or not self._armed:  # ... and whoever signalled the fd before has
+            return  # queued its command (or left the mailbox to be armed again: see above)
         self._wake.acquire(True, timeout_ms / 1000 if timeout_ms >= 0 else -1)
 
     def use_fd(self) -> None:

@@ -30,6 +30,9 @@ from typing import Any, Protocol
 
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
+# (epoll's values; named here so that the module loads where there is no epoll)
+EPOLLIN = getattr(select, "EPOLLIN", 1)
+EPOLLOUT = getattr(select, "EPOLLOUT", 4)
 
 Handler = Callable[[int], None] | None
 #: (file object, events watched, handler)
@@ -63,11 +66,22 @@ def _fileno(fileobj: Any) -> int:
     return fd
 
 
+def _registered_fd(registrations: dict[int, Registration], fileobj: Any) -> int:
+    """The descriptor ``fileobj`` is registered under; a closed socket (``fileno()`` -1) is
+    found by the object (epoll has forgotten it already) in a copy of the table taken at once,
+    since a socket's thread may register another descriptor meanwhile (a lent input given
+    back); -1 when not found."""
+    fd: int = fileobj if fileobj.__class__ is int else fileobj.fileno()
+    if fd < 0:
+        fd = next((d for d, r in list(registrations.items()) if r[0] is fileobj), -1)
+    return fd
+
+
 #: READ, WRITE or both -> epoll's events
 _EPOLL_EVENTS = {
-    READ: select.EPOLLIN,
-    WRITE: select.EPOLLOUT,
-    READ | WRITE: select.EPOLLIN | select.EPOLLOUT,
+    READ: EPOLLIN,
+    WRITE: EPOLLOUT,
+    READ | WRITE: EPOLLIN | EPOLLOUT,
 }
 
 
@@ -104,10 +118,7 @@ class EpollPoller:
 
     def unregister(self, fileobj: Any) -> None:
         registrations = self.registrations
-        fd = fileobj if fileobj.__class__ is int else fileobj.fileno()
-        if fd < 0:  # closed: find it by the object (epoll has forgotten it already), in a
-            # copy taken at once: a socket's thread may register another descriptor meanwhile
-            fd = next((d for d, r in list(registrations.items()) if r[0] is fileobj), -1)
+        fd = _registered_fd(registrations, fileobj)
         if registrations.pop(fd, None) is None:
             return
         try:
@@ -123,9 +134,9 @@ class EpollPoller:
             timeout = math.ceil(timeout * 1e3) * 1e-3  # wait at least that long (1 ms steps)
         ready = self._epoll.poll(timeout, max(len(registrations), 1))
         # (READ for anything but EPOLLOUT alone, WRITE for anything but EPOLLIN alone: errors
-        # and hang-ups go to both, as with the selectors module)
+        # and hang-ups go to both, as with the selectors module; then only what is watched)
         return [
-            (fd, (READ if ev & ~select.EPOLLOUT else 0) | (WRITE if ev & ~select.EPOLLIN else 0), r)
+            (fd, ((READ if ev & ~EPOLLOUT else 0) | (WRITE if ev & ~EPOLLIN else 0)) & r[1], r)
             for fd, ev in ready
             if (r := registrations.get(fd)) is not None
         ]
@@ -153,11 +164,14 @@ class SelectorPoller:
         self.registrations[key.fd] = registration
 
     def unregister(self, fileobj: Any) -> None:
-        try:
-            key = self._selector.unregister(fileobj)
-        except (KeyError, ValueError):
+        fd = _registered_fd(self.registrations, fileobj)  # (the selector's own search of a
+        # closed socket walks its live table: the race _registered_fd avoids)
+        if self.registrations.pop(fd, None) is None:
             return
-        self.registrations.pop(key.fd, None)
+        try:
+            self._selector.unregister(fd)
+        except (KeyError, ValueError):
+            pass
 
     def poll(self, timeout: float | None) -> list[tuple[int, int, Registration]]:
         return [(key.fd, events, key.data) for key, events in self._selector.select(timeout)]
