@@ -14,8 +14,10 @@ import importlib
 import inspect
 import itertools
 import os
+import socket
 import sys
 import warnings
+from collections.abc import Iterator
 
 import pytest
 import zmq as libzmq  # the reference peer, whichever implementation is under test
@@ -262,3 +264,14 @@ def endpoint(transport, tmp_path):
         return f"tcp://127.0.0.1:{free_port()}"
 
     return make
+
+
+@pytest.fixture
+def nonblocking_socketpair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected pair of OS sockets, the first non-blocking: the one a test watches (an I/O
+    thread's poller), the second the peer that makes it ready."""
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    yield ours, theirs
+    ours.close()
+    theirs.close()

@@ -54,13 +54,8 @@ def io(request) -> Iterator[IOThread]:
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    """A watched socket and the peer that makes it readable."""
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    yield ours, theirs
-    ours.close()
-    theirs.close()
+def pair(nonblocking_socketpair):
+    return nonblocking_socketpair
 
 
 def test_a_socket_finalized_by_the_gc_on_the_io_thread_closes_without_deadlock():

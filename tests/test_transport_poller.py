@@ -28,12 +28,8 @@ def poller(request) -> Iterator[Poller]:
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    yield ours, theirs
-    ours.close()
-    theirs.close()
+def pair(nonblocking_socketpair):
+    return nonblocking_socketpair
 
 
 def handler(mask: int) -> None:
