@@ -45,6 +45,7 @@ import itertools
 import json
 import os
 import platform
+import random
 import shlex
 import signal
 import socket
@@ -245,29 +246,41 @@ class TrialError(Exception):
 _endpoints = itertools.count()
 
 
+def _ephemeral_ports() -> range:
+    """The kernel's ephemeral ports (Linux's default range where it cannot be read)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def endpoint_for(transport: str, workdir: str) -> str | None:
     """A fresh endpoint for a multi-process trial; inproc tools choose their own.
 
     ipc: a new path in this run's private temporary directory (the control channel adds
-    ``.ctl``).  tcp: a port the kernel says is free whose successor is free too (the tools'
-    control channel listens on port + 1); the receiver binds it right away.
+    ``.ctl``).  tcp: a port free now whose successor is free too (the tools' control channel
+    listens on port + 1), both outside the ephemeral range; the receiver binds it right away.
     """
     if transport == "inproc":
         return None
     if transport == "ipc":
         return f"ipc://{workdir}/bench-{next(_endpoints)}"
     if transport == "tcp":
-        for _ in range(100):
+        # Both ports outside the kernel's ephemeral range: a port-0 bind and every connection's
+        # source port are drawn from it, so after a burst of connections (a test suite's)
+        # its free neighbours can be rare -- 100 port-0 binds once found no port whose
+        # successor was free (CI, 2026-11-30).
+        ephemeral = _ephemeral_ports()
+        ports = [p for p in range(10000, 65535) if p not in ephemeral and p + 1 not in ephemeral]
+        for port in random.sample(ports, 200):
             with socket.socket() as probe, socket.socket() as control:
                 # As the tools bind (libzmq, brokerless and the control channel all set
                 # SO_REUSEADDR): a port whose last connection is in TIME-WAIT is free for them.
                 for sock in (probe, control):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-                if port >= 65535:
-                    continue
                 try:
+                    probe.bind(("127.0.0.1", port))
                     control.bind(("127.0.0.1", port + 1))
                 except OSError:
                     continue

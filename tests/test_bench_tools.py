@@ -308,6 +308,25 @@ def test_spark_io_runs_the_source_and_the_sink_in_spark():
     assert "- Condition: no load added" in done.stdout and "Spark 4." in done.stdout
 
 
+@pytest.mark.timeout(30)
+def test_a_tcp_trial_gets_two_free_ports_outside_the_ephemeral_range(bench_modules, tmp_path):
+    """compare.py's tcp endpoint and its successor (the tools' control channel) are free, and
+    outside the range that port-0 binds and connections' source ports come from: there, after
+    a burst of connections, 100 port-0 binds once found no port whose successor was free
+    (CI, 2026-11-30)."""
+    import compare
+
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    for _ in range(20):
+        endpoint = compare.endpoint_for("tcp", str(tmp_path))
+        assert endpoint is not None and endpoint.startswith("tcp://127.0.0.1:")
+        port = int(endpoint.rsplit(":", 1)[1])
+        assert not low <= port <= high and not low <= port + 1 <= high
+        with socket.socket() as data, socket.socket() as control:
+            data.bind(("127.0.0.1", port))
+            control.bind(("127.0.0.1", port + 1))
+
+
 @pytest.mark.timeout(120)
 def test_busy_processes_are_stopped_when_compare_is_interrupted():
     bench = subprocess.Popen(
