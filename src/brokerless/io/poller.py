@@ -100,13 +100,10 @@ class EpollPoller:
         self.registrations: dict[int, Registration] = {}
 
     def register(self, fileobj: Any, events: int, handler: Handler) -> None:
-        fd = fileobj if fileobj.__class__ is int else fileobj.fileno()  # (_fileno, inline)
-        if fd < 0:
-            _fileno(fileobj)  # (raises)
+        fd = _fileno(fileobj)
         if fd in self.registrations:
             raise KeyError(f"{fileobj!r} (descriptor {fd}) is already registered")
-        mask = _EPOLL_EVENTS.get(events) or _epoll_events(events)  # (the latter raises)
-        self._epoll.register(fd, mask)
+        self._epoll.register(fd, _epoll_events(events))
         self.registrations[fd] = (fileobj, events, handler)
 
     def modify(self, fileobj: Any, events: int, handler: Handler) -> None:

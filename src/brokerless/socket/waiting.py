@@ -58,8 +58,7 @@ class WaitingMixin(SocketState):
         attempt found the pipe empty and left its reader asleep)."""
         if flags & NOBLOCK:
             raise Again(EAGAIN, "Resource temporarily unavailable")
-        timeout = self._options[timeout_option]
-        deadline = None if timeout is None or timeout < 0 else Deadline(timeout)  # None: no limit
+        deadline = Deadline(self._options[timeout_option])
         mailbox = self._mailbox
         if not tried:
             self._process_commands()
@@ -67,7 +66,7 @@ class WaitingMixin(SocketState):
             if result is not None:
                 return result
         while True:
-            wait_ms = -1 if deadline is None else deadline.wait_ms()
+            wait_ms = deadline.wait_ms()
             if wait_ms is None:
                 raise Again(EAGAIN, "Resource temporarily unavailable")
             if not (reading and self._wait_reading(wait_ms)):
