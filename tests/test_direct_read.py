@@ -7,10 +7,15 @@ answered, a silent peer dropped, garbage costing only that connection, PINGs bet
 neither delivered nor reordering anything -- and the waiting thread must get the next good
 peer's request afterwards.  A REP echo thread stays in ``recv`` for the whole scenario.  The
 peers are libzmq or raw sockets speaking hand-written ZMTP, so the same tests hold for pyzmq.
+
+Between two waits the socket keeps the loan (nobody reads the connection then): the last tests
+check that it goes back to the I/O thread whenever the connection could need reading otherwise
+-- the socket left alone, polled, asked for its FD or EVENTS, tried without blocking, closed.
 """
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -19,6 +24,7 @@ import pytest
 import zmq as libzmq
 
 import brokerless as zmq
+from brokerless.transport import engine_lent
 from tests.helpers import bind, connect
 from tests.test_faults import OVERSIZE_HEADER, frame, handshake, read_exact
 
@@ -98,6 +104,38 @@ def _events(monitor, want: int) -> list[int]:
         assert left > 0 and monitor.poll(left), f"no event {want} (saw {seen})"
         seen.append(int.from_bytes(monitor.recv_multipart()[0][:2], "little"))
     return seen
+
+
+def _raw_rep(make, **options):
+    """A REQ connected to a raw socket speaking ZMTP as a REP: (req, raw)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(DEADLINE)
+        req = make(zmq.REQ, RCVTIMEO=int(DEADLINE * 1000), **options)
+        req.connect(f"tcp://127.0.0.1:{server.getsockname()[1]}")
+        raw, _ = server.accept()
+    raw.settimeout(DEADLINE)
+    handshake(raw, b"REP")
+    return req, raw
+
+
+def _answer(raw: socket.socket, body: bytes) -> None:
+    """Read one request, reply ``body``."""
+    assert _read_frames(raw, 2)[0] == (0x01, b"")
+    raw.sendall(_request(body))
+
+
+def _round_trips(req, raw: socket.socket) -> None:
+    """Requests answered until the REQ's thread, waiting in ``recv``, read the last reply
+    itself and kept the connection's input for its next wait -- the scenario under test (a
+    reply may also come before the thread asks for the input, or just after the I/O thread
+    took it back: then the I/O thread reads it)."""
+    for i in range(1000):
+        req.send(b"%d" % i)
+        _answer(raw, b"%d" % i)
+        assert req.recv() == b"%d" % i
+        if req._loan_kept:
+            return
+    raise AssertionError("the REQ never kept its connection's input")
 
 
 def _ask(make, addr: str, body: bytes) -> bytes:
@@ -218,3 +256,75 @@ def test_a_peer_that_leaves_while_a_thread_waits_in_recv_is_dropped_without_spin
     waiter.join(DEADLINE * 2)
     assert not waiter.is_alive()
     assert cpu[0] < 0.5, f"the waiting thread used {cpu[0]:.1f} s of CPU in 2 s"
+
+
+def test_a_connection_kept_by_a_socket_left_alone_is_read_again(make):
+    """After its last reply the REQ does nothing more: within two LOAN_IDLE the I/O thread
+    reads the connection again, so the peer's PING is answered."""
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        raw.sendall(frame(b"\x04PING" + (0).to_bytes(2, "big") + b"hb-2", command=True))
+        assert _read_frames(raw, 1) == [(0x04, b"\x04PONGhb-2")]
+
+
+def _poll(req) -> bytes:
+    assert req.poll(int(DEADLINE * 1000)) == zmq.POLLIN
+    return req.recv(zmq.NOBLOCK)
+
+
+def _poller(req) -> bytes:
+    poller = zmq.Poller()
+    poller.register(req, zmq.POLLIN)
+    assert poller.poll(int(DEADLINE * 1000)) == [(req, zmq.POLLIN)]
+    return req.recv(zmq.NOBLOCK)
+
+
+def _fd(req) -> bytes:
+    fd = req.getsockopt(zmq.FD)
+    while not req.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        assert select.select([fd], [], [], DEADLINE)[0], "the FD never signalled the reply"
+    return req.recv(zmq.NOBLOCK)
+
+
+def _noblock(req) -> bytes:
+    deadline = time.monotonic() + DEADLINE  # an application's loop of tries, as under test
+    while True:
+        try:
+            return req.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            assert time.monotonic() < deadline, "a loop of non-blocking tries never got the reply"
+
+
+@pytest.mark.parametrize("wait", [_poll, _poller, _fd, _noblock])
+def test_a_kept_connection_goes_back_when_the_socket_waits_otherwise(make, monkeypatch, wait):
+    """A reply that comes while the REQ polls (or tries without blocking) is read by the I/O
+    thread at once -- not after LOAN_IDLE, made an hour here."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        req.send(b"polled")
+        _answer(raw, b"polled")
+        assert wait(req) == b"polled"
+
+
+def test_a_kept_connection_is_closed_with_its_socket(make, monkeypatch):
+    """Nobody borrows the kept input when the socket closes: the descriptor is closed all the
+    same (the peer sees the end of the stream)."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        req.close(linger=0)
+        assert _closed_by_peer(raw), "the kept connection's descriptor was not closed"
+
+
+def test_a_kept_connection_whose_peer_falls_silent_is_dropped_and_closed(make, monkeypatch):
+    """The REQ's heartbeats find the peer silent while it keeps the input, nobody borrowing
+    it: the engine closes, and with it the descriptor (the peer sees the end of the stream)."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    req, raw = _raw_rep(make, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    with raw:
+        _round_trips(req, raw)
+        assert _closed_by_peer(raw), "the dropped connection's descriptor was not closed"

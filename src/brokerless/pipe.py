@@ -58,9 +58,10 @@ class PipeOwner(Protocol):
 
 
 class InputLoan(Protocol):
-    """A connection's input lent to the thread of the socket it feeds (see "Lent input" in
-    :mod:`brokerless.transport.engine`): that thread polls ``fileno`` and reads and decodes
-    what comes (into the pipe) itself, then gives it back."""
+    """A connection's input lent to the thread of the socket it feeds (see
+    :mod:`brokerless.transport.engine_lent`): that thread polls ``fileno`` and reads and
+    decodes what comes (into the pipe) itself, then gives it back -- or keeps it for its next
+    wait, until it waits otherwise (``give_back``)."""
 
     @property
     def fileno(self) -> int: ...
@@ -68,8 +69,12 @@ class InputLoan(Protocol):
     def read_lent(self) -> None:
         """Read and decode what the descriptor holds, into the pipe."""
 
-    def return_input(self) -> None:
-        """Give the input back to its I/O thread."""
+    def return_input(self, keep: bool = False) -> None:
+        """Done reading: give the input back to its I/O thread, or with ``keep`` hold on to
+        it (nobody reading it) for the next wait."""
+
+    def give_back(self) -> None:
+        """A loan kept goes back to its I/O thread now."""
 
 
 class InputSource(Protocol):

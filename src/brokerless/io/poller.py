@@ -11,8 +11,9 @@ handler that ran before in the same turn changed it (see ``thread.py``).
 On Linux the poller is ``select.epoll`` itself (:class:`EpollPoller`).  The selectors module's
 ``EpollSelector`` makes the same system calls, but wraps each registration in a key object and
 each ready descriptor in a lookup: a dozen Python calls where this takes two or three, on paths
-that run once a message -- a REQ's or REP's connection is taken from its I/O thread's poller
-and given back around every reply it reads itself (lent input, ``transport/engine_lent.py``).
+that may run once a message -- a REQ's or REP's connection is taken from its I/O thread's
+poller for the replies it reads itself, and given back when it waits any other way (lent
+input, ``transport/engine_lent.py``).
 Elsewhere (no epoll) the selectors module's default selector does the work behind the same
 methods (:class:`SelectorPoller`).
 

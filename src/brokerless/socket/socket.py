@@ -144,6 +144,7 @@ class Socket(
         self._closed = False
         self._monitor_socket = None
         self._lent_poll = None
+        self._loan_kept = False
         self._wired = False
 
     # -- identity ------------------------------------------------------------------------------
@@ -370,6 +371,7 @@ class Socket(
             pipe.drop_inbound()
         self._pipes.clear()
         self._inlane = self._outpipe = self._outlane = None
+        self._give_back_input()
         self._lent_poll = None
         self._drop_commands()
         self._mailbox.close()

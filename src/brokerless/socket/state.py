@@ -69,6 +69,7 @@ class SocketState:
         "_fault",
         "_inlane",
         "_lent_poll",
+        "_loan_kept",
         "_mailbox",
         "_monitor_socket",
         "_options",

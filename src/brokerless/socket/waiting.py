@@ -10,9 +10,11 @@ way Ctrl-C interrupts it.
 
 Lent input: a REQ or REP about to wait for its reply with one tcp/ipc peer reads that
 connection itself while it waits (the connection's input is *lent* to the socket's thread, see
-"Lent input" in :mod:`brokerless.transport.engine`), so a round trip needs no hand-over to the
-I/O thread, whose turn may be a GIL switch away.  The socket asks for the loan through the
-pipe's ``source`` (the connection that feeds it), never through the transport's objects.
+:mod:`brokerless.transport.engine_lent`), so a round trip needs no hand-over to the I/O thread,
+whose turn may be a GIL switch away.  The socket asks for the loan through the pipe's
+``source`` (the connection that feeds it), never through the transport's objects.  It keeps
+the loan between its waits for replies (``_loan_kept``) and gives it back before it waits any
+other way or gives up (``_give_back_input``): then the I/O thread reads the connection again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class WaitingMixin(SocketState):
 
     #: (the input last borrowed, a poll object watching its descriptor and our mailbox)
     _lent_poll: tuple[InputLoan, select.poll] | None
+    #: That input is kept for the next wait (see the module docstring).
+    _loan_kept: bool
 
     def _wait_for(
         self,
@@ -57,6 +61,7 @@ class WaitingMixin(SocketState):
         first (a command queued since ends it at once; a message comes with a command, as the
         attempt found the pipe empty and left its reader asleep)."""
         if flags & NOBLOCK:
+            self._give_back_input()
             raise Again(EAGAIN, "Resource temporarily unavailable")
         deadline = Deadline(self._options[timeout_option])
         mailbox = self._mailbox
@@ -68,8 +73,10 @@ class WaitingMixin(SocketState):
         while True:
             wait_ms = deadline.wait_ms()
             if wait_ms is None:
+                self._give_back_input()
                 raise Again(EAGAIN, "Resource temporarily unavailable")
             if not (reading and self._wait_reading(wait_ms)):
+                self._give_back_input()
                 mailbox.wait(wait_ms)
             self._process_commands()
             result = attempt()
@@ -108,9 +115,18 @@ class WaitingMixin(SocketState):
                 else:
                     mailbox.clear_fd()
         finally:
-            loan.return_input()
+            loan.return_input(keep=True)
+            self._loan_kept = True
             self._pattern.read_activated(pipe)
         return True
+
+    def _give_back_input(self) -> None:
+        """Before waiting other than for a reply, or giving up: a loan kept goes back, so that
+        the I/O thread reads the connection again (see the module docstring)."""
+        lent_poll = self._lent_poll
+        if self._loan_kept and lent_poll is not None:
+            self._loan_kept = False
+            lent_poll[0].give_back()
 
     def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:
         """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events."""
@@ -127,6 +143,7 @@ class WaitingMixin(SocketState):
             self._mailbox.wait(wait_ms)
 
     def _events(self) -> int:
+        self._give_back_input()
         self._process_commands()
         events = 0
         if self._rx_parts is not None or self._pattern.xhas_in():

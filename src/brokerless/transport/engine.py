@@ -107,6 +107,9 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self.in_lock = threading.RLock()
         self._interest_lock = threading.Lock()
         self._lent = False
+        self._borrowed = False
+        self._loan_used = False
+        self._loan_watched = False
         self._restart_wanted = False
         self._ended = False
         self._zap = None
@@ -138,9 +141,10 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         with self._interest_lock:
             self.io.unregister(self.sock)
             self._events = 0
-            if self._lent:  # the borrower polls the descriptor: it closes it when done
+            if self._borrowed:  # the borrower polls the descriptor: it closes it when done
                 self.session.socket.post(WAKE, None)
             else:
+                self._lent = False  # a loan kept, nobody borrowing: taken back
                 self._close_socket()
 
     def _close_socket(self) -> None:

@@ -10,21 +10,38 @@ descriptor, the socket's thread polls it together with its own mailbox and decod
 straight into the pipe (``read_lent``, into that thread's own read buffer), then gives the input
 back (``return_input``).
 
+A request and its reply alternate, so the input is usually borrowed again within one round
+trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
+poller is not touched for the next reply -- two ``epoll_ctl`` calls a round trip fewer, one
+of them on the critical path.  While a loan is kept and nobody borrows it, nobody reads the
+descriptor, so it goes back to the I/O thread as soon as it could be wanted there: when the
+socket's thread waits any other way (``give_back``: a poll, EVENTS, a non-blocking ``recv``
+that finds nothing, closing), when it could not be lent now (reading stopped at the HWM or for
+events the I/O thread must handle, the end of the stream), and when it went unused for a
+whole :data:`LOAN_IDLE` (``_watch_loan``, a timer running while a loan is kept: a socket left
+alone after its last reply has its connection read again -- PINGs answered, the end of the
+stream seen -- within two intervals).  An engine closing with a loan kept closes the
+descriptor itself.
+
 The hand-over, step by step:
 
 * ``lend_input`` takes ``in_lock`` (or fails: the I/O thread is reading), checks the
   connection is in traffic with nothing waiting for room in the pipe, and under
-  ``_interest_lock`` sets ``_lent`` and drops READ from the poller.  ``in_lock`` stays held
-  by the borrower until it gives the input back.
+  ``_interest_lock`` sets ``_borrowed`` and, unless a kept loan did already, ``_lent``,
+  dropping READ from the poller.  ``in_lock`` stays held by the borrower until it gives the
+  input back.
 * ``read_lent`` reads and decodes; what only the I/O thread may handle -- events (PING),
   protocol errors, a broken connection, the end of the stream -- is left to it in order:
   events are queued for ``restart_input`` with reading stopped, so nothing read later
   overtakes them.
-* ``return_input`` clears ``_lent`` and restores READ, then releases ``in_lock``; a
-  ``restart_input`` that found the lock taken meanwhile (``_restart_wanted``) runs again on
-  the I/O thread, which then wakes the socket's thread.
-* Closing while lent wakes the borrower (a WAKE command), who closes the descriptor when it
-  gives the input back, so a descriptor is never closed under a poll.
+* ``return_input`` clears ``_borrowed`` and, unless the loan is kept (and could be lent
+  again), ``_lent``, restoring READ; it releases ``in_lock`` under ``_interest_lock``, so
+  closing sees either a borrower still to come back or none; a ``restart_input`` that found
+  the lock taken meanwhile (``_restart_wanted``) runs again on the I/O thread, which then
+  wakes the socket's thread.
+* Closing while borrowed wakes the borrower (a WAKE command), who closes the descriptor when
+  it gives the input back, so a descriptor is never closed under a poll; a kept loan nobody
+  borrows is simply taken back, and the descriptor closed.
 """
 
 from __future__ import annotations
@@ -38,6 +55,10 @@ from ..mailbox import WAKE
 from ..zmtp import TRAFFIC, ProtocolError
 from .engine_state import EngineState
 
+#: How long a kept loan may go unused before the I/O thread takes it back (seconds; see the
+#: module docstring): it is taken back after one to two of these.
+LOAN_IDLE = 0.02
+
 
 class LentInputMixin(EngineState):
     """Lending the input to the socket's thread (see the module docstring)."""
@@ -49,34 +70,67 @@ class LentInputMixin(EngineState):
         if not self.in_lock.acquire(False):
             return False
         with self._interest_lock:
-            if (
-                self.alive
-                and self._reading
-                and not self._ended
-                and not self._pending_in
-                and self.conn.state is TRAFFIC
-            ):
-                self._lent = True
-                self._update_interest()
+            if self._lendable() and self.conn.state is TRAFFIC:
+                self._borrowed = self._loan_used = True
+                if not self._lent:
+                    self._lent = True
+                    self._update_interest()
+                    if not self._loan_watched:
+                        self._loan_watched = True
+                        self.io.call_soon(self._watch_loan)
                 return True
-        self._release_input()
+            self._take_back()  # a loan kept from before, which could not be lent now
+            self.in_lock.release()
+        self._restart_if_wanted()
         return False
 
-    def return_input(self) -> None:
-        """The borrower is done: the I/O thread watches the descriptor again (or, if the
-        engine was closed meanwhile, the borrower closes it)."""
-        with self._interest_lock:
-            self._lent = False
-            if self.alive:
-                self._update_interest()
-            else:
-                self._close_socket()
-        self._release_input()
+    def _lendable(self) -> bool:
+        return self.alive and self._reading and not self._ended and not self._pending_in
 
-    def _release_input(self) -> None:
-        self.in_lock.release()
+    def return_input(self, keep: bool = False) -> None:
+        """The borrower is done: the I/O thread watches the descriptor again -- unless
+        ``keep``, and it could be lent again: then the loan is kept for the next wait (see the
+        module docstring).  If the engine was closed meanwhile, the borrower closes the
+        descriptor."""
+        with self._interest_lock:
+            self._borrowed = False
+            if not self.alive:
+                self._lent = False
+                self._close_socket()
+            elif not (keep and self._lendable()):
+                self._take_back()
+            self.in_lock.release()  # under _interest_lock: see close()
+        self._restart_if_wanted()
+
+    def _restart_if_wanted(self) -> None:
         if self._restart_wanted:  # restart_input found the lock taken: it runs again now
             self.io.call_soon(self._restart_and_wake)
+
+    def give_back(self) -> None:
+        """A loan kept and not borrowed goes back to the I/O thread now (the socket's thread is
+        about to wait some other way)."""
+        with self._interest_lock:
+            if not self._borrowed:
+                self._take_back()
+
+    def _take_back(self) -> None:
+        """The I/O thread watches the descriptor again (``_interest_lock`` held, nobody
+        borrowing)."""
+        if self._lent:
+            self._lent = False
+            self._update_interest()
+
+    def _watch_loan(self, _: Any = None) -> None:
+        """While a loan is kept: take it back once it went unused for a whole LOAN_IDLE (I/O
+        thread; see the module docstring)."""
+        with self._interest_lock:
+            if self._lent and self.alive:
+                if self._loan_used or self._borrowed:
+                    self._loan_used = False
+                    self._timers["loan"] = self.io.call_later(LOAN_IDLE, self._watch_loan)
+                    return
+                self._take_back()
+            self._loan_watched = False
 
     def read_lent(self) -> None:
         """Read and decode what the descriptor holds, into the pipe (the borrowing thread,

@@ -107,8 +107,14 @@ class EngineState:
     out_lock: threading.RLock
     in_lock: threading.RLock
     _interest_lock: threading.Lock
-    #: The socket's thread reads the descriptor (see :mod:`.engine_lent`).
+    #: The I/O thread does not watch the descriptor: it is lent to the socket's thread, borrowed
+    #: now (``_borrowed``) or kept for the next wait (see :mod:`.engine_lent`).
     _lent: bool
+    _borrowed: bool
+    #: The loan was borrowed since the last look of ``_watch_loan``, which runs while one is
+    #: lent (``_loan_watched``).
+    _loan_used: bool
+    _loan_watched: bool
     #: restart_input found the input lent: run it again once it is given back.
     _restart_wanted: bool
     #: A lent read met the end of the stream (or a broken connection): never lent again.
