@@ -15,6 +15,7 @@ check that it goes back to the I/O thread whenever the connection could need rea
 
 from __future__ import annotations
 
+import gc
 import select
 import socket
 import threading
@@ -328,3 +329,87 @@ def test_a_kept_connection_whose_peer_falls_silent_is_dropped_and_closed(make, m
     with raw:
         _round_trips(req, raw)
         assert _closed_by_peer(raw), "the dropped connection's descriptor was not closed"
+
+
+def _readable(req) -> None:
+    """Wait until the reply is in the kernel, unread, on the connection the REQ keeps."""
+    fd = req._lent_poll[0].fileno
+    assert select.select([fd], [], [], DEADLINE)[0], "the reply never arrived"
+
+
+@pytest.mark.parametrize(
+    "look",
+    [
+        lambda req: req.recv(zmq.NOBLOCK) == b"here",
+        lambda req: req.poll(0) == zmq.POLLIN,
+        lambda req: req.getsockopt(zmq.EVENTS) & zmq.POLLIN,
+    ],
+    ids=["noblock", "poll-0", "events"],
+)
+def test_a_reply_already_here_is_seen_by_one_look(make, monkeypatch, look):
+    """The reply came while nobody read the kept connection: one look that does not wait
+    reads it first (libzmq's I/O thread would have), not after LOAN_IDLE, made an hour."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        req.send(b"here")
+        _answer(raw, b"here")
+        _readable(req)
+        assert look(req)
+
+
+def test_a_socket_blocked_in_recv_does_not_wake_its_io_thread(make, monkeypatch):
+    """While one borrow lasts (a REP waiting for its next request) the watch over the kept
+    loan stops: the I/O thread is not woken every LOAN_IDLE for nothing."""
+    looks: list[float] = []
+    watch = engine_lent.LentInputMixin._watch_loan
+
+    def counted(self, _=None):
+        looks.append(time.monotonic())
+        watch(self, _)
+
+    monkeypatch.setattr(engine_lent.LentInputMixin, "_watch_loan", counted)
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        req.send(b"unanswered")
+        req.setsockopt(zmq.RCVTIMEO, 300)  # 30 LOAN_IDLE
+        before = len(looks)
+        with pytest.raises(zmq.Again):
+            req.recv()
+        assert len(looks) - before <= 3
+
+
+def test_a_socket_collected_on_its_io_thread_does_not_deadlock_it(ctx):
+    """The garbage collector may finalize (close) a dropped socket on any thread, the I/O
+    thread included, at an allocation made while it holds its engine's locks: closing takes
+    none of them."""
+
+    def unheld(kind, **options):  # (the ``make`` fixture holds what it makes)
+        sock = ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        for name, value in options.items():
+            sock.setsockopt(getattr(zmq, name), value)
+        return sock
+
+    req, raw = _raw_rep(unheld)
+    with raw:
+        _round_trips(req, raw)
+        engine = req._lent_poll[0]
+        cycle: list = [req]
+        cycle.append(cycle)
+        del req, cycle
+        collected = threading.Event()
+
+        def collect_under_the_lock(_=None) -> None:
+            with engine._interest_lock:  # as _watch_loan and _update_interest hold it
+                gc.collect()
+            collected.set()
+
+        gc.disable()
+        try:
+            engine.io.call_soon(collect_under_the_lock)
+            assert collected.wait(DEADLINE), "the I/O thread deadlocked closing the socket"
+        finally:
+            gc.enable()

@@ -90,6 +90,7 @@ class _Port:
         if socket.closed:  # libzmq: "the provided frontend or backend was invalid"
             raise ZMQError(EFAULT, f"Bad address: the {role} is closed")
         socket._check_alive()  # its context terminated: ETERM
+        socket._give_back_input()  # it waits on its mailbox here: its I/O thread reads for it
         self.socket = socket
         self.mailbox = socket._mailbox
         self.take: Callable[[], Any] = socket._xrecv  # the next whole message, or None

@@ -371,7 +371,6 @@ class Socket(
             pipe.drop_inbound()
         self._pipes.clear()
         self._inlane = self._outpipe = self._outlane = None
-        self._give_back_input()
         self._lent_poll = None
         self._drop_commands()
         self._mailbox.close()

@@ -14,7 +14,8 @@ connection itself while it waits (the connection's input is *lent* to the socket
 whose turn may be a GIL switch away.  The socket asks for the loan through the pipe's
 ``source`` (the connection that feeds it), never through the transport's objects.  It keeps
 the loan between its waits for replies (``_loan_kept``) and gives it back before it waits any
-other way or gives up (``_give_back_input``): then the I/O thread reads the connection again.
+other way or gives up (``_give_back_input``), reading first what came meanwhile: a call that
+gives up looks once more, so a reply already here is never missed.
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ class WaitingMixin(SocketState):
         first (a command queued since ends it at once; a message comes with a command, as the
         attempt found the pipe empty and left its reader asleep)."""
         if flags & NOBLOCK:
-            self._give_back_input()
-            raise Again(EAGAIN, "Resource temporarily unavailable")
+            return self._last_try(attempt)
         deadline = Deadline(self._options[timeout_option])
         mailbox = self._mailbox
         if not tried:
@@ -73,8 +73,7 @@ class WaitingMixin(SocketState):
         while True:
             wait_ms = deadline.wait_ms()
             if wait_ms is None:
-                self._give_back_input()
-                raise Again(EAGAIN, "Resource temporarily unavailable")
+                return self._last_try(attempt)
             if not (reading and self._wait_reading(wait_ms)):
                 self._give_back_input()
                 mailbox.wait(wait_ms)
@@ -120,13 +119,26 @@ class WaitingMixin(SocketState):
             self._pattern.read_activated(pipe)
         return True
 
-    def _give_back_input(self) -> None:
-        """Before waiting other than for a reply, or giving up: a loan kept goes back, so that
-        the I/O thread reads the connection again (see the module docstring)."""
+    def _give_back_input(self) -> bool:
+        """Before waiting other than for a reply, or giving up: a loan kept goes back, with
+        what came meanwhile read, so that the I/O thread reads the connection again (see the
+        module docstring).  Whether there was one."""
         lent_poll = self._lent_poll
         if self._loan_kept and lent_poll is not None:
             self._loan_kept = False
             lent_poll[0].give_back()
+            return True
+        return False
+
+    def _last_try(self, attempt: Callable[[], Any]) -> Any:
+        """Giving up (NOBLOCK, time out): a loan kept goes back, and if one did, what it read
+        may be what the caller wants -- one more look; else ``Again``."""
+        if self._give_back_input():
+            self._process_commands()
+            result = attempt()
+            if result is not None:
+                return result
+        raise Again(EAGAIN, "Resource temporarily unavailable")
 
     def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:
         """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events."""

@@ -108,7 +108,8 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._interest_lock = threading.Lock()
         self._lent = False
         self._borrowed = False
-        self._loan_used = False
+        self._loans = self._watched_loans = 0
+        self._kept_at = 0.0
         self._loan_watched = False
         self._restart_wanted = False
         self._ended = False

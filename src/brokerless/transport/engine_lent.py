@@ -14,14 +14,21 @@ A request and its reply alternate, so the input is usually borrowed again within
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
 poller is not touched for the next reply -- two ``epoll_ctl`` calls a round trip fewer, one
 of them on the critical path.  While a loan is kept and nobody borrows it, nobody reads the
-descriptor, so it goes back to the I/O thread as soon as it could be wanted there: when the
-socket's thread waits any other way (``give_back``: a poll, EVENTS, a non-blocking ``recv``
-that finds nothing, closing), when it could not be lent now (reading stopped at the HWM or for
-events the I/O thread must handle, the end of the stream), and when it went unused for a
-whole :data:`LOAN_IDLE` (``_watch_loan``, a timer running while a loan is kept: a socket left
-alone after its last reply has its connection read again -- PINGs answered, the end of the
-stream seen -- within two intervals).  An engine closing with a loan kept closes the
-descriptor itself.
+descriptor, so it goes back to the I/O thread as soon as it could be wanted there:
+
+* when the socket's thread waits any other way or gives up (``give_back``: a poll, EVENTS, a
+  non-blocking ``recv`` that finds nothing, a proxy taking the socket) -- reading first what
+  came meanwhile, so that a reply already here is seen at once, as the I/O thread would have
+  read it;
+* when it could not be lent now (reading stopped at the HWM or for events the I/O thread must
+  handle, the end of the stream);
+* when nobody borrowed it for :data:`LOAN_IDLE` (``_watch_loan``, a timer of the I/O thread:
+  a socket left alone after its last reply has its connection read again -- PINGs answered,
+  the end of the stream seen -- within about that long).  The timer runs while a loan is kept
+  and stops while one borrow outlasts a whole interval (that borrower reads the descriptor: a
+  socket blocked in ``recv`` costs no wake-ups); the borrower's return starts it again.
+
+An engine closing with a loan kept and nobody borrowing closes the descriptor itself.
 
 The hand-over, step by step:
 
@@ -55,9 +62,9 @@ from ..mailbox import WAKE
 from ..zmtp import TRAFFIC, ProtocolError
 from .engine_state import EngineState
 
-#: How long a kept loan may go unused before the I/O thread takes it back (seconds; see the
-#: module docstring): it is taken back after one to two of these.
-LOAN_IDLE = 0.02
+#: How long a kept loan may go unborrowed before the I/O thread takes it back (seconds; see
+#: the module docstring).
+LOAN_IDLE = 0.01
 
 
 class LentInputMixin(EngineState):
@@ -71,13 +78,11 @@ class LentInputMixin(EngineState):
             return False
         with self._interest_lock:
             if self._lendable() and self.conn.state is TRAFFIC:
-                self._borrowed = self._loan_used = True
+                self._borrowed = True
+                self._loans += 1
                 if not self._lent:
                     self._lent = True
                     self._update_interest()
-                    if not self._loan_watched:
-                        self._loan_watched = True
-                        self.io.call_soon(self._watch_loan)
                 return True
             self._take_back()  # a loan kept from before, which could not be lent now
             self.in_lock.release()
@@ -95,9 +100,15 @@ class LentInputMixin(EngineState):
         with self._interest_lock:
             self._borrowed = False
             if not self.alive:
-                self._lent = False
-                self._close_socket()
-            elif not (keep and self._lendable()):
+                if self._lent:  # closed while borrowed: the descriptor is ours to close
+                    self._lent = False
+                    self._close_socket()
+            elif keep and self._lendable():
+                self._kept_at = time.monotonic()
+                if not self._loan_watched:
+                    self._loan_watched = True
+                    self.io.call_soon(self._watch_loan)
+            else:
                 self._take_back()
             self.in_lock.release()  # under _interest_lock: see close()
         self._restart_if_wanted()
@@ -107,11 +118,17 @@ class LentInputMixin(EngineState):
             self.io.call_soon(self._restart_and_wake)
 
     def give_back(self) -> None:
-        """A loan kept and not borrowed goes back to the I/O thread now (the socket's thread is
-        about to wait some other way)."""
+        """A loan kept goes back to the I/O thread now, what came meanwhile read first (the
+        socket's thread, about to wait some other way or to give up: see the module
+        docstring)."""
+        if not self._lent:  # (a look without the lock: only this thread lends)
+            return
+        self.in_lock.acquire()
         with self._interest_lock:
-            if not self._borrowed:
-                self._take_back()
+            kept = self._borrowed = self._lent
+        if kept:
+            self.read_lent()
+        self.return_input()
 
     def _take_back(self) -> None:
         """The I/O thread watches the descriptor again (``_interest_lock`` held, nobody
@@ -121,16 +138,24 @@ class LentInputMixin(EngineState):
             self._update_interest()
 
     def _watch_loan(self, _: Any = None) -> None:
-        """While a loan is kept: take it back once it went unused for a whole LOAN_IDLE (I/O
-        thread; see the module docstring)."""
+        """While a loan is kept: take it back once nobody borrowed it for LOAN_IDLE; stop
+        while one borrow outlasts a whole interval (I/O thread; see the module docstring)."""
         with self._interest_lock:
+            delay = None
             if self._lent and self.alive:
-                if self._loan_used or self._borrowed:
-                    self._loan_used = False
-                    self._timers["loan"] = self.io.call_later(LOAN_IDLE, self._watch_loan)
-                    return
-                self._take_back()
-            self._loan_watched = False
+                if not self._borrowed:
+                    idle = time.monotonic() - self._kept_at
+                    if idle < LOAN_IDLE:
+                        delay = LOAN_IDLE - idle
+                    else:
+                        self._take_back()
+                elif self._loans != self._watched_loans:  # a new borrow since the last look
+                    self._watched_loans = self._loans
+                    delay = LOAN_IDLE
+            if delay is None:
+                self._loan_watched = False
+            else:
+                self._timers["loan"] = self.io.call_later(delay, self._watch_loan)
 
     def read_lent(self) -> None:
         """Read and decode what the descriptor holds, into the pipe (the borrowing thread,

@@ -111,10 +111,12 @@ class EngineState:
     #: now (``_borrowed``) or kept for the next wait (see :mod:`.engine_lent`).
     _lent: bool
     _borrowed: bool
-    #: The loan was borrowed since the last look of ``_watch_loan``, which runs while one is
-    #: lent (``_loan_watched``).
-    _loan_used: bool
+    #: Borrows so far; when the loan was last kept; ``_watch_loan`` queued or due, and the
+    #: borrows it counted at its last look.
+    _loans: int
+    _kept_at: float
     _loan_watched: bool
+    _watched_loans: int
     #: restart_input found the input lent: run it again once it is given back.
     _restart_wanted: bool
     #: A lent read met the end of the stream (or a broken connection): never lent again.
