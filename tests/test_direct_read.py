@@ -413,3 +413,33 @@ def test_a_socket_collected_on_its_io_thread_does_not_deadlock_it(ctx):
             assert collected.wait(DEADLINE), "the I/O thread deadlocked closing the socket"
         finally:
             gc.enable()
+
+
+def test_a_kept_connection_goes_back_when_a_proxy_takes_the_socket(make, monkeypatch):
+    """A proxy waits on its sockets' mailboxes, not in ``recv``: the REQ's reply is read and
+    forwarded at once, not after LOAN_IDLE, made an hour here."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        req.send(b"forwarded")  # its reply is the proxy's to forward
+        push, pull, control, steer = (
+            make(kind) for kind in (zmq.PUSH, zmq.PULL, zmq.PAIR, zmq.PAIR)
+        )
+        push.connect(bind(pull, "inproc://kept-loan-proxy-out"))
+        steer.connect(bind(control, "inproc://kept-loan-proxy-control"))
+        outcome: list = []
+
+        def run() -> None:
+            try:
+                outcome.append(zmq.proxy_steerable(req, push, None, control))
+            except BaseException as exc:  # reported below
+                outcome.append(exc)
+
+        proxy = threading.Thread(target=run, daemon=True)
+        proxy.start()
+        _answer(raw, b"forwarded")
+        assert pull.recv() == b"forwarded"
+        steer.send(b"TERMINATE")
+        proxy.join(DEADLINE)
+        assert outcome == [0]  # and a REQ whose reply is taken is not asked for another

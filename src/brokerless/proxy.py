@@ -93,7 +93,15 @@ class _Port:
         socket._give_back_input()  # it waits on its mailbox here: its I/O thread reads for it
         self.socket = socket
         self.mailbox = socket._mailbox
-        self.take: Callable[[], Any] = socket._xrecv  # the next whole message, or None
+        # The next whole message, or None.  A REQ or REP gives one only in its turn: libzmq's
+        # proxy receives only when its poll reports input, which a REQ has only while it awaits
+        # a reply, and a REP only while it owes none (their recv would fail with EFSM).
+        pattern = socket._pattern
+        self.take: Callable[[], Any] = (
+            socket._xrecv
+            if not pattern.lock_step
+            else lambda: pattern.xrecv() if pattern.xhas_in() else None
+        )
         self.put: Callable[[Any], bool] = socket._xsend  # False: at the HWM, try again later
         # libzmq's poll never sees input on a PUSH nor room on a SUB: a flow out of the one or
         # into the other never runs.
