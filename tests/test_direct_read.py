@@ -15,11 +15,14 @@ check that it goes back to the I/O thread whenever the connection could need rea
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import select
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import zmq as libzmq
@@ -297,16 +300,24 @@ def _noblock(req) -> bytes:
             assert time.monotonic() < deadline, "a loop of non-blocking tries never got the reply"
 
 
-@pytest.mark.parametrize("wait", [_poll, _poller, _fd, _noblock])
-def test_a_kept_connection_goes_back_when_the_socket_waits_otherwise(make, monkeypatch, wait):
-    """A reply that comes while the REQ polls (or tries without blocking) is read by the I/O
-    thread at once -- not after LOAN_IDLE, made an hour here."""
+@contextlib.contextmanager
+def _kept_and_answered(make, monkeypatch, body: bytes) -> Iterator[Any]:
+    """A REQ that keeps its connection's input (LOAN_IDLE made an hour, so only the socket
+    gives it back), with its request ``body`` answered by the raw peer."""
     monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
     req, raw = _raw_rep(make)
     with raw:
         _round_trips(req, raw)
-        req.send(b"polled")
-        _answer(raw, b"polled")
+        req.send(body)
+        _answer(raw, body)
+        yield req
+
+
+@pytest.mark.parametrize("wait", [_poll, _poller, _fd, _noblock])
+def test_a_kept_connection_goes_back_when_the_socket_waits_otherwise(make, monkeypatch, wait):
+    """A reply that comes while the REQ polls (or tries without blocking) is read by the I/O
+    thread at once -- not after LOAN_IDLE."""
+    with _kept_and_answered(make, monkeypatch, b"polled") as req:
         assert wait(req) == b"polled"
 
 
@@ -348,13 +359,8 @@ def _readable(req) -> None:
 )
 def test_a_reply_already_here_is_seen_by_one_look(make, monkeypatch, look):
     """The reply came while nobody read the kept connection: one look that does not wait
-    reads it first (libzmq's I/O thread would have), not after LOAN_IDLE, made an hour."""
-    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
-    req, raw = _raw_rep(make)
-    with raw:
-        _round_trips(req, raw)
-        req.send(b"here")
-        _answer(raw, b"here")
+    reads it first (libzmq's I/O thread would have), not after LOAN_IDLE."""
+    with _kept_and_answered(make, monkeypatch, b"here") as req:
         _readable(req)
         assert look(req)
 
