@@ -449,3 +449,12 @@ def test_a_kept_connection_goes_back_when_a_proxy_takes_the_socket(make, monkeyp
         steer.send(b"TERMINATE")
         proxy.join(DEADLINE)
         assert outcome == [0]  # and a REQ whose reply is taken is not asked for another
+
+
+def test_a_reply_already_here_is_kept_when_the_socket_stops_receiving(make, monkeypatch):
+    """``stop_receiving`` keeps what had come in: a reply waiting unread on the connection the
+    REQ kept is read before its input stops, and nothing is read after."""
+    with _kept_and_answered(make, monkeypatch, b"in before the stop") as req:
+        _readable(req)
+        req.stop_receiving()
+        assert req.recv(zmq.NOBLOCK) == b"in before the stop"

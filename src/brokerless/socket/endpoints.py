@@ -101,6 +101,7 @@ class EndpointsMixin(SocketState):
         EAGAIN afterwards takes every message the socket received, and nothing arrives after.
         Sending goes on over the connections there are.  inproc peers are not affected."""
         self._check_alive()
+        self._give_back_input()  # what came in on a connection this thread kept is read first
         names = {_endpoint.parse(uri).transport for uri in [*self._bound, *self._connected]}
         for name in sorted(names):
             self.context._transport(name).stop_input(self._port)

@@ -135,6 +135,9 @@ class SocketState:
     def _events(self) -> int:
         raise NotImplementedError
 
+    def _give_back_input(self) -> bool:
+        raise NotImplementedError
+
     def _pipes_changed(self) -> None:
         raise NotImplementedError
 

@@ -124,8 +124,8 @@ class LentInputMixin(EngineState):
         if not self._lent:  # (a look without the lock: only this thread lends)
             return
         self.in_lock.acquire()
-        with self._interest_lock:
-            kept = self._borrowed = self._lent
+        with self._interest_lock:  # (input stopped meanwhile: nothing more is read)
+            kept = self._borrowed = self._lent and self._lendable()
         if kept:
             self.read_lent()
         self.return_input()
