@@ -190,12 +190,13 @@ class Req(Dealer):
         return self.lb.has_out()
 
     def xsend(self, msg: Any) -> bool:
-        self._check_send_state()
+        if self.receiving_reply:
+            self._check_send_state()
         if self.options[_O.REQ_CORRELATE]:
             request_id = (self.request_id + 1) & 0xFFFFFFFF
             envelope = [_REQUEST_ID.pack(request_id), b"", *parts_of(msg)]
         else:
-            envelope = [b"", *parts_of(msg)]
+            envelope = [b"", *msg] if msg.__class__ is list else [b"", msg]
         pipe = self.lb.send(envelope)
         if pipe is None:
             return False
@@ -218,12 +219,21 @@ class Req(Dealer):
                 return None
             if self.reply_pipe is not None and self.fq.last_pipe is not self.reply_pipe:
                 continue  # a late reply from a peer we no longer wait for
-            body = self._strip_envelope(parts_of(msg))
-            if body is None:
-                continue  # malformed reply: dropped, as libzmq does
+            if (
+                msg.__class__ is list
+                and len(msg) == 2
+                and not len(msg[0])
+                and not self.options[_O.REQ_CORRELATE]
+            ):
+                reply = msg[1]  # the common reply: the delimiter and one part
+            else:
+                body = self._strip_envelope(parts_of(msg))
+                if body is None:
+                    continue  # malformed reply: dropped, as libzmq does
+                reply = join_parts(body)
             self.receiving_reply = False
             self.reply_pipe = None
-            return join_parts(body)
+            return reply
 
     def _strip_envelope(self, parts: list[Any]) -> list[Any] | None:
         if self.options[_O.REQ_CORRELATE]:
@@ -272,10 +282,11 @@ class Rep(Router):
             )
 
     def xsend(self, msg: Any) -> bool:
-        self._check_sending()
+        if not self.sending_reply:
+            self._check_sending()
         pipe = self.reply_to
-        if pipe is not None:
-            pipe.write([*self.backtrace, *parts_of(msg)])  # at HWM the reply is dropped
+        if pipe is not None:  # (at HWM the reply is dropped)
+            pipe.write([*self.backtrace, *msg] if msg.__class__ is list else [*self.backtrace, msg])
         self.sending_reply = False
         self.reply_to = None
         self.backtrace = []

@@ -185,10 +185,11 @@ class LentInputMixin(EngineState):
                 self._reading = False
                 self.io.call_soon(self._protocol_failed, exc)
                 return
-            reply = self.conn.data_to_send()
-            if reply:
-                self._queue(reply)
-                self._write_direct(more_queued=False)
+            if events:  # (a reply comes only from a command: a PONG)
+                reply = self.conn.data_to_send()
+                if reply:
+                    self._queue(reply)
+                    self._write_direct(more_queued=False)
         if not items:
             return
         if events:

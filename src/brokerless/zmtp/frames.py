@@ -193,12 +193,13 @@ class FrameDecoder:
 
     __slots__ = (
         "_buf",
+        "_limit",
+        "_max_msg_size",
         "_parts",
         "_reserved",
         "_runs",
         "commands",
         "handshaking",
-        "max_msg_size",
         "runs",
     )
 
@@ -222,6 +223,16 @@ class FrameDecoder:
         self.runs = False  # whether the last ``feed`` returned a Run
         #: Commands only, one per ``feed`` (see the module docstring).
         self.handshaking = handshaking
+
+    @property
+    def max_msg_size(self) -> int:
+        """MAXMSGSIZE (-1: none); frames larger are refused."""
+        return self._max_msg_size
+
+    @max_msg_size.setter
+    def max_msg_size(self, value: int) -> None:
+        self._max_msg_size = value
+        self._limit = frame_limit(value)  # (what every feed looks up)
 
     @property
     def buffered(self) -> int:
@@ -298,7 +309,7 @@ class FrameDecoder:
     def _decode(self, view: Any, out: list[Any]) -> int:
         """Decode every whole frame of ``view`` into ``out``; returns the octets consumed."""
         parts = self._parts
-        limit = frame_limit(self.max_msg_size)
+        limit = self._limit
         handshaking = self.handshaking
         reserved = self._reserved
         copy = view.__class__ is not bytes  # a slice of bytes is already bytes

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ProtocolError
-from .frames import MORE, FrameDecoder, _too_large, frame_limit
+from .frames import MORE, FrameDecoder, _too_large
 
 _LONG_LENGTH = 0xFF
 
@@ -58,7 +58,7 @@ class V1FrameDecoder(FrameDecoder):
 
     def _decode(self, view: Any, out: list[Any]) -> int:
         parts = self._parts
-        limit = frame_limit(self.max_msg_size)
+        limit = self._limit
         append = out.append
         pos, end = 0, len(view)
         while pos < end:
