@@ -50,9 +50,10 @@ class RawConnection:
         self.state = TRAFFIC
         self.peer: Ready | None = None
 
-    #: A raw peer has no heartbeats and no handshake (so nothing waits for ZAP).
+    #: A raw peer has no heartbeats and no handshake (so nothing waits for ZAP), nor frames.
     heartbeats = False
     zap_waiting = False
+    large_frames = False
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the
