@@ -80,10 +80,9 @@ class InputLoan(Protocol):
 class InputSource(Protocol):
     """What feeds a pipe from a network connection (``Pipe.source``)."""
 
-    def lend_input(self, large_only: bool = False) -> InputLoan | None:
+    def lend_input(self) -> InputLoan | None:
         """The connection's input for the calling socket thread; None when it cannot be lent
-        now (no connection, not in traffic, the I/O thread busy with it; ``large_only``: its
-        last read began with no large frame)."""
+        now (no connection, not in traffic, the I/O thread busy with it)."""
 
 
 class _Delimiter:

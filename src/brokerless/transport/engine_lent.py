@@ -8,11 +8,7 @@ whole latency budget of a request and its reply.  So a REQ's or REP's thread abo
 the pipe's source, :class:`~brokerless.pipe.InputSource`): the I/O thread stops watching the
 descriptor, the socket's thread polls it together with its own mailbox and decodes what arrives
 straight into the pipe (``read_lent``, into that thread's own read buffer), then gives the input
-back (``return_input``).  A PULL borrows too, but only while the last read began with a large frame
-(``large_only``; :data:`~brokerless.zmtp.frames.LARGE`): a large body made by the I/O thread
-and freed by the socket's comes back from the allocator as fresh pages and costs a wake-up, where
-the socket's thread reading it itself pays neither (tcp 64 KiB messages 1.7-2.0x as fast);
-smaller messages are cheaper read ahead by the I/O thread while the socket's thread consumes.
+back (``return_input``).
 
 A request and its reply alternate, so the input is usually borrowed again within one round
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
@@ -74,16 +70,14 @@ LOAN_IDLE = 0.01
 class LentInputMixin(EngineState):
     """Lending the input to the socket's thread (see the module docstring)."""
 
-    def lend_input(self, large_only: bool = False) -> bool:
+    def lend_input(self) -> bool:
         """Let the calling socket thread read the descriptor (``read_lent``) until it calls
         ``return_input``; False when the I/O thread must go on reading (busy, not in traffic,
-        input stopped at the HWM or waiting for the I/O thread; ``large_only``: the last read
-        began with no large frame)."""
+        input stopped at the HWM or waiting for the I/O thread)."""
         if not self.in_lock.acquire(False):
             return False
         with self._interest_lock:
-            conn = self.conn
-            if self._lendable() and conn.state is TRAFFIC and (not large_only or conn.large_frames):
+            if self._lendable() and self.conn.state is TRAFFIC:
                 self._borrowed = True
                 self._loans += 1
                 if not self._lent:

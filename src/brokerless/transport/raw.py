@@ -50,10 +50,9 @@ class RawConnection:
         self.state = TRAFFIC
         self.peer: Ready | None = None
 
-    #: A raw peer has no heartbeats and no handshake (so nothing waits for ZAP), nor frames.
+    #: A raw peer has no heartbeats and no handshake (so nothing waits for ZAP).
     heartbeats = False
     zap_waiting = False
-    large_frames = False
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the

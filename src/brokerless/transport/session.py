@@ -151,11 +151,11 @@ class Session:
         else:
             self._start_linger()
 
-    def lend_input(self, large_only: bool = False) -> Engine | None:
+    def lend_input(self) -> Engine | None:
         """Input source interface (``Pipe.source``): the connection's input for the socket's
         thread, while it waits for a message (see "Lent input" in :mod:`.engine`)."""
         engine = self.engine
-        if engine is None or not engine.lend_input(large_only):
+        if engine is None or not engine.lend_input():
             return None
         return engine
 

@@ -174,12 +174,6 @@ class Connection:
         """Whether PING and PONG can be exchanged: with ZMTP 3.x peers only."""
         return self.protocol is Protocol.ZMTP_3
 
-    @property
-    def large_frames(self) -> bool:
-        """Whether the last input's first long frame, or the frame it began in, is one of
-        LARGE octets or more (see :data:`~brokerless.zmtp.frames.LARGE`)."""
-        return self.decoder.large
-
     # -- output --------------------------------------------------------------------------------
 
     def data_to_send(self) -> bytes:

@@ -200,7 +200,6 @@ class FrameDecoder:
         "_runs",
         "commands",
         "handshaking",
-        "large",
         "runs",
     )
 
@@ -218,9 +217,6 @@ class FrameDecoder:
         #: Flag bits that must be clear (COMMAND too without ``command_frames``: ZMTP 2.0).
         self._reserved = _RESERVED if command_frames else _RESERVED | COMMAND
         self.commands = False  # whether the last ``feed`` returned a command
-        #: Whether the last ``feed``'s first long frame, or the frame it began in, is one of
-        #: LARGE octets or more (decoded from the read buffer itself: see _decode_copies).
-        self.large = False
         #: Hand runs of RUN_MIN or more equal-size single-frame messages on as :class:`Run`
         #: items, for their reader to cut (see :mod:`brokerless.runs`).
         self._runs = runs
@@ -274,7 +270,7 @@ class FrameDecoder:
         else:
             view = data
         out: list[Any] = []
-        self.commands = self.runs = self.large = False
+        self.commands = self.runs = False
         try:
             if isinstance(view, bytes):
                 pos = self._decode(view, out)
@@ -307,7 +303,6 @@ class FrameDecoder:
                 if stop >= end or self.handshaking or not used:
                     return pos
             if _large_first(whole, pos, end):
-                self.large = True
                 return pos + self._decode(whole[pos:], out)
             return pos + self._decode(bytes(whole[pos:]), out)
 
@@ -438,8 +433,7 @@ RUN_MIN = 16
 #: A read holds at most 256 KiB, so messages of about 1 KiB or more never make a Run.
 LAZY_RUN_MIN = 256
 #: A read that starts with a frame this large is decoded from a view of the read buffer, so
-#: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).  A
-#: PULL reads such frames in its own thread (see :mod:`brokerless.transport.engine_lent`).
+#: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).
 LARGE = 64 * 1024
 
 
