@@ -1,7 +1,7 @@
 """A REQ's or REP's thread blocked in ``recv`` with one network peer reads that connection itself.
 
 brokerless lends the connection's input to the waiting thread (no hand-over to the I/O thread,
-see "Lent input" in ``brokerless/transport/engine.py``).  Whatever happens on the connection
+see ``brokerless/transport/engine_lent.py``).  Whatever happens on the connection
 while a thread waits there must still be handled as the I/O thread would: the peer's heartbeats
 answered, a silent peer dropped, garbage costing only that connection, PINGs between requests
 neither delivered nor reordering anything -- and the waiting thread must get the next good

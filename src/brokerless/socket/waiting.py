@@ -85,7 +85,7 @@ class WaitingMixin(SocketState):
     def _wait_reading(self, wait_ms: int) -> bool:
         """Wait for a command or for data on the connection behind this socket's only pipe,
         reading that data here -- no hand-over to the I/O thread, whose turn may be a GIL
-        switch away (see "Lent input" in :mod:`brokerless.transport.engine`).  Lock-step
+        switch away (see :mod:`brokerless.transport.engine_lent`).  Lock-step
         sockets only (REQ, REP: each wait is for one reply): a stream's receiver is better
         served by the I/O thread reading ahead in large batches.  False when there is no such
         connection or it cannot be lent now: then wait as usual."""

@@ -153,7 +153,7 @@ class Session:
 
     def lend_input(self) -> Engine | None:
         """Input source interface (``Pipe.source``): the connection's input for the socket's
-        thread, while it waits for a message (see "Lent input" in :mod:`.engine`)."""
+        thread, while it waits for a message (see :mod:`.engine_lent`)."""
         engine = self.engine
         if engine is None or not engine.lend_input():
             return None
