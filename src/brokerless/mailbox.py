@@ -59,6 +59,8 @@ class Command(Enum):
 
 #: A command that only wakes the owner (it re-checks its state; nothing else to do).
 WAKE = Command.WAKE
+ACTIVATE_READ = Command.ACTIVATE_READ
+ACTIVATE_WRITE = Command.ACTIVATE_WRITE
 
 #: What a mailbox carries: a :class:`Command` (sockets, sessions), a call (I/O threads).
 C = TypeVar("C")
@@ -125,21 +127,37 @@ class Mailbox(Generic[C]):
 
     def send(self, command: C, arg: Any = None) -> None:
         """Queue a command (any thread); wakes the owner if it may be asleep."""
-        self.commands.append((command, arg))
-        if self._armed:
-            # Disarm *before* signalling: disarming after could land once the owner has woken,
-            # re-armed and gone back to sleep, and then no sender would ever signal it again.
+        try:
+            self.commands.append((command, arg))
+            if self._armed:
+                # Disarm *before* signalling: disarming after could land once the owner has
+                # woken, re-armed and gone back to sleep, and then no sender would ever signal
+                # it again.
+                self._armed = False
+                self._signal()
+        except BaseException:
+            # An exception from a signal handler (see "Interruptions" in
+            # brokerless.transport.engine_state) once the command may be queued: the owner
+            # is woken all the same -- disarmed and not signalled, it would sleep through
+            # every later command; a spare wake-up is harmless.
             self._armed = False
-            if self._blocking:
-                try:
-                    self._wake.release()
-                except RuntimeError:
-                    pass  # already released: a wake-up is pending anyway
-            else:
-                self.signaler.send()
+            self._signal()
+            raise
+
+    def _signal(self) -> None:
+        if self._blocking:
+            try:
+                self._wake.release()
+            except RuntimeError:
+                pass  # already released: a wake-up is pending anyway
+        else:
+            self.signaler.send()
 
     def process(self, dispatch: Callable[[C, Any], None]) -> None:
-        """Run every queued command through ``dispatch`` (owner thread only)."""
+        """Run every queued command through ``dispatch`` (owner thread only).  A wake-up or
+        an activation leaves the queue only once handled: an exception from a signal handler
+        as its handling begins cannot lose it (see "Interruptions" in
+        brokerless.transport.engine_state), and handling one twice is harmless."""
         if not self._armed:
             if self._blocking:
                 self._wake.acquire(False)
@@ -148,8 +166,13 @@ class Mailbox(Generic[C]):
             self._armed = True
         commands = self.commands
         while commands:
-            command, arg = commands.popleft()
-            dispatch(command, arg)
+            command, arg = commands[0]
+            if command is WAKE or command is ACTIVATE_READ or command is ACTIVATE_WRITE:
+                dispatch(command, arg)
+                commands.popleft()
+            else:
+                commands.popleft()
+                dispatch(command, arg)
 
     def wait(self, timeout_ms: int) -> None:
         """Block the owner until a command may be queued or ``timeout_ms`` passes (-1: none).

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from itertools import repeat, starmap
+from collections.abc import Iterator
+from itertools import islice, repeat, starmap
 from typing import Any, Protocol
 
 from .mailbox import Command
@@ -75,6 +76,10 @@ class InputLoan(Protocol):
 
     def give_back(self) -> None:
         """A loan kept goes back to its I/O thread now."""
+
+    def return_if_held(self) -> None:
+        """A call on the loan was cut short by an exception from a signal handler: the input
+        goes back to its I/O thread if this thread holds it still."""
 
 
 class InputSource(Protocol):
@@ -178,7 +183,15 @@ class Lane:
             ref = reader._owner_ref
             owner = None if ref is None else ref()
             if owner is not None:
-                owner.send_command(ACTIVATE_READ, reader)
+                try:
+                    owner.send_command(ACTIVATE_READ, reader)
+                except BaseException:
+                    # An exception from a signal handler (see "Interruptions" in
+                    # brokerless.transport.engine_state): the wake-up is made again --
+                    # activation is idempotent, and a queued message must not go unannounced.
+                    # (A socket's single sends do the same when it comes as this begins.)
+                    owner.send_command(ACTIVATE_READ, reader)
+                    raise
 
     def wake_writer(self) -> None:
         """The reader drained the lane to the low-water mark: the writer blocked at the HWM
@@ -323,31 +336,29 @@ class Pipe:
             self._wake_writer_if_drained()
         return out
 
-    def read_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
-        """Up to ``limit`` messages queued now, for a reader that is not the end's owner (the
-        socket's thread writing directly for its I/O thread); the delimiter stays for the
-        owner.  With ``settle``, emptying the lane marks the reader asleep (as :meth:`read`
-        does) so the next message is signalled; without, the reader stays awake and writers
-        keep not signalling.  Returns the messages and whether the reader is now asleep (else
-        the caller arranges the next read)."""
+    def read_queued(self, into: deque[Any], limit: int, settle: bool) -> bool:
+        """Move up to ``limit`` messages queued now into ``into`` in one step -- each is in one
+        of the two, whatever happens -- for a reader that is not the end's owner (the socket's
+        thread writing directly for its I/O thread); the delimiter stays for the owner.  With
+        ``settle``, emptying the lane marks the reader asleep (as :meth:`read` does) so the
+        next message is signalled; without, the reader stays awake and writers keep not
+        signalling.  Returns whether the reader is now asleep (else the caller arranges the
+        next read)."""
         lane = self._in
         q = lane.q
-        out: list[Any] = []
-        for _ in range(min(limit, len(q))):
-            msg = q.popleft()
-            if msg is DELIMITER:
-                q.appendleft(msg)
-                break
-            out.append(msg)
+        n = min(limit, len(q))
+        if n and n == len(q) and q[-1] is DELIMITER:  # (nothing is written after it)
+            n -= 1
+        into.extend(starmap(q.popleft, repeat((), n)))
         if lane.writer_blocked:  # (the common case, not: no call)
             self._wake_writer_if_drained()
         if q or not settle:
-            return out, False
+            return False
         lane.reader_asleep = True
         if q:
             lane.reader_asleep = False
-            return out, False
-        return out, True
+            return False
+        return True
 
     def hold_reader_awake(self) -> None:
         """The reader is about to look at this end by its own means (it reads the connection
@@ -421,7 +432,11 @@ class Pipe:
                 msg = msg[-1]  # libzmq keeps one part only: conflation is for single parts
         lane.q.append(msg)
         if lane.reader_asleep:
-            lane.wake_reader()
+            try:
+                lane.wake_reader()
+            except BaseException:  # interrupted as it began (see Lane.wake_reader): again
+                lane.wake_reader()
+                raise
         return True
 
     def write_many(self, msgs: list[Any], runs: bool = False) -> int:
@@ -447,6 +462,27 @@ class Pipe:
             if not self.write(msgs[i]):
                 return i
         return len(msgs)
+
+    def write_from(self, source: Iterator[Any], count: int) -> bool:
+        """``write_many`` for a writer a signal handler may interrupt (the socket's thread
+        delivering a lent read: see :mod:`brokerless.transport.engine_lent`): takes up to
+        ``count`` whole messages (no runs) from the iterator ``source`` in one step, so that
+        what it did not take is still there, whatever happens.  False when some are left there
+        (the HWM: the writer is then marked blocked, as ``write`` does; or the pipe ended).
+        For pipes without conflation (REQ, REP)."""
+        lane = self._out
+        while not self.terminating:
+            room = count if not lane.hwm else min(count, lane.hwm - lane.depth())
+            if room > 0:
+                lane.q.extend(islice(source, room))
+                if lane.reader_asleep:
+                    lane.wake_reader()
+                count -= room
+            if not count:
+                return True
+            if not self.check_write():
+                return False
+        return False
 
     def force_write(self, msg: Any) -> None:
         """Queue a control message past the HWM (subscriptions, greetings, probes)."""

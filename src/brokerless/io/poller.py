@@ -27,6 +27,7 @@ import math
 import select
 import selectors
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, Protocol
 
 READ = selectors.EVENT_READ
@@ -53,6 +54,11 @@ class Poller(Protocol):
 
     def unregister(self, fileobj: Any) -> None:
         """Stop watching ``fileobj`` (nothing if it is not watched)."""
+
+    def watch(self, fileobj: Any, events: int, handler: Handler) -> None:
+        """Watch ``fileobj`` for exactly ``events`` (0: not at all), however it was watched
+        before: a call that an exception from a signal handler cut short is made whole by
+        the next (see "Interruptions" in ``transport/engine_state.py``)."""
 
     def poll(self, timeout: float | None) -> list[tuple[int, int, Registration]]:
         """Wait up to ``timeout`` seconds (None: for ever) for a watched event."""
@@ -124,6 +130,24 @@ class EpollPoller:
         except OSError:  # closed meanwhile: epoll has forgotten it
             pass
 
+    def watch(self, fileobj: Any, events: int, handler: Handler) -> None:
+        registrations = self.registrations
+        if not events:
+            fd = _registered_fd(registrations, fileobj)
+            registrations.pop(fd, None)
+            if fd >= 0:
+                with suppress(OSError):  # (also when only epoll has it: a call cut short)
+                    self._epoll.unregister(fd)
+            return
+        fd = _fileno(fileobj)
+        mask = _epoll_events(events)
+        registered = fd in registrations
+        registrations[fd] = (fileobj, events, handler)
+        try:
+            (self._epoll.modify if registered else self._epoll.register)(fd, mask)
+        except (FileNotFoundError, FileExistsError):  # epoll has it otherwise: a call cut short
+            (self._epoll.register if registered else self._epoll.modify)(fd, mask)
+
     def poll(self, timeout: float | None) -> list[tuple[int, int, Registration]]:
         registrations = self.registrations
         if timeout is None:
@@ -170,6 +194,17 @@ class SelectorPoller:
             self._selector.unregister(fd)
         except (KeyError, ValueError):
             pass
+
+    def watch(self, fileobj: Any, events: int, handler: Handler) -> None:
+        if not events:
+            self.unregister(fileobj)
+            return
+        registration = (fileobj, events, handler)
+        try:
+            key = self._selector.modify(fileobj, events, registration)
+        except KeyError:
+            key = self._selector.register(fileobj, events, registration)
+        self.registrations[key.fd] = registration
 
     def poll(self, timeout: float | None) -> list[tuple[int, int, Registration]]:
         return [(key.fd, events, key.data) for key, events in self._selector.select(timeout)]

@@ -88,6 +88,7 @@ class IOThread:
         self.register: Callable[[Any, int, Callable[[int], None]], None] = self._poller.register
         self.modify: Callable[[Any, int, Callable[[int], None]], None] = self._poller.modify
         self.unregister: Callable[[Any], None] = self._poller.unregister
+        self.watch: Callable[[Any, int, Callable[[int], None]], None] = self._poller.watch
         self._mailbox: Mailbox[Callable[[Any], None]] = Mailbox()
         self._mailbox.use_fd()
         self._poller.register(self._mailbox.fileno(), READ, None)

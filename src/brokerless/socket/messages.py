@@ -69,7 +69,11 @@ class MessagesMixin(WaitingMixin):
                 if (not hwm or len(q) < hwm) and not self._outpipe.terminating:  # type: ignore[union-attr]
                     q.append(data)
                     if lane.reader_asleep:
-                        lane.wake_reader()
+                        try:
+                            lane.wake_reader()
+                        except BaseException:  # interrupted as it began (see Pipe.write)
+                            lane.wake_reader()
+                            raise
                     return None
             else:
                 ends = self._pattern.broadcast

@@ -96,15 +96,15 @@ class WaitingMixin(SocketState):
         loan = None if source is None else source.lend_input()
         if loan is None:
             return False
-        mailbox = self._mailbox
-        lent_poll = self._lent_poll
-        if lent_poll is None or lent_poll[0] is not loan:
-            poller = select.poll()
-            poller.register(loan.fileno, select.POLLIN)
-            poller.register(mailbox.fileno(), select.POLLIN)
-            self._lent_poll = lent_poll = (loan, poller)
-        pipe.hold_reader_awake()  # what we read goes into the pipe unsignalled: we look next
-        try:
+        try:  # (from here on: an exception from a signal handler gives the loan back)
+            mailbox = self._mailbox
+            lent_poll = self._lent_poll
+            if lent_poll is None or lent_poll[0] is not loan:
+                poller = select.poll()
+                poller.register(loan.fileno, select.POLLIN)
+                poller.register(mailbox.fileno(), select.POLLIN)
+                self._lent_poll = lent_poll = (loan, poller)
+            pipe.hold_reader_awake()  # what we read goes into the pipe unsignalled: we look next
             mailbox.use_fd()
             if mailbox.commands:
                 return True
@@ -114,9 +114,15 @@ class WaitingMixin(SocketState):
                 else:
                     mailbox.clear_fd()
         finally:
-            loan.return_input(keep=True)
-            self._loan_kept = True
-            self._pattern.read_activated(pipe)
+            try:
+                self._pattern.read_activated(pipe)
+            finally:
+                self._loan_kept = True
+                try:
+                    loan.return_input(keep=True)
+                except BaseException:  # cut short (as it began, even): see engine_state.py
+                    loan.return_if_held()
+                    raise
         return True
 
     def _give_back_input(self) -> bool:

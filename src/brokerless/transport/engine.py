@@ -88,6 +88,8 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self.conn = conn
         self.alive = True
         self._out = deque()
+        self._taken = deque()
+        self._sent = deque()
         self._pending_in = []
         self._pending_events = False
         self._batch_limit = BATCH_MESSAGES  # messages per output batch (see engine_output)
@@ -113,6 +115,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._loan_watched = False
         self._restart_wanted = False
         self._ended = False
+        self._got = deque()
         self._zap = None
         self._peer_address: bytes | None = None
 
@@ -183,12 +186,8 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         events = (READ if self._reading and not self._lent else 0) | (WRITE if self._writing else 0)
         if events == self._events:
             return
-        if not self._events:
-            self.io.register(self.sock, events, self._on_ready)
-        elif not events:
-            self.io.unregister(self.sock)
-        else:
-            self.io.modify(self.sock, events, self._on_ready)
+        self._events = -1  # unknown until the poller has it: an interrupted call is made again
+        self.io.watch(self.sock, events, self._on_ready)
         self._events = events
 
     def _set_reading(self, reading: bool) -> None:
@@ -226,8 +225,13 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             self.fail("connection closed by the peer")
             return
         self._last_rx = time.monotonic()
+        self._on_input(buf[:n])
+
+    def _on_input(self, data: bytes | memoryview) -> None:
+        """Decode what was read and hand on what it completes (``in_lock`` held, I/O
+        thread)."""
         try:
-            items, events = self.conn.receive(buf[:n])
+            items, events = self.conn.receive(data)
         except ProtocolError as exc:
             self._protocol_failed(exc)
             return
@@ -299,6 +303,10 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
                 self._deliver(pending, self._pending_events)
                 if self._pending_in:
                     return
+            if self._got and self.alive:  # read by an interrupted lent read, not decoded
+                self._on_input(self._got.popleft())
+                if self._pending_in:
+                    return
             if not self._reading and self.alive and not self._input_stopped:
                 self._set_reading(True)
         finally:
@@ -313,6 +321,8 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             pending, self._pending_in = self._pending_in, []
             if pending and self.alive:
                 self._deliver(pending, self._pending_events)
+            if self._got and self.alive:
+                self._on_input(self._got.popleft())
 
     # -- ZAP ----------------------------------------------------------------------------------
 

@@ -37,10 +37,11 @@ The hand-over, step by step:
   ``_interest_lock`` sets ``_borrowed`` and, unless a kept loan did already, ``_lent``,
   dropping READ from the poller.  ``in_lock`` stays held by the borrower until it gives the
   input back.
-* ``read_lent`` reads and decodes; what only the I/O thread may handle -- events (PING),
-  protocol errors, a broken connection, the end of the stream -- is left to it in order:
-  events are queued for ``restart_input`` with reading stopped, so nothing read later
-  overtakes them.
+* ``read_lent`` reads and decodes; what only the I/O thread may handle -- events (PING) and
+  the PONG that answers one, protocol errors, a broken connection, the end of the stream -- is
+  left to it in order: events are queued for ``restart_input`` with reading stopped, so
+  nothing read later overtakes them.  Each step is written so that an exception from a signal
+  handler loses nothing (see "Interruptions" in :mod:`.engine_state`).
 * ``return_input`` clears ``_borrowed`` and, unless the loan is kept (and could be lent
   again), ``_lent``, restoring READ; it releases ``in_lock`` under ``_interest_lock``, so
   closing sees either a borrower still to come back or none; a ``restart_input`` that found
@@ -53,8 +54,8 @@ The hand-over, step by step:
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..io.thread import READ_BUFFER_SIZE
@@ -74,48 +75,68 @@ class LentInputMixin(EngineState):
         """Let the calling socket thread read the descriptor (``read_lent``) until it calls
         ``return_input``; False when the I/O thread must go on reading (busy, not in traffic,
         input stopped at the HWM or waiting for the I/O thread)."""
-        if not self.in_lock.acquire(False):
-            return False
-        with self._interest_lock:
-            if self._lendable() and self.conn.state is TRAFFIC:
-                self._borrowed = True
-                self._loans += 1
-                if not self._lent:
-                    self._lent = True
-                    self._update_interest()
-                return True
-            self._take_back()  # a loan kept from before, which could not be lent now
-            self.in_lock.release()
-        self._restart_if_wanted()
+        try:
+            if not self.in_lock.acquire(False):
+                return False
+            with self._interest_lock:
+                if self._lendable() and self.conn.state is TRAFFIC:
+                    self._borrowed = True
+                    self._loans += 1
+                    if not self._lent:
+                        self._lent = True
+                        self._update_interest()
+                    return True
+            self.return_input()  # a loan kept from before, which could not be lent now
+        except BaseException:
+            self.return_if_held()
+            raise
         return False
 
     def _lendable(self) -> bool:
-        return self.alive and self._reading and not self._ended and not self._pending_in
+        return (
+            self.alive
+            and self._reading
+            and not self._ended
+            and not self._pending_in
+            and self.conn.held_input <= LENT_HELD_MAX
+        )
 
     def return_input(self, keep: bool = False) -> None:
         """The borrower is done: the I/O thread watches the descriptor again -- unless
         ``keep``, and it could be lent again: then the loan is kept for the next wait (see the
         module docstring).  If the engine was closed meanwhile, the borrower closes the
         descriptor."""
-        with self._interest_lock:
-            self._borrowed = False
-            if not self.alive:
-                if self._lent:  # closed while borrowed: the descriptor is ours to close
-                    self._lent = False
-                    self._close_socket()
-            elif keep and self._lendable():
-                self._kept_at = time.monotonic()
-                if not self._loan_watched:
-                    self._loan_watched = True
-                    self.io.call_soon(self._watch_loan)
-            else:
-                self._take_back()
-            self.in_lock.release()  # under _interest_lock: see close()
-        self._restart_if_wanted()
+        try:
+            with self._interest_lock:
+                try:
+                    self._borrowed = False
+                    if not self.alive:
+                        if self._lent:  # closed while borrowed: the descriptor is ours to close
+                            self._lent = False
+                            self._close_socket()
+                    elif keep and self._lendable():
+                        self._kept_at = time.monotonic()
+                        if not self._loan_watched:
+                            self._loan_watched = True
+                            self.io.call_soon(self._watch_loan)
+                    else:
+                        self._take_back()
+                except BaseException:  # interrupted: the loan is not kept (see engine_state)
+                    self._loan_watched = False
+                    self._take_back()
+                    raise
+                finally:
+                    self.in_lock.release()  # under _interest_lock: see close()
+        finally:
+            if self._restart_wanted:  # restart_input found the lock taken: it runs again now
+                self.io.call_soon(self._restart_and_wake)
 
-    def _restart_if_wanted(self) -> None:
-        if self._restart_wanted:  # restart_input found the lock taken: it runs again now
-            self.io.call_soon(self._restart_and_wake)
+    def return_if_held(self) -> None:
+        """An exception from a signal handler (see "Interruptions" in :mod:`.engine_state`)
+        cut lending, returning or giving back the input short: if this thread holds the input
+        still, it goes back to the I/O thread."""
+        if self.in_lock._is_owned():  # type: ignore[attr-defined]  # (what Condition uses)
+            self.return_input()
 
     def give_back(self) -> None:
         """A loan kept goes back to the I/O thread now, what came meanwhile read first (the
@@ -123,19 +144,22 @@ class LentInputMixin(EngineState):
         docstring)."""
         if not self._lent:  # (a look without the lock: only this thread lends)
             return
-        self.in_lock.acquire()
-        with self._interest_lock:  # (input stopped meanwhile: nothing more is read)
-            kept = self._borrowed = self._lent and self._lendable()
-        if kept:
-            self.read_lent()
-        self.return_input()
+        try:
+            self.in_lock.acquire()
+            with self._interest_lock:  # (input stopped meanwhile: nothing more is read)
+                kept = self._borrowed = self._lent and self._lendable()
+            if kept:
+                self.read_lent()
+            self.return_input()
+        except BaseException:
+            self.return_if_held()
+            raise
 
     def _take_back(self) -> None:
         """The I/O thread watches the descriptor again (``_interest_lock`` held, nobody
         borrowing)."""
-        if self._lent:
-            self._lent = False
-            self._update_interest()
+        self._lent = False
+        self._update_interest()  # (even if not lent: it makes an interrupted change whole)
 
     def _watch_loan(self, _: Any = None) -> None:
         """While a loan is kept: take it back once nobody borrowed it for LOAN_IDLE; stop
@@ -160,62 +184,79 @@ class LentInputMixin(EngineState):
     def read_lent(self) -> None:
         """Read and decode what the descriptor holds, into the pipe (the borrowing thread,
         after its poll said readable; see the module docstring for what is left to the I/O
-        thread)."""
+        thread, and "Interruptions" in :mod:`.engine_state` for why each step is written as it
+        is)."""
         if not self.alive:
             return
-        buf = _borrower_buffer()
+        got = self._got
+        saved: Any = _UNSAVED
+        taken: Iterator[Any] | None = None
         try:
-            n = self.sock.recv_into(buf)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:  # the connection broke: the I/O thread meets it and says why
-            self._ended = True
-            return
-        if n == 0:
-            # The end of the stream stays readable for the I/O thread, and the input is not
-            # lent again: a borrower that took it back at once would keep the I/O thread from
-            # ever reading the end (it finds in_lock taken), and spin on the readable EOF.
-            self._ended = True
-            return
-        self._last_rx = time.monotonic()
-        with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
             try:
-                items, events = self.conn.receive(buf[:n])
-            except ProtocolError as exc:
-                self._reading = False
-                self.io.call_soon(self._protocol_failed, exc)
+                got.extend(map(self.sock.recv, _LENT_READ))  # (kept, whatever comes next)
+            except (BlockingIOError, InterruptedError):
                 return
-            if events:  # (a reply comes only from a command: a PONG)
-                reply = self.conn.data_to_send()
-                if reply:
-                    self._queue(reply)
-                    self._write_direct(more_queued=False)
-        if not items:
-            return
-        if events:
-            self._pending_in = items
-            self._pending_events = True
+            except OSError:  # the connection broke: the I/O thread meets it and says why
+                self._ended = True
+                return
+            data = got[0]
+            if not data:
+                # The end of the stream stays readable for the I/O thread, and the input is
+                # not lent again: a borrower that took it back at once would keep the I/O
+                # thread from ever reading the end (it finds in_lock taken), and spin on the
+                # readable EOF.
+                self._ended = True
+                got.clear()
+                return
+            self._last_rx = time.monotonic()
+            saved = self.conn.save_input()
+            with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
+                items, events = self.conn.receive(data)
+            self._pending_events = events
+            taken = iter(items)
+            got.clear()
+            if events:  # events and a PONG are the I/O thread's, and so what follows them
+                self._reading = False
+                self._pending_in.extend(taken)
+                self.io.call_soon(self._restart_and_wake)
+            elif not self.session.push_from(taken, len(items)):  # the pipe is full
+                self._pending_in.extend(taken)
+                self._set_reading(False)
+        except ProtocolError as exc:
+            self._reading = False
+            got.clear()
+            self.io.call_soon(self._protocol_failed, exc)
+        except BaseException:
+            self._interrupted_read(saved, taken)
+            raise
+
+    def _interrupted_read(self, saved: Any, taken: Iterator[Any] | None) -> None:
+        """An exception from a signal handler stopped ``read_lent`` (see :mod:`.engine_state`):
+        what it read and did not hand on goes to the I/O thread -- the messages it decoded that
+        the pipe did not take, or else the octets it read, their decoding undone."""
+        got = self._got
+        if taken is not None:
+            got.clear()
+            self._pending_in.extend(taken)
+        elif got and saved is not _UNSAVED:
+            self.conn.restore_input(saved)
+        if got or self._pending_in:
             self._reading = False
             self.io.call_soon(self._restart_and_wake)
-        else:
-            self._push_run(items, 0, len(items), False)
 
     def _restart_and_wake(self, _: Any = None) -> None:
-        """The I/O thread's part of a lent read that left work here (events to deliver, or a
-        restart_input that found the input lent): do it, then wake the socket's thread, which
-        may borrow the input again."""
+        """The I/O thread's part of a lent read that left work here (a PONG to send, events
+        to deliver, what an interruption left, or a restart_input that found the input lent):
+        do it, then wake the socket's thread, which may borrow the input again."""
+        self._send_reply()
         self.restart_input()
         if self.alive:
             self.session.socket.post(WAKE, None)
 
 
-_borrowers = threading.local()
-
-
-def _borrower_buffer() -> memoryview:
-    """The read buffer of a thread that reads a lent input (made on its first lent read)."""
-    try:
-        buffer: memoryview = _borrowers.buffer
-    except AttributeError:
-        buffer = _borrowers.buffer = memoryview(bytearray(READ_BUFFER_SIZE))
-    return buffer
+#: A lent read's size: below glibc's mmap threshold, so ``recv``'s buffer comes from the heap.
+_LENT_READ = (64 * 1024,)
+#: The most an unfinished frame may hold for the input to be lent: a lent read saves a copy of
+#: it first (see ``read_lent``); a larger message is read on by the I/O thread.
+LENT_HELD_MAX = READ_BUFFER_SIZE
+_UNSAVED = object()

@@ -45,21 +45,55 @@ class OutputMixin(EngineState):
         once the pipe is empty its next message is signalled again, and the I/O thread has
         nothing to do.  Otherwise more sends may follow at once: the pipe's reader stays awake,
         so they are not signalled (and written) one by one, and the I/O thread is asked once
-        to take them in batches -- as it is to finish a write the kernel took only part of.
-        Returns False when the I/O thread must do it all (busy connection, handshake not
-        done)."""
+        to take them in batches -- as it is to finish a write the kernel took only part of, or
+        one that failed (a broken connection, met again there).  Returns False when the I/O
+        thread must do it all (busy connection, handshake not done).  Each step is written so
+        that an exception from a signal handler leaves what was taken to the I/O thread, to be
+        written once (see "Interruptions" in :mod:`.engine_state`)."""
         lock = self.out_lock
-        if not lock.acquire(False):
-            return False
+        taken = self._taken
+        sent = self._sent
+        wire: list[Any] | None = None
         try:
-            if not self.alive or self.conn.state is not TRAFFIC or self._out:
+            if not lock.acquire(False):
                 return False
-            msgs, asleep = self.session.pull_queued(BATCH_MESSAGES, settle)
-            self._out.extend(self.conn.encode_batch(msgs, ZERO_COPY_MIN, _buffer))
-            self._write_direct(more_queued=not asleep)
-        finally:
+            if not self.alive or self.conn.state is not TRAFFIC or self._out or taken:
+                lock.release()
+                return False
+            sent.clear()
+            asleep = self.session.take_queued(taken, BATCH_MESSAGES, settle)
+            wire = self.conn.encode_batch(list(taken), ZERO_COPY_MIN, _buffer)
+            taken.clear()
+            try:
+                sent.extend(map(self.sock.sendmsg, (wire[:IOV_MAX],)))
+            except OSError:  # the kernel is full, or the connection broke: the I/O thread's
+                pass
+            self._queue_unsent(wire)
+            if self._out or not asleep:
+                self.io.call_soon(self._after_direct)
             lock.release()
+        except BaseException:
+            if lock._is_owned():  # type: ignore[attr-defined]  # (what Condition uses)
+                if wire is not None:
+                    taken.clear()
+                    self._queue_unsent(wire)
+                self.io.call_soon(self._after_direct)
+                lock.release()
+            raise
         return True
+
+    def _queue_unsent(self, wire: list[Any]) -> None:
+        """Queue what of a direct write's ``wire`` its ``sendmsg`` (what it wrote is in
+        ``_sent``) did not take -- once: ``_out`` was empty before."""
+        if self._out:
+            return
+        n = self._sent[0] if self._sent else 0
+        for i, buf in enumerate(wire):
+            size = len(buf)
+            if n < size:
+                self._out.extend([memoryview(buf)[n:] if n else buf, *wire[i + 1 :]])
+                return
+            n -= size
 
     def _write_command(self, data: bytes) -> None:
         """Queue ``data`` (a command: a PONG, a PING, a handshake step) behind what waits and
@@ -71,17 +105,6 @@ class OutputMixin(EngineState):
         self._flush()
         if was_writing and not self._out:
             self._restart_output()
-
-    def _write_direct(self, more_queued: bool) -> None:
-        """Write what is queued from the socket's thread (``out_lock`` held).  What the kernel
-        does not take, messages still queued in the pipe (``more_queued``) and a broken
-        connection (met again, and closed, on its turn) are left to the I/O thread."""
-        try:
-            self._send_out()
-        except OSError:
-            pass
-        if more_queued or self._out:
-            self.io.call_soon(self._after_direct)
 
     def _after_direct(self, _: Any) -> None:
         """The I/O thread's turn after a direct write: finish what the kernel did not take,
@@ -102,7 +125,12 @@ class OutputMixin(EngineState):
         if not self.alive or self.conn.state is not TRAFFIC or self._out:
             return
         session = self.session
-        msgs = session.pull_many(self._batch_limit)
+        taken = self._taken
+        if taken:  # taken by a direct write an interruption stopped before encoding them
+            msgs = list(taken)
+            taken.clear()
+        else:
+            msgs = session.pull_many(self._batch_limit)
         if not self.alive:  # that read met the pipe's end, and LINGER 0 closed us at once
             return
         if len(msgs) == self._batch_limit:

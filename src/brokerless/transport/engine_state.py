@@ -13,6 +13,31 @@ locks keep that straight, always taken in this order when nested:
 2. ``out_lock`` -- whoever encodes and writes (re-entrant: the I/O thread's paths nest);
 3. ``_interest_lock`` -- the poller registration and the hand-over of the descriptor
    (``_lent``, closing).
+
+Interruptions.  Python runs a signal handler in the main thread between two steps of its code
+-- on entering a function, right after a built-in returns -- and an exception the handler
+raises (Ctrl-C's ``KeyboardInterrupt``) comes out of whatever was running there.  The socket's
+thread runs engine code itself (a lent read, a direct write), so each step of it that moves
+octets or messages leaves them, whatever comes, in one place the I/O thread looks at:
+
+* what a system call returned goes straight into the engine (``deque.extend(map(call, ...))``
+  stores it with no step in between): the octets a lent read received (``_got``), the count a
+  direct write wrote (``_sent``);
+* messages move between containers in one step -- from the pipe into ``_taken``
+  (``Pipe.read_queued``), from an iterator of decoded messages into the pipe
+  (``Pipe.write_from``) or into ``_pending_in`` -- so what was not moved is where it was;
+* decoding cut short is undone before the same octets are decoded again
+  (``Connection.save_input``, a CURVE nonce included);
+* the handler (``except BaseException``) puts what it finds in the I/O thread's hands
+  (``restart_input``, ``_after_direct``), gives back ``in_lock`` or ``out_lock`` if this thread
+  holds it, and re-raises; a wake-up whose sending was cut short is sent again (a spare one is
+  harmless: pipe activations, mailbox signals; a poller change is made whole by the next
+  ``watch``).
+
+``tests/test_interrupted_io.py`` raises an exception at each such point in turn.  Not covered:
+the socket's own bookkeeping above its pipes -- an interrupted ``send`` may have queued its
+message before the socket's state (a REQ's) shows it, and the message a ``recv`` has taken to
+return is the caller's (with pyzmq too the interrupt can come right after libzmq returned it).
 """
 
 from __future__ import annotations
@@ -20,6 +45,7 @@ from __future__ import annotations
 import socket as pysocket
 import threading
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..constants import Event
@@ -43,11 +69,16 @@ class EngineOwner(Protocol):
         """Messages from the wire into the pipe; how many it took (``runs``: runs of messages
         may be among them)."""
 
+    def push_from(self, source: Iterator[Any], count: int) -> bool:
+        """``count`` messages from ``source`` into the pipe in one step (the socket's thread);
+        False when some are left there."""
+
     def pull_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` messages the socket sent (empty: its next message wakes us)."""
 
-    def pull_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
-        """What the socket queued now, for a direct write from its thread."""
+    def take_queued(self, into: deque[Any], limit: int, settle: bool) -> bool:
+        """Move what the socket queued now into ``into``, for a direct write from its thread;
+        whether its next message will be signalled."""
 
     def output_flushed(self, engine: Any) -> None: ...
 
@@ -70,6 +101,16 @@ class Wire(Protocol):
     def zap_waiting(self) -> bool: ...
 
     def receive(self, data: bytes | bytearray | memoryview) -> tuple[list[Any], bool]: ...
+
+    def save_input(self) -> Any:
+        """What ``restore_input`` needs to undo the next ``receive`` (see
+        :mod:`.engine_lent`)."""
+
+    def restore_input(self, saved: Any) -> None: ...
+
+    @property
+    def held_input(self) -> int:
+        """Octets held for an unfinished frame."""
 
     def data_to_send(self) -> bytes: ...
 
@@ -94,6 +135,10 @@ class EngineState:
     alive: bool
     #: Buffers accepted for writing, not yet taken by the kernel.
     _out: deque[Any]
+    #: A direct write's messages taken from the pipe and not yet encoded, and what its
+    #: ``sendmsg`` wrote (see "Interruptions").
+    _taken: deque[Any]
+    _sent: deque[int]
     #: Decoded items the pipe had no room for, and whether events may be among them.
     _pending_in: list[Any]
     _pending_events: bool
@@ -122,6 +167,8 @@ class EngineState:
     #: A lent read met the end of the stream (or a broken connection): never lent again.
     _ended: bool
     _zap: ZapClient | None
+    #: What a lent read received and an interruption left undecoded (see "Interruptions").
+    _got: deque[bytes]
 
     # Implemented by the engine or one of its parts; declared for the others to call.
 
@@ -142,6 +189,9 @@ class EngineState:
     def _protocol_failed(self, exc: ProtocolError) -> None:
         raise NotImplementedError
 
+    def _send_reply(self) -> None:
+        raise NotImplementedError
+
     def _close_socket(self) -> None:
         raise NotImplementedError
 
@@ -151,14 +201,8 @@ class EngineState:
     def restart_output(self, _: Any = None) -> None:
         raise NotImplementedError
 
-    def _queue(self, data: bytes) -> None:
-        raise NotImplementedError
-
     def _flush(self) -> None:
         raise NotImplementedError
 
     def _write_command(self, data: bytes) -> None:
-        raise NotImplementedError
-
-    def _write_direct(self, more_queued: bool) -> None:
         raise NotImplementedError

@@ -67,6 +67,14 @@ class RawConnection:
         view = memoryview(data)
         return [bytes(view[i : i + CHUNK]) for i in range(0, len(view), CHUNK)], False
 
+    def save_input(self) -> None:
+        return None  # (nothing is held between reads)
+
+    def restore_input(self, saved: None) -> None:
+        pass
+
+    held_input = 0
+
     def zap_reply(self, frames: list[bytes] | None) -> list[Any]:
         raise RuntimeError("a raw connection has no handshake to ask ZAP about")
 

@@ -29,7 +29,8 @@ back at it: it is freed as soon as the socket and the listener let go of it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..constants import Event, SocketOption, SocketType
@@ -106,12 +107,16 @@ class Session:
         an idle connection are written by that thread itself (``Engine.try_direct_output``)."""
         if command is Command.ACTIVATE_READ and arg is self.pipe:
             engine = self.engine
-            if (
-                engine is not None
-                and not self.io.is_current
-                and engine.try_direct_output(self.socket.lock_step)
-            ):
-                return
+            try:
+                if (
+                    engine is not None
+                    and not self.io.is_current
+                    and engine.try_direct_output(self.socket.lock_step)
+                ):
+                    return
+            except BaseException:  # interrupted (see Engine.try_direct_output): the I/O thread
+                self.io.call_soon(self._on_command, (command, arg))  # takes over
+                raise
         self.io.call_soon(self._on_command, (command, arg))
 
     def _on_command(self, item: tuple[Command, Pipe]) -> None:
@@ -167,6 +172,15 @@ class Session:
             return len(msgs)  # the socket is gone: drop
         return pipe.write_many(msgs, runs)
 
+    def push_from(self, source: Iterator[Any], count: int) -> bool:
+        """``push_many`` for the socket's thread (see ``Pipe.write_from``): takes ``count``
+        messages from ``source``; False when some are left there."""
+        pipe = self.pipe
+        if pipe is None:
+            deque(source, maxlen=0)  # the socket is gone: drop
+            return True
+        return pipe.write_from(source, count)
+
     def stop_input(self, _: Any = None) -> None:
         """The socket takes nothing more from the network: no reconnecting, and the engine
         reads nothing more (after handing over what it decoded).  A session between two
@@ -190,11 +204,12 @@ class Session:
         pipe = self.pipe
         return [] if pipe is None else pipe.read_many(limit)
 
-    def pull_queued(self, limit: int, settle: bool) -> tuple[list[Any], bool]:
-        """What the socket has queued now (for a direct write by the socket's thread), and
-        whether its next message will be signalled (see ``Pipe.read_queued``)."""
+    def take_queued(self, into: deque[Any], limit: int, settle: bool) -> bool:
+        """Move what the socket has queued now into ``into`` (for a direct write by the
+        socket's thread); whether its next message will be signalled (see
+        ``Pipe.read_queued``)."""
         pipe = self.pipe
-        return ([], False) if pipe is None else pipe.read_queued(limit, settle)
+        return False if pipe is None else pipe.read_queued(into, limit, settle)
 
     # -- engine events ------------------------------------------------------------------------
 

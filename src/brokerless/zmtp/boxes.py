@@ -92,3 +92,13 @@ class Boxes:
     def release(self) -> None:
         """The connection is over: drop an unfinished message."""
         self._parts = None
+
+    def save(self) -> Any:
+        """What :meth:`restore` needs to undo the ``open`` that follows (see
+        ``FrameDecoder.save``): the unfinished message and the mechanism's received nonce."""
+        parts = self._parts
+        return None if parts is None else parts[:], self._mechanism.received_state()
+
+    def restore(self, saved: Any) -> None:
+        self._parts = saved[0]
+        self._mechanism.restore_received(saved[1])

@@ -247,6 +247,24 @@ class Connection:
             self.close()
             raise
 
+    def save_input(self) -> Any:
+        """What :meth:`restore_input` needs to undo the ``receive`` that follows, however far
+        it got -- a reader in a thread a signal handler may interrupt (see
+        :mod:`brokerless.transport.engine_state`).  A PONG that receive queued stays queued
+        (decoding again queues another: a spare PONG is harmless)."""
+        boxes = self._boxes
+        return self.decoder.save(), None if boxes is None else boxes.save()
+
+    def restore_input(self, saved: Any) -> None:
+        self.decoder.restore(saved[0])
+        if saved[1] is not None:
+            self._boxes.restore(saved[1])  # type: ignore[union-attr]
+
+    @property
+    def held_input(self) -> int:
+        """Octets held for an unfinished frame."""
+        return self.decoder.buffered
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Feed received bytes; returns the messages and events they complete."""
         return self.receive(data)[0]

@@ -256,6 +256,23 @@ class FrameDecoder:
         self._buf = bytearray()
         self._parts = None
 
+    def save(self) -> Any:
+        """What :meth:`restore` needs to undo the ``feed`` that follows, however far it got (a
+        reader interrupted by a signal: see :mod:`brokerless.transport.engine_state`): None
+        while nothing is held, else a copy of what is."""
+        if not self._buf and self._parts is None:
+            return None
+        return bytes(self._buf), None if self._parts is None else self._parts[:]
+
+    def restore(self, saved: Any) -> None:
+        """Back to the state :meth:`save` returned."""
+        if saved is None:
+            self._buf = bytearray()
+            self._parts = None
+        else:
+            self._buf = bytearray(saved[0])
+            self._parts = saved[1]
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Decode ``data``; returns the messages and commands it completes, in order.
 

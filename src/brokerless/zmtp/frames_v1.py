@@ -56,6 +56,13 @@ class V1FrameDecoder(FrameDecoder):
         super().__init__(max_msg_size)
         self._identity = True  # the next frame is the peer's identity
 
+    def save(self) -> Any:
+        return super().save(), self._identity
+
+    def restore(self, saved: Any) -> None:
+        super().restore(saved[0])
+        self._identity = saved[1]
+
     def _decode(self, view: Any, out: list[Any]) -> int:
         parts = self._parts
         limit = self._limit

@@ -74,6 +74,14 @@ class Mechanism:
         """Flags and data of one MESSAGE command body."""
         raise NotImplementedError(f"{self.name.decode()} does not encrypt the traffic")
 
+    def received_state(self) -> Any:
+        """What ``decode_frame`` has consumed (a nonce), for undoing decoding that an
+        interruption cut short (see ``Boxes.save``)."""
+        return None
+
+    def restore_received(self, state: Any) -> None:
+        """Back to what :meth:`received_state` returned."""
+
     def zap_replied(self, reply: ZapReply | None) -> tuple[list[bytes], dict[str, bytes] | None]:
         """The handler's answer to ``zap_request`` (None: no handler is bound); as ``receive``.
         A refusal raises :class:`AuthenticationFailed` (the connection sends the ERROR)."""

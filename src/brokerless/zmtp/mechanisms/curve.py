@@ -233,6 +233,12 @@ class CurveMechanism(Mechanism):
         )
         return frame
 
+    def received_state(self) -> int:
+        return self._peer_nonce
+
+    def restore_received(self, state: int) -> None:
+        self._peer_nonce = state
+
     def decode_frame(self, body: bytes) -> tuple[int, bytes]:
         """Flags and data of one MESSAGE command body (checked, opened, its nonce consumed)."""
         if not body.startswith(MESSAGE_PREFIX):

@@ -1,0 +1,242 @@
+"""An exception from a signal handler that lands inside brokerless's transport costs nothing.
+
+Python raises a signal handler's exception (Ctrl-C's ``KeyboardInterrupt``) in the main thread
+wherever it runs Python code: on entering a function and right after a built-in returns.  The
+socket's thread runs the transport's code itself -- it reads a REQ's reply from the connection
+while it waits (``transport/engine_lent.py``) and writes a message to an idle connection
+(``transport/engine_output.py``) -- so an interruption can land there, between reading octets
+and handing them on, or between taking a message and writing it.
+
+These tests raise an exception at each of those points in turn: at the K-th function entry or
+built-in return in brokerless's transport, codec, I/O thread and mailbox frames (and the pipe's,
+except the socket's own ``Pipe.read``: the message that a ``recv`` has taken to return is the
+caller's, as it is with pyzmq when the interrupt comes right after libzmq returned it), for
+every K a call reaches.  The interrupted call is retried, and every message must arrive once,
+in order, over a connection that keeps working.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import zmq as libzmq
+
+import brokerless as zmq
+from tests.security_helpers import make_keys, secure
+
+pytestmark = pytest.mark.timeout(120)
+
+SRC = os.path.dirname(zmq.__file__)
+TARGETS = tuple(
+    os.path.join(SRC, part) for part in ("transport/", "zmtp/", "io/", "mailbox.py", "pipe.py")
+)
+LENDER = os.path.join(SRC, "transport", "engine_lent.py")
+NOT_TARGETED = {"read"}  # Pipe.read: the socket taking the message it returns (see above)
+REPLY_TIMEOUT = 5.0  # seconds
+
+
+class Interrupted(Exception):
+    """What the injected "signal handler" raises."""
+
+
+class Injector:
+    """Raises :class:`Interrupted` at the K-th interruption point reached in the targeted
+    frames of the calling thread (a profile function sees every function entry and built-in
+    return: the points where CPython runs signal handlers)."""
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.reached = 0
+        self.where: tuple[str, int, str] | None = None
+        #: Set once the calling thread has borrowed a connection's input (or stopped trying):
+        #: a peer that answers only then makes every trial read its reply itself.
+        self.borrowed = threading.Event()
+
+    @contextmanager
+    def at(self, k: int) -> Iterator[None]:
+        self.left, self.reached, self.where = k, 0, None
+        sys.setprofile(self._profile)
+        try:
+            yield
+        finally:
+            sys.setprofile(None)
+            self.borrowed.set()
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "return" and code.co_name == "lend_input" and code.co_filename == LENDER:
+            self.borrowed.set()
+        if event not in ("call", "c_return"):
+            return
+        if not code.co_filename.startswith(TARGETS) or code.co_name in NOT_TARGETED:
+            return
+        self.reached += 1
+        if self.reached == self.left:
+            self.where = (code.co_name, frame.f_lineno, getattr(arg, "__name__", event))
+            raise Interrupted  # (Python then drops the profile function, as for a signal)
+
+
+def retried(call: Callable[[], Any], injector: Injector, k: int) -> Any:
+    """``call()`` with an interruption at point ``k``, retried once interrupted."""
+    with injector.at(k):
+        try:
+            return call()
+        except Interrupted:
+            pass
+    return call()
+
+
+def every_point(trial: Callable[[Injector, int], object]) -> int:
+    """Count the points a ``trial(injector, 0)`` reaches, then run ``trial(injector, k)`` for
+    each of them (and any a trial reaches beyond: a large message comes in as many reads as
+    it happens to); how many there were."""
+    injector = Injector()
+    trial(injector, 0)
+    points = injector.reached
+    k = 1
+    while k <= points:
+        trial(injector, k)
+        points = max(points, injector.reached)
+        k += 1
+    return points
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def libzmq_ctx() -> Iterator[libzmq.Context]:
+    context = libzmq.Context()
+    yield context
+    context.term()  # (its sockets' threads close them: see serve)
+
+
+def serve(sock: libzmq.Socket, handle: Callable[[bytes], None]) -> threading.Thread:
+    """A thread that hands each message ``sock`` receives to ``handle`` until b"end" (or the
+    context's end), then closes the socket -- libzmq sockets are closed by their own thread."""
+
+    def run() -> None:
+        try:
+            while True:
+                msg = sock.recv()
+                handle(msg)
+                if msg == b"end":
+                    return
+        except libzmq.ContextTerminated:
+            pass
+        finally:
+            sock.close(linger=0)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    ("security", "loan", "size"),
+    [
+        ("null", "kept", 0),
+        ("null", "given back", 0),
+        ("curve", "kept", 0),
+        ("curve", "given back", 0),
+        ("null", "kept", 1_000_000),  # read in part here, then by the I/O thread
+    ],
+)
+def test_a_reply_read_by_an_interrupted_recv_is_not_lost(ctx, libzmq_ctx, security, loan, size):
+    """A REQ in the main thread reads each reply itself; an interruption at any point of that
+    (the read, decoding -- a CURVE box's nonce included --, the hand-over into the pipe, the
+    loan taken, given back, or refused once a large reply is left to the I/O thread) leaves
+    the reply to the retried ``recv``."""
+    rep = libzmq_ctx.socket(libzmq.REP)
+    req = ctx.socket(zmq.REQ)
+    if security == "curve":
+        secure("curve", rep, req, libzmq, zmq, make_keys(zmq))
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    gate: list[Injector] = []  # the trial's injector: the echo answers once it says borrowed
+
+    def answer(msg: bytes) -> None:
+        if gate:
+            gate[0].borrowed.wait(REPLY_TIMEOUT)
+        rep.send(msg)
+
+    echo = serve(rep, answer)
+    req.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    req.send(b"first")
+    assert req.recv() == b"first"
+
+    padding = b"." * size
+
+    def trial(injector: Injector, k: int) -> None:
+        body = b"request %d:" % k + padding
+        gate[:] = [injector]
+        injector.borrowed.clear()
+        if loan == "given back":
+            req.getsockopt(zmq.EVENTS)  # the loan goes back: recv borrows the connection anew
+        req.send(body)
+        started = time.monotonic()
+        try:
+            reply = retried(req.recv, injector, k)
+        except zmq.Again:
+            pytest.fail(f"the reply was lost, interrupted at {injector.where}")
+        assert reply == body, f"interrupted at {injector.where}"
+        # Found only by the last look once RCVTIMEO ran out: its wake-up was lost.
+        assert time.monotonic() - started < REPLY_TIMEOUT / 2, f"late: {injector.where}"
+
+    assert every_point(trial) > 20
+    gate.clear()
+    req.send(b"end")
+    assert req.recv() == b"end"
+    echo.join(REPLY_TIMEOUT)
+
+
+@pytest.mark.parametrize("size", [10, 300_000])
+def test_a_message_written_by_an_interrupted_send_arrives_once(ctx, libzmq_ctx, size):
+    """A PUSH in the main thread writes each message to its idle connection itself; an
+    interruption at any point of that (the message taken from the pipe, encoded, written --
+    in part, for the large one, into a small send buffer -- and the rest left to the I/O
+    thread) sends it once: the receiver gets every message once, in order."""
+    pull = libzmq_ctx.socket(libzmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    received: queue.Queue[bytes] = queue.Queue()
+    collector = serve(pull, received.put)
+    push = ctx.socket(zmq.PUSH)
+    push.sndbuf = 4096
+    push.linger = 5000
+    push.connect(f"tcp://127.0.0.1:{port}")
+    push.send(b"first")
+    assert received.get(timeout=REPLY_TIMEOUT) == b"first"
+    (pipe,) = push._pipes
+    io = pipe.peer.owner.io  # the connection's I/O thread
+    padding = b"." * size
+
+    def trial(injector: Injector, k: int) -> None:
+        io.call_and_wait(lambda _: None)  # its turn after the last write: the connection idles
+        body = b"%d:" % k + padding
+        with injector.at(k):
+            try:
+                push.send(body)
+            except Interrupted:  # (every point is past queueing the message: it was sent)
+                pass
+        try:
+            got = received.get(timeout=REPLY_TIMEOUT)
+        except queue.Empty:
+            pytest.fail(f"the message was lost, interrupted at {injector.where}")
+        assert got == body, f"interrupted at {injector.where}"
+
+    assert every_point(trial) > 10
+    push.send(b"end")
+    assert received.get(timeout=REPLY_TIMEOUT) == b"end"  # (nothing twice before it)
+    collector.join(REPLY_TIMEOUT)
