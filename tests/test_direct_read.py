@@ -30,6 +30,7 @@ import zmq as libzmq
 import brokerless as zmq
 from brokerless.transport import engine_lent
 from tests.helpers import bind, connect
+from tests.security_helpers import make_keys, secure
 from tests.test_faults import OVERSIZE_HEADER, frame, handshake, read_exact
 
 pytestmark = pytest.mark.timeout(30)
@@ -458,3 +459,29 @@ def test_a_reply_already_here_is_kept_when_the_socket_stops_receiving(make, monk
         _readable(req)
         req.stop_receiving()
         assert req.recv(zmq.NOBLOCK) == b"in before the stop"
+
+
+def test_a_pong_decoded_while_a_thread_waits_goes_before_its_next_message_over_curve(make, lmake):
+    """A PING that the waiting thread decodes is answered by the I/O thread; a message the
+    socket sends before that thread's turn comes must not overtake the PONG: over CURVE each
+    is boxed with the next nonce, and libzmq drops a connection whose nonces go backwards."""
+    router = lmake(libzmq.ROUTER, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=20000)
+    req = make(zmq.REQ, REQ_RELAXED=1, RCVTIMEO=300)
+    secure("curve", router, req, libzmq, zmq, make_keys(zmq))
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    req.connect(f"tcp://127.0.0.1:{port}")
+    router.rcvtimeo = int(DEADLINE * 1000)
+    req.send(b"a")
+    peer, _, _ = router.recv_multipart()
+    (pipe,) = req._pipes
+    io = pipe.peer.owner.io  # the connection's I/O thread, held busy until the PONG is due
+    turn = threading.Event()
+    io.call_soon(lambda _: turn.wait(DEADLINE))
+    with pytest.raises(zmq.Again):
+        req.recv()  # no reply: libzmq's PINGs come meanwhile, read by this thread
+    req.send(b"b")
+    turn.set()
+    io.call_and_wait(lambda _: None)  # its turn has come: the PONG is on the wire
+    req.send(b"c")
+    assert router.recv_multipart() == [peer, b"", b"b"]
+    assert router.recv_multipart() == [peer, b"", b"c"], "libzmq dropped the connection"

@@ -11,8 +11,9 @@ These tests raise an exception at each of those points in turn: at the K-th func
 built-in return in brokerless's transport, codec, I/O thread and mailbox frames (and the pipe's,
 except the socket's own ``Pipe.read``: the message that a ``recv`` has taken to return is the
 caller's, as it is with pyzmq when the interrupt comes right after libzmq returned it), for
-every K a call reaches.  The interrupted call is retried, and every message must arrive once,
-in order, over a connection that keeps working.
+every K a call reaches (and, for a receiver that wakes its connection stopped at the HWM, as
+each step of that wake-up begins).  The interrupted call is retried, and every message must
+arrive once, in order, over a connection that keeps working.
 """
 
 from __future__ import annotations
@@ -56,13 +57,15 @@ class Injector:
         self.left = 0
         self.reached = 0
         self.where: tuple[str, int, str] | None = None
+        self.only: frozenset[str] | None = None
         #: Set once the calling thread has borrowed a connection's input (or stopped trying):
         #: a peer that answers only then makes every trial read its reply itself.
         self.borrowed = threading.Event()
 
     @contextmanager
-    def at(self, k: int) -> Iterator[None]:
-        self.left, self.reached, self.where = k, 0, None
+    def at(self, k: int, only: frozenset[str] | None = None) -> Iterator[None]:
+        """Interrupt at the ``k``-th point (counting only the functions named in ``only``)."""
+        self.left, self.reached, self.where, self.only = k, 0, None, only
         sys.setprofile(self._profile)
         try:
             yield
@@ -77,6 +80,8 @@ class Injector:
         if event not in ("call", "c_return"):
             return
         if not code.co_filename.startswith(TARGETS) or code.co_name in NOT_TARGETED:
+            return
+        if self.only is not None and (event != "call" or code.co_name not in self.only):
             return
         self.reached += 1
         if self.reached == self.left:
@@ -240,3 +245,39 @@ def test_a_message_written_by_an_interrupted_send_arrives_once(ctx, libzmq_ctx, 
     push.send(b"end")
     assert received.get(timeout=REPLY_TIMEOUT) == b"end"  # (nothing twice before it)
     collector.join(REPLY_TIMEOUT)
+
+
+@pytest.mark.parametrize("entering", ["_notify_peer", "send_command", "call_soon"])
+def test_a_reader_drained_by_interrupted_recvs_wakes_its_connection(ctx, libzmq_ctx, entering):
+    """A PULL's pipe fills to its HWM and its connection stops reading; a ``recv`` that drains
+    it to the low-water mark wakes that connection (``Lane.wake_writer``).  Each such wake-up
+    interrupted as it enters ``entering``, the stream still comes whole, in order."""
+    push = libzmq_ctx.socket(libzmq.PUSH)
+    port = push.bind_to_random_port("tcp://127.0.0.1")
+    pull = ctx.socket(zmq.PULL)
+    pull.rcvhwm = pull.sndhwm = 10  # (a pipe holds both: 20 messages)
+    pull.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+    pull.connect(f"tcp://127.0.0.1:{port}")
+    count = 400
+    feeder = threading.Thread(
+        target=lambda: [push.send(b"%d" % i) for i in range(count)], daemon=True
+    )
+    feeder.start()
+    injector = Injector()
+    interrupted = 0
+    for i in range(count):
+        with injector.at(1, frozenset({entering})):
+            try:
+                msg = pull.recv()
+            except Interrupted:
+                interrupted += 1
+                msg = None
+        if msg is None:
+            try:
+                msg = pull.recv()
+            except zmq.Again:
+                pytest.fail(f"the stream stopped after {i} messages, interrupted {interrupted}")
+        assert msg == b"%d" % i
+    feeder.join(REPLY_TIMEOUT)
+    assert interrupted > 0
+    push.close(linger=0)

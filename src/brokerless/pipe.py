@@ -199,7 +199,11 @@ class Lane:
         self.writer_blocked = False
         reader = self.reader
         if reader is not None:
-            reader._notify_peer(ACTIVATE_WRITE)
+            try:
+                reader._notify_peer(ACTIVATE_WRITE)
+            except BaseException:  # (as in wake_reader: a blocked writer must hear of it)
+                reader._notify_peer(ACTIVATE_WRITE)
+                raise
 
     def set_hwms(self, writer_hwm: int | None = None, reader_hwm: int | None = None) -> None:
         if writer_hwm is not None:
@@ -309,7 +313,11 @@ class Pipe:
             lane.cut_head()
             msg = q.popleft()
         if lane.writer_blocked and len(q) + lane.run_in - lane.run_out <= lane.lwm:
-            lane.wake_writer()
+            try:
+                lane.wake_writer()
+            except BaseException:  # interrupted (see Lane.wake_writer): the message is the
+                q.appendleft(msg)  # next read's
+                raise
         return msg
 
     def read_many(self, limit: int) -> list[Any]:

@@ -197,7 +197,10 @@ class SelectorPoller:
 
     def watch(self, fileobj: Any, events: int, handler: Handler) -> None:
         if not events:
-            self.unregister(fileobj)
+            fd = _registered_fd(self.registrations, fileobj)
+            self.registrations.pop(fd, None)
+            with suppress(KeyError, ValueError):  # (also when only the selector has it)
+                self._selector.unregister(fileobj if fd < 0 else fd)
             return
         registration = (fileobj, events, handler)
         try:

@@ -185,7 +185,11 @@ class MessagesMixin(WaitingMixin):
                 if head.__class__ is bytes:
                     q.popleft()
                     if lane.writer_blocked and len(q) + lane.run_in - lane.run_out <= lane.lwm:
-                        lane.wake_writer()
+                        try:
+                            lane.wake_writer()
+                        except BaseException:  # interrupted (see Pipe.read): the next recv's
+                            q.appendleft(head)
+                            raise
                     return head
                 if head.__class__ is Run:  # many messages in one item: this thread cuts them
                     lane.cut_head()

@@ -231,7 +231,8 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         """Decode what was read and hand on what it completes (``in_lock`` held, I/O
         thread)."""
         try:
-            items, events = self.conn.receive(data)
+            with self.out_lock:  # a PONG it queues is boxed with the direct writer's nonces
+                items, events = self.conn.receive(data)
         except ProtocolError as exc:
             self._protocol_failed(exc)
             return

@@ -123,7 +123,11 @@ class LentInputMixin(EngineState):
                         self._take_back()
                 except BaseException:  # interrupted: the loan is not kept (see engine_state)
                     self._loan_watched = False
-                    self._take_back()
+                    if self.alive:
+                        self._take_back()
+                    else:  # (closed meanwhile: the descriptor is ours to close, once more)
+                        self._lent = False
+                        self._close_socket()
                     raise
                 finally:
                     self.in_lock.release()  # under _interest_lock: see close()
@@ -225,7 +229,11 @@ class LentInputMixin(EngineState):
         except ProtocolError as exc:
             self._reading = False
             got.clear()
-            self.io.call_soon(self._protocol_failed, exc)
+            try:
+                self.io.call_soon(self._protocol_failed, exc)
+            except BaseException:  # (see engine_state: the failure must reach the I/O thread)
+                self.io.call_soon(self._protocol_failed, exc)
+                raise
         except BaseException:
             self._interrupted_read(saved, taken)
             raise

@@ -47,9 +47,9 @@ class OutputMixin(EngineState):
         so they are not signalled (and written) one by one, and the I/O thread is asked once
         to take them in batches -- as it is to finish a write the kernel took only part of, or
         one that failed (a broken connection, met again there).  Returns False when the I/O
-        thread must do it all (busy connection, handshake not done).  Each step is written so
-        that an exception from a signal handler leaves what was taken to the I/O thread, to be
-        written once (see "Interruptions" in :mod:`.engine_state`)."""
+        thread must do it all (busy connection, handshake not done, a PONG waiting).  Each
+        step is written so that an exception from a signal handler leaves what was taken to
+        the I/O thread, to be written once (see "Interruptions" in :mod:`.engine_state`)."""
         lock = self.out_lock
         taken = self._taken
         sent = self._sent
@@ -57,7 +57,13 @@ class OutputMixin(EngineState):
         try:
             if not lock.acquire(False):
                 return False
-            if not self.alive or self.conn.state is not TRAFFIC or self._out or taken:
+            if (
+                not self.alive
+                or self.conn.state is not TRAFFIC
+                or self._out
+                or taken
+                or self.conn.has_output  # a PONG a lent read decoded goes first (its nonce)
+            ):
                 lock.release()
                 return False
             sent.clear()

@@ -34,10 +34,15 @@ octets or messages leaves them, whatever comes, in one place the I/O thread look
   harmless: pipe activations, mailbox signals; a poller change is made whole by the next
   ``watch``).
 
-``tests/test_interrupted_io.py`` raises an exception at each such point in turn.  Not covered:
-the socket's own bookkeeping above its pipes -- an interrupted ``send`` may have queued its
-message before the socket's state (a REQ's) shows it, and the message a ``recv`` has taken to
-return is the caller's (with pyzmq too the interrupt can come right after libzmq returned it).
+The socket's own reads and writes of its pipes do the same where they wake the other side: a
+wake-up cut short is sent again, and a ``recv`` interrupted as it wakes the connection puts its
+message back.  ``tests/test_interrupted_io.py`` raises an exception at each such point in turn.
+Not covered: the socket's own bookkeeping above its pipes -- an interrupted ``send`` may have
+queued its message before the socket's state (a REQ's) shows it; the message a ``recv`` has
+just taken to return is the caller's (with pyzmq too the interrupt can come right after
+libzmq returned it); and of the commands a socket's mailbox brings, only wake-ups and
+activations stay queued until handled (a new connection's ATTACH or a pipe's end, cut short,
+is lost).
 """
 
 from __future__ import annotations
@@ -111,6 +116,10 @@ class Wire(Protocol):
     @property
     def held_input(self) -> int:
         """Octets held for an unfinished frame."""
+
+    @property
+    def has_output(self) -> bool:
+        """Whether ``data_to_send`` has something (a PONG, a handshake step)."""
 
     def data_to_send(self) -> bytes: ...
 

@@ -53,6 +53,7 @@ class RawConnection:
     #: A raw peer has no heartbeats and no handshake (so nothing waits for ZAP).
     heartbeats = False
     zap_waiting = False
+    has_output = False  # (nothing is queued but messages)
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the

@@ -176,6 +176,11 @@ class Connection:
 
     # -- output --------------------------------------------------------------------------------
 
+    @property
+    def has_output(self) -> bool:
+        """Whether something waits in :meth:`data_to_send` (a PONG, a handshake step)."""
+        return bool(self._out)
+
     def data_to_send(self) -> bytes:
         """Everything queued for the peer (greeting, handshake, PONGs, encoded messages)."""
         if not self._out:
