@@ -123,22 +123,18 @@ class EpollPoller:
     def unregister(self, fileobj: Any) -> None:
         registrations = self.registrations
         fd = _registered_fd(registrations, fileobj)
-        if registrations.pop(fd, None) is None:
-            return
-        try:
-            self._epoll.unregister(fd)
-        except OSError:  # closed meanwhile: epoll has forgotten it
-            pass
+        registrations.pop(fd, None)
+        if fd >= 0:
+            # (OSError: closed meanwhile and forgotten by epoll, or never watched; epoll may
+            # also have it alone, after a watch() cut short)
+            with suppress(OSError):
+                self._epoll.unregister(fd)
 
     def watch(self, fileobj: Any, events: int, handler: Handler) -> None:
-        registrations = self.registrations
         if not events:
-            fd = _registered_fd(registrations, fileobj)
-            registrations.pop(fd, None)
-            if fd >= 0:
-                with suppress(OSError):  # (also when only epoll has it: a call cut short)
-                    self._epoll.unregister(fd)
+            self.unregister(fileobj)
             return
+        registrations = self.registrations
         fd = _fileno(fileobj)
         mask = _epoll_events(events)
         registered = fd in registrations
@@ -188,19 +184,14 @@ class SelectorPoller:
     def unregister(self, fileobj: Any) -> None:
         fd = _registered_fd(self.registrations, fileobj)  # (the selector's own search of a
         # closed socket walks its live table: the race _registered_fd avoids)
-        if self.registrations.pop(fd, None) is None:
-            return
-        try:
-            self._selector.unregister(fd)
-        except (KeyError, ValueError):
-            pass
+        self.registrations.pop(fd, None)
+        if fd >= 0:
+            with suppress(KeyError, ValueError):  # (the selector may have it alone, as above)
+                self._selector.unregister(fd)
 
     def watch(self, fileobj: Any, events: int, handler: Handler) -> None:
         if not events:
-            fd = _registered_fd(self.registrations, fileobj)
-            self.registrations.pop(fd, None)
-            with suppress(KeyError, ValueError):  # (also when only the selector has it)
-                self._selector.unregister(fileobj if fd < 0 else fd)
+            self.unregister(fileobj)
             return
         registration = (fileobj, events, handler)
         try:

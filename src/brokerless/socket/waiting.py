@@ -114,15 +114,13 @@ class WaitingMixin(SocketState):
                 else:
                     mailbox.clear_fd()
         finally:
+            self._loan_kept = True
             try:
                 self._pattern.read_activated(pipe)
-            finally:
-                self._loan_kept = True
-                try:
-                    loan.return_input(keep=True)
-                except BaseException:  # cut short (as it began, even): see engine_state.py
-                    loan.return_if_held()
-                    raise
+                loan.return_input(keep=True)
+            except BaseException:  # cut short (as it began, even): see engine_state.py
+                loan.return_if_held()
+                raise
         return True
 
     def _give_back_input(self) -> bool:

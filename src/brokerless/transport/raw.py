@@ -54,6 +54,7 @@ class RawConnection:
     heartbeats = False
     zap_waiting = False
     has_output = False  # (nothing is queued but messages)
+    held_input = 0  # (nothing is held between reads)
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the
@@ -69,12 +70,10 @@ class RawConnection:
         return [bytes(view[i : i + CHUNK]) for i in range(0, len(view), CHUNK)], False
 
     def save_input(self) -> None:
-        return None  # (nothing is held between reads)
+        return None
 
     def restore_input(self, saved: None) -> None:
         pass
-
-    held_input = 0
 
     def zap_reply(self, frames: list[bytes] | None) -> list[Any]:
         raise RuntimeError("a raw connection has no handshake to ask ZAP about")
