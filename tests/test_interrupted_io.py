@@ -31,6 +31,7 @@ import pytest
 import zmq as libzmq
 
 import brokerless as zmq
+from brokerless.zmtp.frames import LARGE
 from tests.security_helpers import make_keys, secure
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,6 +41,7 @@ TARGETS = tuple(
     os.path.join(SRC, part) for part in ("transport/", "zmtp/", "io/", "mailbox.py", "pipe.py")
 )
 LENDER = os.path.join(SRC, "transport", "engine_lent.py")
+STRATEGIES = os.path.join(SRC, "patterns", "strategies.py")  # (the fair queue's)
 NOT_TARGETED = {"read"}  # Pipe.read: the socket taking the message it returns (see above)
 REPLY_TIMEOUT = 5.0  # seconds
 
@@ -53,7 +55,8 @@ class Injector:
     frames of the calling thread (a profile function sees every function entry and built-in
     return: the points where CPython runs signal handlers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, targets: tuple[str, ...] = TARGETS) -> None:
+        self.targets = targets
         self.left = 0
         self.reached = 0
         self.where: tuple[str, int, str] | None = None
@@ -79,7 +82,7 @@ class Injector:
             self.borrowed.set()
         if event not in ("call", "c_return"):
             return
-        if not code.co_filename.startswith(TARGETS) or code.co_name in NOT_TARGETED:
+        if not code.co_filename.startswith(self.targets) or code.co_name in NOT_TARGETED:
             return
         if self.only is not None and (event != "call" or code.co_name not in self.only):
             return
@@ -99,11 +102,25 @@ def retried(call: Callable[[], Any], injector: Injector, k: int) -> Any:
     return call()
 
 
-def every_point(trial: Callable[[Injector, int], object]) -> int:
+def receives(call: Callable[[], Any], injector: Injector, k: int, body: bytes) -> None:
+    """``call()`` (a ``recv``) interrupted at point ``k`` and retried returns ``body`` in time
+    (found only by the last look once RCVTIMEO ran out, its wake-up was lost)."""
+    started = time.monotonic()
+    try:
+        got = retried(call, injector, k)
+    except zmq.Again:
+        pytest.fail(f"the message was lost, interrupted at {injector.where}")
+    assert got == body, f"interrupted at {injector.where}"
+    assert time.monotonic() - started < REPLY_TIMEOUT / 2, f"late: {injector.where}"
+
+
+def every_point(
+    trial: Callable[[Injector, int], object], targets: tuple[str, ...] = TARGETS
+) -> int:
     """Count the points a ``trial(injector, 0)`` reaches, then run ``trial(injector, k)`` for
     each of them (and any a trial reaches beyond: a large message comes in as many reads as
     it happens to); how many there were."""
-    injector = Injector()
+    injector = Injector(targets)
     trial(injector, 0)
     points = injector.reached
     k = 1
@@ -191,20 +208,150 @@ def test_a_reply_read_by_an_interrupted_recv_is_not_lost(ctx, libzmq_ctx, securi
         if loan == "given back":
             req.getsockopt(zmq.EVENTS)  # the loan goes back: recv borrows the connection anew
         req.send(body)
-        started = time.monotonic()
-        try:
-            reply = retried(req.recv, injector, k)
-        except zmq.Again:
-            pytest.fail(f"the reply was lost, interrupted at {injector.where}")
-        assert reply == body, f"interrupted at {injector.where}"
-        # Found only by the last look once RCVTIMEO ran out: its wake-up was lost.
-        assert time.monotonic() - started < REPLY_TIMEOUT / 2, f"late: {injector.where}"
+        receives(req.recv, injector, k, body)
 
     assert every_point(trial) > 20
     gate.clear()
     req.send(b"end")
     assert req.recv() == b"end"
     echo.join(REPLY_TIMEOUT)
+
+
+@contextmanager
+def large_stream(
+    ctx: zmq.Context, libzmq_ctx: libzmq.Context, padding: bytes
+) -> Iterator[tuple[zmq.Socket, Callable[[Injector, bytes], None]]]:
+    """A brokerless PULL and ``send(injector, body)``, which has a libzmq PUSH send ``body``
+    once the PULL's thread borrowed its connection's input (so that it reads the body itself);
+    the first message, ``padding``, is read by the I/O thread (a PULL borrows only after a
+    read that met a large frame)."""
+    push = libzmq_ctx.socket(libzmq.PUSH)
+    port = push.bind_to_random_port("tcp://127.0.0.1")
+    bodies: queue.Queue[tuple[Injector, bytes] | None] = queue.Queue()
+
+    def send_each() -> None:  # (libzmq's socket, used by this thread only from here on)
+        try:
+            while (item := bodies.get()) is not None:
+                item[0].borrowed.wait(REPLY_TIMEOUT)
+                push.send(item[1])
+        finally:
+            push.close(linger=0)
+
+    def send(injector: Injector, body: bytes) -> None:
+        injector.borrowed.clear()
+        bodies.put((injector, body))
+
+    sender = threading.Thread(target=send_each, daemon=True)
+    sender.start()
+    try:
+        pull = ctx.socket(zmq.PULL)
+        pull.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+        pull.connect(f"tcp://127.0.0.1:{port}")
+        warm = Injector()
+        warm.borrowed.set()
+        bodies.put((warm, padding))
+        assert pull.recv() == padding
+        yield pull, send
+    finally:
+        bodies.put(None)  # (the sender closes libzmq's socket, or the context never ends)
+        sender.join(REPLY_TIMEOUT)
+
+
+@pytest.mark.parametrize("size", [LARGE + 10, 300_000])  # (the larger one: in part here)
+def test_a_large_message_read_by_an_interrupted_pull_is_not_lost(ctx, libzmq_ctx, size):
+    """A PULL in the main thread reads large messages itself, into its engine's lent buffer;
+    an interruption at any point of that (the read, decoding, the hand-over into the pipe, the
+    loan taken, kept or refused once a message larger than a lent read may hold is left to the
+    I/O thread) leaves the message to the retried ``recv``: every one whole, in order."""
+    padding = b"." * size
+    with large_stream(ctx, libzmq_ctx, padding) as (pull, send):
+        (pipe,) = pull._pipes
+        loans = pipe.source.engine._loans
+
+        def trial(injector: Injector, k: int) -> None:
+            body = b"%d:" % k + padding
+            send(injector, body)
+            receives(pull.recv, injector, k, body)
+
+        assert every_point(trial) > 20
+        assert pipe.source.engine._loans > loans  # (the PULL did read them itself)
+
+
+def test_a_second_interruption_while_the_first_is_handled_loses_nothing(ctx, libzmq_ctx):
+    """A signal that comes while the first one's exception is being handled lands in the lent
+    read's handler (``_interrupted_read``): for every point of a PULL's lent read, and every
+    point of the handling that follows, a second interruption there still leaves the message to
+    the retried ``recv``, whole and in order."""
+    padding = b"." * (LARGE + 10)
+    with large_stream(ctx, libzmq_ctx, padding) as (pull, send):
+        (pipe,) = pull._pipes
+        engine = pipe.source.engine
+        loans = engine._loans
+        handling = engine._interrupted_read
+        second = Injector()
+        nested = {"at": 0, "reached": 0}
+
+        def interrupted_again(saved: Any, taken: Any) -> None:
+            """The handler, with a second interruption at its ``at``-th point (once)."""
+            at, nested["at"] = nested["at"], 0
+            if not at:
+                return handling(saved, taken)
+            second.left, second.reached, second.where = at, 0, None
+            sys.setprofile(second._profile)
+            try:
+                return handling(saved, taken)
+            finally:
+                sys.setprofile(None)
+                nested["reached"] = second.reached
+
+        engine._interrupted_read = interrupted_again
+        first = Injector()
+        sent = 0
+
+        def trial(k: int, j: int) -> None:
+            nonlocal sent
+            nested["at"], nested["reached"] = j, 0
+            sent += 1
+            body = b"%d:" % sent + padding
+            send(first, body)
+            try:
+                got = retried(pull.recv, first, k)
+            except zmq.Again:
+                pytest.fail(f"lost: interrupted at {first.where}, then at {second.where}")
+            assert got == body, f"interrupted at {first.where}, then at {second.where}"
+
+        trial(0, 0)
+        points = first.reached
+        assert points > 20
+        handled = 0
+        for k in range(1, points + 1):
+            j = 1
+            while True:
+                trial(k, j)
+                if nested["reached"] < j:  # (no j-th point in the handling, if it ran at all)
+                    break
+                handled += 1
+                j += 1
+        assert handled > 20  # (second interruptions made)
+        assert engine._loans > loans
+
+
+@pytest.mark.parametrize("size", [100, LARGE + 10])
+def test_a_pull_interrupted_as_its_fair_queue_takes_a_pipe_in_or_out_keeps_it(
+    ctx, libzmq_ctx, size
+):
+    """A PULL's fair queue sets its pipe aside when it finds it empty and takes it back when
+    it is activated (by the I/O thread's command, or after a lent read): an interruption at any
+    point of that leaves the pipe where the next ``recv`` finds it -- every message arrives."""
+    padding = b"." * size
+    with large_stream(ctx, libzmq_ctx, padding) as (pull, send):
+
+        def trial(injector: Injector, k: int) -> None:
+            body = b"%d:" % k + padding
+            send(injector, body)
+            receives(pull.recv, injector, k, body)
+
+        assert every_point(trial, (STRATEGIES,)) >= 3
 
 
 @pytest.mark.parametrize("size", [10, 300_000])

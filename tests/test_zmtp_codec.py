@@ -35,7 +35,7 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
-from brokerless.zmtp.frames import RUN_MIN, UNIFORM_MIN, WINDOW, encode_batch
+from brokerless.zmtp.frames import LARGE, RUN_MIN, UNIFORM_MIN, WINDOW, encode_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -238,6 +238,25 @@ def test_decoder_delivers_byte_by_byte():
         got += dec.feed(stream[i : i + 1])
     assert got == msgs
     assert dec.buffered == 0
+
+
+def test_decoder_says_whether_a_read_met_a_large_frame():
+    """``large``: whether the first long frame of the last feed (or the frame it began in) is
+    one of LARGE octets or more -- what a PULL goes by to read its connection itself."""
+    big, small = b"L" * LARGE, b"s" * (LARGE - 1)
+    stream = wire(big)
+    dec = FrameDecoder()
+    assert dec.feed(memoryview(stream)[:5]) == [] and dec.large  # its header begun
+    assert dec.feed(memoryview(stream)[5:1000]) == [] and dec.large
+    assert dec.feed(memoryview(stream)[1000:]) == [big] and dec.large
+    assert dec.feed(memoryview(wire(small) + wire(b"x"))) == [small, b"x"]
+    assert not dec.large
+    assert dec.feed(memoryview(wire(b"x") + wire(big) + wire(small))) == [b"x", big, small]
+    assert dec.large  # short frames first
+    assert dec.feed(memoryview(wire(small) + wire(big))) == [small, big] and not dec.large
+    assert dec.feed(memoryview(wire(b"y"))) == [b"y"] and not dec.large
+    assert dec.feed(wire(big) + wire(b"z")) == [big, b"z"] and dec.large  # bytes: its first frame
+    assert dec.feed(wire(b"z") + wire(big)) == [b"z", big] and not dec.large
 
 
 def test_decoder_accepts_bytearray_and_memoryview_input():

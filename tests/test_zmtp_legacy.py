@@ -460,6 +460,16 @@ def test_zmtp_1_wire_form(msg, expected):
     assert V1FrameDecoder().feed(frame1(b"") + expected) == [b"", msg]
 
 
+def test_zmtp_1_lengths_never_read_as_large_frames():
+    """A 1.0 length octet with bit 1 set is not a 3.x LONG flag: the decoder never says a read
+    began with a large frame (what a PULL goes by to read its connection itself)."""
+    dec = V1FrameDecoder()
+    for data in (frame1(b"id"), frame1(b"ab"), frame1(b"y" * 1000), frame1(b"\xff" * 9)):
+        for chunk in (data, memoryview(data)):
+            dec.feed(chunk)
+            assert not dec.large
+
+
 @FAST
 @given(msgs=message_lists, data=st.data())
 def test_zmtp_1_round_trip_split_anywhere(msgs, data):

@@ -85,9 +85,10 @@ class InputLoan(Protocol):
 class InputSource(Protocol):
     """What feeds a pipe from a network connection (``Pipe.source``)."""
 
-    def lend_input(self) -> InputLoan | None:
+    def lend_input(self, large_only: bool = False) -> InputLoan | None:
         """The connection's input for the calling socket thread; None when it cannot be lent
-        now (no connection, not in traffic, the I/O thread busy with it)."""
+        now (no connection, not in traffic, the I/O thread busy with it; ``large_only``: its
+        last read began with no large frame)."""
 
 
 class _Delimiter:
@@ -477,7 +478,7 @@ class Pipe:
         ``count`` whole messages (no runs) from the iterator ``source`` in one step, so that
         what it did not take is still there, whatever happens.  False when some are left there
         (the HWM: the writer is then marked blocked, as ``write`` does; or the pipe ended).
-        For pipes without conflation (REQ, REP)."""
+        For pipes without conflation (a socket never borrows a conflating pipe's input)."""
         lane = self._out
         while not self.terminating:
             room = count if not lane.hwm else min(count, lane.hwm - lane.depth())

@@ -41,6 +41,10 @@ class Pattern:
     options_accepted: ClassVar[frozenset[SocketOption]] = frozenset()
     #: Each message sent is followed by a wait for one (REQ, REP): never a burst of sends.
     lock_step: ClassVar[bool] = False
+    #: With one network peer, its thread about to block in ``recv`` reads that connection
+    #: itself (the lent input, ``socket/waiting.py``): for every reply of a lock-step socket
+    #: (REQ, REP), and for a PULL while its messages come as large frames.
+    borrows_input: ClassVar[bool] = False
     #: With one pipe, what ``xrecv`` returns is the pipe's next message as it is (no envelope,
     #: no filter, nothing held back): the socket may then take it from the pipe itself.
     passes_through: ClassVar[bool] = False

@@ -36,7 +36,7 @@ class Push(Pattern):
 
 class Pull(Pattern):
     socket_type = SocketType.PULL
-    passes_through = True
+    passes_through = borrows_input = True
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)

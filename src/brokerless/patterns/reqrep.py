@@ -168,7 +168,7 @@ class Router(Pattern):
 class Req(Dealer):
     socket_type = SocketType.REQ
     options_accepted = frozenset({_O.REQ_CORRELATE, _O.REQ_RELAXED, _O.PROBE_ROUTER})
-    lock_step = True
+    lock_step = borrows_input = True
     passes_through = sends_through = False  # envelopes, and the request-reply lock step
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
@@ -261,7 +261,7 @@ class Req(Dealer):
 class Rep(Router):
     socket_type = SocketType.REP
     options_accepted = frozenset()
-    lock_step = True
+    lock_step = borrows_input = True
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)

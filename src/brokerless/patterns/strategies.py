@@ -32,19 +32,24 @@ class ActiveList:
         self.pipes.append(pipe)
         self.activated(pipe)
 
+    # Each change is written so that an exception from a signal handler (see "Interruptions"
+    # in brokerless.transport.engine_state) leaves the list whole: the set, which says whether
+    # it is done, changes last, after the call that could be cut short.
+
     def activated(self, pipe: Pipe) -> None:
         if pipe in self._usable:
             return
-        self._usable.add(pipe)
         self._swap(pipe, self.active)
         self.active += 1
+        self._usable.add(pipe)
 
     def deactivate(self, pipe: Pipe) -> None:
-        self._usable.discard(pipe)
-        self.active -= 1
-        self._swap(pipe, self.active)
-        if self.current >= self.active:
+        active = self.active - 1
+        self._swap(pipe, active)
+        if self.current >= active:
             self.current = 0
+        self.active = active
+        self._usable.discard(pipe)
 
     def terminated(self, pipe: Pipe) -> None:
         if pipe in self._usable:

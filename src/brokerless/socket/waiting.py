@@ -11,11 +11,12 @@ way Ctrl-C interrupts it.
 Lent input: a REQ or REP about to wait for its reply with one tcp/ipc peer reads that
 connection itself while it waits (the connection's input is *lent* to the socket's thread, see
 :mod:`brokerless.transport.engine_lent`), so a round trip needs no hand-over to the I/O thread,
-whose turn may be a GIL switch away.  The socket asks for the loan through the pipe's
-``source`` (the connection that feeds it), never through the transport's objects.  It keeps
-the loan between its waits for replies (``_loan_kept``) and gives it back before it waits any
-other way or gives up (``_give_back_input``), reading first what came meanwhile: a call that
-gives up looks once more, so a reply already here is never missed.
+whose turn may be a GIL switch away.  A PULL does so while its peer's messages come as large
+frames (``borrows_input`` in :mod:`brokerless.patterns.base`).  The socket asks for the loan
+through the pipe's ``source`` (the connection that feeds it), never through the transport's
+objects.  It keeps the loan between its waits (``_loan_kept``) and gives it back before it
+waits any other way or gives up (``_give_back_input``), reading first what came meanwhile: a
+call that gives up looks once more, so a message already here is never missed.
 """
 
 from __future__ import annotations
@@ -85,15 +86,19 @@ class WaitingMixin(SocketState):
     def _wait_reading(self, wait_ms: int) -> bool:
         """Wait for a command or for data on the connection behind this socket's only pipe,
         reading that data here -- no hand-over to the I/O thread, whose turn may be a GIL
-        switch away (see :mod:`brokerless.transport.engine_lent`).  Lock-step
-        sockets only (REQ, REP: each wait is for one reply): a stream's receiver is better
-        served by the I/O thread reading ahead in large batches.  False when there is no such
-        connection or it cannot be lent now: then wait as usual."""
-        if len(self._pipes) != 1 or not self._pattern.lock_step:
+        switch away (see :mod:`brokerless.transport.engine_lent`).  Lock-step sockets (REQ,
+        REP: each wait is for one reply) borrow whenever they can; a stream's receiver (PULL)
+        only while its last read began with a large frame: smaller messages are better served
+        by the I/O thread reading ahead in large batches while this thread consumes.  False
+        when there is no such connection or it cannot be lent now: then wait as usual."""
+        pattern = self._pattern
+        if len(self._pipes) != 1 or not pattern.borrows_input:
             return False
         (pipe,) = self._pipes
         source = pipe.source
-        loan = None if source is None else source.lend_input()
+        if pipe.inbound.conflate:  # (only the I/O thread's writes into the pipe conflate)
+            return False
+        loan = None if source is None else source.lend_input(not pattern.lock_step)
         if loan is None:
             return False
         try:  # (from here on: an exception from a signal handler gives the loan back)
@@ -116,7 +121,7 @@ class WaitingMixin(SocketState):
         finally:
             self._loan_kept = True
             try:
-                self._pattern.read_activated(pipe)
+                pattern.read_activated(pipe)
                 loan.return_input(keep=True)
             except BaseException:  # cut short (as it began, even): see engine_state.py
                 loan.return_if_held()

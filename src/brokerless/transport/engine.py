@@ -116,6 +116,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._restart_wanted = False
         self._ended = False
         self._got = deque()
+        self._lent_buffer: memoryview | None = None
         self._zap = None
         self._peer_address: bytes | None = None
 
@@ -240,6 +241,15 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         if items:
             self._deliver(items, events)
 
+    def _on_got(self) -> None:
+        """Decode what an interrupted lent read left: octets, or how many it read into the
+        lent buffer (``in_lock`` held, I/O thread; see "Interruptions" in :mod:`.engine_state`)."""
+        data = self._got.popleft()
+        if data.__class__ is int:
+            assert self._lent_buffer is not None  # (what the count was read into)
+            data = self._lent_buffer[:data]
+        self._on_input(data)
+
     def _protocol_failed(self, exc: ProtocolError) -> None:
         self._deliver(exc.messages, True)  # whole messages that came before the fault
         with self.out_lock:
@@ -305,7 +315,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
                 if self._pending_in:
                     return
             if self._got and self.alive:  # read by an interrupted lent read, not decoded
-                self._on_input(self._got.popleft())
+                self._on_got()
                 if self._pending_in:
                     return
             if not self._reading and self.alive and not self._input_stopped:
@@ -323,7 +333,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             if pending and self.alive:
                 self._deliver(pending, self._pending_events)
             if self._got and self.alive:
-                self._on_input(self._got.popleft())
+                self._on_got()
 
     # -- ZAP ----------------------------------------------------------------------------------
 

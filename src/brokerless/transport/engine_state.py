@@ -21,8 +21,8 @@ thread runs engine code itself (a lent read, a direct write), so each step of it
 octets or messages leaves them, whatever comes, in one place the I/O thread looks at:
 
 * what a system call returned goes straight into the engine (``deque.extend(map(call, ...))``
-  stores it with no step in between): the octets a lent read received (``_got``), the count a
-  direct write wrote (``_sent``);
+  stores it with no step in between): the octets a lent read received, or the count it read
+  into the engine's lent buffer (``_got``), the count a direct write wrote (``_sent``);
 * messages move between containers in one step -- from the pipe into ``_taken``
   (``Pipe.read_queued``), from an iterator of decoded messages into the pipe
   (``Pipe.write_from``) or into ``_pending_in`` -- so what was not moved is where it was;
@@ -30,7 +30,9 @@ octets or messages leaves them, whatever comes, in one place the I/O thread look
   (``Connection.save_input``, a CURVE nonce included);
 * the handler (``except BaseException``) puts what it finds in the I/O thread's hands
   (``restart_input``, ``_after_direct``), gives back ``in_lock`` or ``out_lock`` if this thread
-  holds it, and re-raises; a wake-up whose sending was cut short is sent again (a spare one is
+  holds it, and re-raises (a lent read's handler does only what can be done twice, and is run
+  again if a second interruption cuts it short: a signal that came during the first one's
+  handling lands there); a wake-up whose sending was cut short is sent again (a spare one is
   harmless: pipe activations, mailbox signals; a poller change is made whole by the next
   ``watch``).
 
@@ -118,6 +120,10 @@ class Wire(Protocol):
         """Octets held for an unfinished frame."""
 
     @property
+    def large_frames(self) -> bool:
+        """Whether the last input began with a large frame (see ``lend_input``)."""
+
+    @property
     def has_output(self) -> bool:
         """Whether ``data_to_send`` has something (a PONG, a handshake step)."""
 
@@ -176,8 +182,12 @@ class EngineState:
     #: A lent read met the end of the stream (or a broken connection): never lent again.
     _ended: bool
     _zap: ZapClient | None
-    #: What a lent read received and an interruption left undecoded (see "Interruptions").
-    _got: deque[bytes]
+    #: What a lent read received and an interruption left undecoded (see "Interruptions"):
+    #: octets, or how many it read into ``_lent_buffer``.
+    _got: deque[Any]
+    #: What a lent read reads large frames into (made on the first such read; see
+    #: :mod:`.engine_lent`).
+    _lent_buffer: memoryview | None
 
     # Implemented by the engine or one of its parts; declared for the others to call.
 

@@ -55,6 +55,7 @@ class RawConnection:
     zap_waiting = False
     has_output = False  # (nothing is queued but messages)
     held_input = 0  # (nothing is held between reads)
+    large_frames = False  # (nor frames)
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the

@@ -156,11 +156,11 @@ class Session:
         else:
             self._start_linger()
 
-    def lend_input(self) -> Engine | None:
+    def lend_input(self, large_only: bool = False) -> Engine | None:
         """Input source interface (``Pipe.source``): the connection's input for the socket's
         thread, while it waits for a message (see :mod:`.engine_lent`)."""
         engine = self.engine
-        if engine is None or not engine.lend_input():
+        if engine is None or not engine.lend_input(large_only):
             return None
         return engine
 

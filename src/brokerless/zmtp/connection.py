@@ -270,6 +270,12 @@ class Connection:
         """Octets held for an unfinished frame."""
         return self.decoder.buffered
 
+    @property
+    def large_frames(self) -> bool:
+        """Whether the last input's first long frame, or the frame it began in, is one of
+        LARGE octets or more (see :data:`~brokerless.zmtp.frames.LARGE`)."""
+        return self.decoder.large
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Feed received bytes; returns the messages and events they complete."""
         return self.receive(data)[0]

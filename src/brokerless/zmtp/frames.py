@@ -200,6 +200,7 @@ class FrameDecoder:
         "_runs",
         "commands",
         "handshaking",
+        "large",
         "runs",
     )
 
@@ -217,6 +218,9 @@ class FrameDecoder:
         #: Flag bits that must be clear (COMMAND too without ``command_frames``: ZMTP 2.0).
         self._reserved = _RESERVED if command_frames else _RESERVED | COMMAND
         self.commands = False  # whether the last ``feed`` returned a command
+        #: Whether the last ``feed``'s first long frame, or the frame it began in, is one of
+        #: LARGE octets or more (of ``bytes`` input, its first frame).
+        self.large = False
         #: Hand runs of RUN_MIN or more equal-size single-frame messages on as :class:`Run`
         #: items, for their reader to cut (see :mod:`brokerless.runs`).
         self._runs = runs
@@ -287,9 +291,10 @@ class FrameDecoder:
         else:
             view = data
         out: list[Any] = []
-        self.commands = self.runs = False
+        self.commands = self.runs = self.large = False
         try:
             if isinstance(view, bytes):
+                self.large = _large_first(view, 0, len(view))
                 pos = self._decode(view, out)
             else:
                 pos = self._decode_copies(view, out)
@@ -320,6 +325,7 @@ class FrameDecoder:
                 if stop >= end or self.handshaking or not used:
                     return pos
             if _large_first(whole, pos, end):
+                self.large = True
                 return pos + self._decode(whole[pos:], out)
             return pos + self._decode(bytes(whole[pos:]), out)
 
@@ -450,7 +456,8 @@ RUN_MIN = 16
 #: A read holds at most 256 KiB, so messages of about 1 KiB or more never make a Run.
 LAZY_RUN_MIN = 256
 #: A read that starts with a frame this large is decoded from a view of the read buffer, so
-#: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).
+#: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).  A
+#: PULL reads such frames in its own thread (see :mod:`brokerless.transport.engine_lent`).
 LARGE = 64 * 1024
 
 
@@ -494,7 +501,7 @@ def _uniform_run(view: bytes, pos: int, end: int, head: int) -> int:
 WINDOW = 64 * 1024
 
 
-def _large_first(view: memoryview, pos: int, end: int) -> bool:
+def _large_first(view: bytes | memoryview, pos: int, end: int) -> bool:
     """Whether ``view[pos:end]`` starts with a frame of LARGE octets or more, or with a long
     frame's incomplete header (decoded from the view)."""
     if end - pos < 2 or not view[pos] & LONG:

@@ -63,6 +63,11 @@ class V1FrameDecoder(FrameDecoder):
         super().restore(saved[0])
         self._identity = saved[1]
 
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        out = super().feed(data)
+        self.large = False  # (what it took for a long frame's flags is a 1.0 length octet)
+        return out
+
     def _decode(self, view: Any, out: list[Any]) -> int:
         parts = self._parts
         limit = self._limit

@@ -1,0 +1,192 @@
+"""A PULL's thread blocked in ``recv`` reads its one connection itself while large frames come.
+
+brokerless lends a connection's input to the socket's thread waiting in ``recv`` (see "Lent
+input" in ``brokerless/transport/engine_lent.py``): a REQ or REP for every reply, a PULL only
+while its peer's messages come as frames of ``LARGE`` octets or more, where the hand-over from
+the I/O thread costs more than its reading ahead gains.  Whichever thread reads, every message
+arrives whole and in order -- across the HWM, sizes that come and go, CURVE boxes -- and the
+peer leaving is still seen.  The peers are libzmq's (pyzmq), so the same tests hold for pyzmq.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import zmq as libzmq
+
+import brokerless as zmq
+from brokerless.transport import engine_lent
+from brokerless.zmtp.frames import LARGE
+from tests.helpers import bind
+
+pytestmark = pytest.mark.timeout(60)
+
+DEADLINE = 5.0  # seconds
+
+
+@pytest.fixture(params=["tcp", "ipc"])
+def address(request, tmp_path):
+    """Where the PULL binds."""
+    return "tcp://127.0.0.1:*" if request.param == "tcp" else f"ipc://{tmp_path}/pull"
+
+
+def message(i: int, size: int) -> bytes:
+    """Message ``i`` of ``size`` octets: its number throughout, so a mix-up shows."""
+    return (i.to_bytes(4, "big") * (size // 4 + 1))[:size]
+
+
+def loans(pull) -> int:
+    """How often the PULL's connection was lent to its thread."""
+    (pipe,) = pull._pipes
+    return pipe.source.engine._loans
+
+
+def keep_loan(pull, push, size: int) -> None:
+    """Messages of ``size`` sent one at a time until the PULL's thread, waiting in ``recv``,
+    read one itself and kept the connection's input for its next wait (the I/O thread reads
+    the first ones: a PULL borrows only once a read met a large frame)."""
+    for i in range(1000):
+        push.send(message(i, size))
+        assert pull.recv() == message(i, size)
+        if pull._loan_kept:
+            return
+    raise AssertionError("the PULL never kept its connection's input")
+
+
+def pair(make, lmake, address: str, **options):
+    """A brokerless PULL bound at ``address`` and a libzmq PUSH connected to it."""
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000), **options)
+    endpoint = bind(pull, address)
+    push = lmake(libzmq.PUSH)
+    push.connect(endpoint)
+    return pull, push
+
+
+def test_a_pull_reads_large_messages_itself(make, lmake, address, monkeypatch):
+    """With the input kept (and the I/O thread's timer never taking it back), the PULL's own
+    thread reads a burst of large messages: every one whole, in order."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull, push = pair(make, lmake, address)
+    keep_loan(pull, push, LARGE)
+    before = loans(pull)
+    sent = [message(i, LARGE + i) for i in range(100)]
+    for msg in sent:
+        push.send(msg)
+    assert [pull.recv() for _ in sent] == sent
+    assert loans(pull) > before
+
+
+def test_a_pull_leaves_smaller_messages_to_its_io_thread(make, lmake, address):
+    """Below LARGE the I/O thread reads ahead while the PULL's thread consumes: the PULL never
+    borrows the connection, however often it waits."""
+    pull, push = pair(make, lmake, address)
+    for i in range(300):
+        push.send(message(i, LARGE - 100))
+        assert pull.recv() == message(i, LARGE - 100)
+    assert loans(pull) == 0
+    assert not pull._loan_kept
+
+
+def test_large_messages_beyond_the_hwm_arrive_in_order_while_a_pull_reads_them(
+    make, lmake, address, monkeypatch
+):
+    """One lent read holds more large messages than the pipe takes (RCVHWM 2): the rest waits,
+    reading stops, and the I/O thread delivers it as the pipe drains -- nothing lost or
+    reordered."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull, push = pair(make, lmake, address, RCVHWM=2)
+    keep_loan(pull, push, LARGE)
+    sent = [message(i, 100_000) for i in range(60)]
+    for msg in sent:
+        push.send(msg)
+    assert [pull.recv() for _ in sent] == sent
+
+
+def test_messages_of_every_size_arrive_in_order_as_the_loan_comes_and_goes(make, lmake, address):
+    """Small and large messages mixed: the PULL borrows after reads that met a large frame and
+    not after the others, the I/O thread reads the rest -- every message whole, in order."""
+    pull, push = pair(make, lmake, address)
+    sizes = [1, 100, 200_000, 1024, LARGE, 10, 3 * LARGE, 5000]
+    sent = [message(i, sizes[i % len(sizes)]) for i in range(400)]
+    for msg in sent:
+        push.send(msg)
+    assert [pull.recv() for _ in sent] == sent
+    for i, msg in enumerate(sent):  # and one by one, so the PULL waits before each
+        push.send(msg)
+        assert pull.recv() == msg, f"message {i}"
+    assert loans(pull) > 0
+
+
+def test_a_pull_reading_large_messages_sees_its_peer_leave(make, lmake, monkeypatch):
+    """The peer closes while the PULL's thread, holding the input, waits in ``recv``: the end of
+    the stream goes to the I/O thread (DISCONNECTED) and the waiting thread waits on quietly."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull, push = pair(make, lmake, "tcp://127.0.0.1:*")
+    monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    keep_loan(pull, push, LARGE)
+    cpu: list[float] = []
+    waiting = threading.Event()
+
+    def wait_for_a_message() -> None:
+        pull.setsockopt(zmq.RCVTIMEO, 2000)
+        start = time.thread_time()
+        waiting.set()
+        try:
+            pull.recv()
+        except zmq.Again:
+            pass
+        cpu.append(time.thread_time() - start)
+
+    waiter = threading.Thread(target=wait_for_a_message, daemon=True)
+    waiter.start()
+    assert waiting.wait(DEADLINE)
+    push.close(linger=0)
+    assert monitor.poll(int(DEADLINE * 1000)), "no DISCONNECTED while the PULL waited"
+    event = int.from_bytes(monitor.recv_multipart()[0][:2], "little")
+    assert event == zmq.EVENT_DISCONNECTED
+    waiter.join(DEADLINE)
+    assert not waiter.is_alive()
+    assert cpu[0] < 0.5, f"the waiting thread used {cpu[0]:.1f} s of CPU in 2 s"
+
+
+def test_a_curve_pull_reads_large_boxes_itself(make, lmake, monkeypatch):
+    """Over CURVE each message is a box: the PULL's thread reads and opens them itself."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    (server_public, server_secret) = zmq.curve_keypair()
+    (client_public, client_secret) = zmq.curve_keypair()
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
+    pull.curve_server = True
+    pull.curve_secretkey = server_secret
+    endpoint = bind(pull, "tcp://127.0.0.1:*")
+    push = lmake(libzmq.PUSH)
+    push.curve_serverkey = server_public
+    push.curve_publickey = client_public
+    push.curve_secretkey = client_secret
+    push.connect(endpoint)
+    keep_loan(pull, push, LARGE)
+    before = loans(pull)
+    sent = [message(i, LARGE + 7 * i) for i in range(50)]
+    for msg in sent:
+        push.send(msg)
+    assert [pull.recv() for _ in sent] == sent
+    assert loans(pull) > before
+
+
+def test_a_conflating_pull_leaves_its_input_to_the_io_thread(make, lmake, address):
+    """CONFLATE keeps only the newest message, which only the I/O thread's writes into the pipe
+    do: a conflating PULL never borrows its connection, however large the messages, and after a
+    burst it hands out messages in order up to the newest."""
+    pull, push = pair(make, lmake, address, CONFLATE=1, RCVHWM=1)
+    for i in range(20):
+        push.send(message(i, LARGE))
+        assert pull.recv() == message(i, LARGE)
+    for i in range(100, 103):
+        push.send(message(i, 70_000))
+    burst = [message(i, 70_000) for i in range(100, 103)]
+    got: list[bytes] = []
+    while not got or got[-1] != burst[-1]:
+        got.append(pull.recv())
+    assert [burst.index(msg) for msg in got] == sorted(set(map(burst.index, got)))  # in order
+    assert loans(pull) == 0
