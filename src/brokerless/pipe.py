@@ -478,7 +478,7 @@ class Pipe:
         ``count`` whole messages (no runs) from the iterator ``source`` in one step, so that
         what it did not take is still there, whatever happens.  False when some are left there
         (the HWM: the writer is then marked blocked, as ``write`` does; or the pipe ended).
-        For pipes without conflation (a socket never borrows a conflating pipe's input)."""
+        For pipes without conflation (a session lends no input into one)."""
         lane = self._out
         while not self.terminating:
             room = count if not lane.hwm else min(count, lane.hwm - lane.depth())

@@ -96,8 +96,6 @@ class WaitingMixin(SocketState):
             return False
         (pipe,) = self._pipes
         source = pipe.source
-        if pipe.inbound.conflate:  # (only the I/O thread's writes into the pipe conflate)
-            return False
         loan = None if source is None else source.lend_input(not pattern.lock_step)
         if loan is None:
             return False

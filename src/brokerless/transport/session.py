@@ -158,9 +158,16 @@ class Session:
 
     def lend_input(self, large_only: bool = False) -> Engine | None:
         """Input source interface (``Pipe.source``): the connection's input for the socket's
-        thread, while it waits for a message (see :mod:`.engine_lent`)."""
+        thread, while it waits for a message (see :mod:`.engine_lent`).  Never into a pipe
+        that conflates: what a lent read decodes goes in by ``push_from``, which keeps every
+        message."""
         engine = self.engine
-        if engine is None or not engine.lend_input(large_only):
+        pipe = self.pipe
+        if (
+            engine is None
+            or (pipe is not None and pipe.outbound.conflate)
+            or not engine.lend_input(large_only)
+        ):
             return None
         return engine
 
