@@ -28,6 +28,7 @@ import pytest
 import zmq as libzmq
 
 import brokerless as zmq
+from brokerless.socket import waiting
 from brokerless.transport import engine_lent
 from tests.helpers import bind, connect
 from tests.security_helpers import make_keys, secure
@@ -320,6 +321,106 @@ def test_a_kept_connection_goes_back_when_the_socket_waits_otherwise(make, monke
     thread at once -- not after LOAN_IDLE."""
     with _kept_and_answered(make, monkeypatch, b"polled") as req:
         assert wait(req) == b"polled"
+
+
+@pytest.fixture
+def waiting_in_the_read(monkeypatch) -> threading.Event:
+    """A lock-step socket's whole wait is spent in the read of its lent connection (see
+    "Waiting in the read" in engine_lent.py); the event is set as such a read begins, the
+    descriptor blocking."""
+    monkeypatch.setattr(waiting, "READ_FIRST_MS", 60_000)
+    begun = threading.Event()
+    read_lent = engine_lent.LentInputMixin.read_lent
+
+    def noted(self, flags=socket.MSG_DONTWAIT):
+        if not flags:
+            begun.set()
+        return read_lent(self, flags)
+
+    monkeypatch.setattr(engine_lent.LentInputMixin, "read_lent", noted)
+    return begun
+
+
+def _served(make) -> None:
+    """The I/O thread serves a new connection (a PULL reads its first message there)."""
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
+    push = make(zmq.PUSH)
+    connect(push, bind(pull, "tcp://127.0.0.1:*"))
+    push.send(b"served")
+    assert pull.recv() == b"served"
+
+
+def test_the_io_thread_writes_without_waiting_while_the_socket_waits_in_the_read(
+    make, waiting_in_the_read
+):
+    """The I/O thread writes the rest of a large request as the peer makes room, while the
+    REQ's thread waits for the reply in the read (the descriptor blocking): it writes what
+    fits and goes on serving its other connections -- a write that waited for the peer would
+    stop them all."""
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        request = _request(b"x" * 32_000_000)  # more than the kernel's buffers hold
+        req.send(b"x" * 32_000_000)
+        outcome: list[Any] = []
+        waiter = threading.Thread(target=_recv_into, args=(req, outcome), daemon=True)
+        waiter.start()
+        assert waiting_in_the_read.wait(DEADLINE)
+        read = 0
+        while read < 1_000_000:  # the kernel takes more: the I/O thread writes
+            read += len(raw.recv(65536))
+        _served(make)
+        while read < len(request):  # the rest of the request, then the reply
+            read += len(raw.recv(1 << 20))
+        raw.sendall(_request(b"done"))
+        waiter.join(DEADLINE)
+    assert outcome == [b"done"]
+
+
+def test_a_silent_peer_is_dropped_at_once_while_the_socket_waits_in_the_read(
+    make, waiting_in_the_read
+):
+    """The I/O thread's heartbeat finds the peer silent while the REQ's thread waits in the
+    read: its look for anything unread does not wait either, so the peer is dropped within
+    the heartbeat's timeout (not once the REQ's read gives up)."""
+    req, raw = _raw_rep(make, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    req.setsockopt(zmq.RCVTIMEO, 2500)
+    monitor = req.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    with raw:  # it answers no PING
+        _round_trips(req, raw)
+        req.send(b"unanswered")
+        outcome: list[Any] = []
+        waiter = threading.Thread(target=_recv_into, args=(req, outcome), daemon=True)
+        waiter.start()
+        assert waiting_in_the_read.wait(DEADLINE)
+        began = time.monotonic()
+        assert _events(monitor, zmq.EVENT_DISCONNECTED) == [zmq.EVENT_DISCONNECTED]
+        assert time.monotonic() - began < 1.5
+        waiter.join(DEADLINE)
+    assert [type(exc) for exc in outcome] == [zmq.Again]
+    req.disable_monitor()
+    monitor.close()
+
+
+def test_a_look_after_a_wait_in_the_read_does_not_wait(make, waiting_in_the_read):
+    """A descriptor a lent read waited in stays blocking (see "Waiting in the read" in
+    engine_lent.py): a look that must not wait, which gives the kept connection back reading
+    first what came, still returns at once when nothing did."""
+    req, raw = _raw_rep(make)
+    with raw:
+        _round_trips(req, raw)
+        assert waiting_in_the_read.is_set()
+        began = time.monotonic()
+        assert req.poll(0) == 0
+        assert time.monotonic() - began < 1.0
+
+
+def _recv_into(sock, outcome: list[Any]) -> None:
+    """``sock.recv()``: what it returned or raised goes into ``outcome``."""
+    try:
+        outcome.append(sock.recv())
+    except BaseException as exc:
+        outcome.append(exc)
 
 
 def test_a_kept_connection_is_closed_with_its_socket(make, monkeypatch):

@@ -67,8 +67,12 @@ class InputLoan(Protocol):
     @property
     def fileno(self) -> int: ...
 
-    def read_lent(self) -> None:
-        """Read and decode what the descriptor holds, into the pipe."""
+    def read_lent(self) -> bool:
+        """Read and decode what the descriptor holds, into the pipe; whether anything came."""
+
+    def await_lent(self, wait_ms: int) -> bool:
+        """``read_lent``, waiting in the read itself up to ``wait_ms`` for something to
+        come; whether anything did."""
 
     def return_input(self, keep: bool = False) -> None:
         """Done reading: give the input back to its I/O thread, or with ``keep`` hold on to

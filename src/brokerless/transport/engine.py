@@ -117,6 +117,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._ended = False
         self._got = deque()
         self._lent_buffer: memoryview | None = None
+        self._rcvtimeo = -1
         self._zap = None
         self._peer_address: bytes | None = None
 
@@ -216,7 +217,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
     def _in_event(self) -> None:
         buf = self.io.read_buffer
         try:
-            n = self.sock.recv_into(buf)
+            n = self.sock.recv_into(buf, 0, pysocket.MSG_DONTWAIT)  # (see engine_lent.await_lent)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:

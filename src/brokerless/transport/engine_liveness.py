@@ -66,7 +66,7 @@ class LivenessMixin(EngineState):
         if time.monotonic() - self._last_rx < limit:
             return False
         try:
-            self.sock.recv(1, socket.MSG_PEEK)
+            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)  # (see engine_lent)
         except BlockingIOError:
             return True
         except OSError:

@@ -13,13 +13,16 @@ sharing the thread (a PUB's subscribers) take turns.
 Direct output: the socket's thread, having just queued into an idle connection, writes it to
 the OS socket itself (``try_direct_output``), so a sparse flow costs no hand-over to the I/O
 thread.  Whatever the kernel does not take, and any messages queued behind, are left to the
-I/O thread (``_after_direct``).  ``out_lock`` is held by whichever thread writes.
+I/O thread (``_after_direct``).  ``out_lock`` is held by whichever thread writes.  Every write
+passes MSG_DONTWAIT: a descriptor a lent read has waited in is blocking (see
+:mod:`.engine_lent`), and a write must never wait for the peer.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from socket import MSG_DONTWAIT
 from typing import Any
 
 from ..zmtp import TRAFFIC
@@ -29,6 +32,11 @@ BATCH_BYTES = 256 * 1024
 BATCH_MESSAGES = 4096
 ZERO_COPY_MIN = 64 * 1024  # bodies at least this large are written without being copied
 IOV_MAX = 512
+#: ``sendmsg``'s other arguments for a direct write (one call through ``map``: see
+#: "Interruptions" in engine_state): no ancillary data; never wait (the descriptor may be
+#: blocking: see "Waiting in the read" in engine_lent).
+_NO_ANCDATA = ((),)
+_DONTWAIT = (MSG_DONTWAIT,)
 
 
 class OutputMixin(EngineState):
@@ -71,7 +79,7 @@ class OutputMixin(EngineState):
             wire = self.conn.encode_batch(list(taken), ZERO_COPY_MIN, _buffer)
             taken.clear()
             try:
-                sent.extend(map(self.sock.sendmsg, (wire[:IOV_MAX],)))
+                sent.extend(map(self.sock.sendmsg, (wire[:IOV_MAX],), _NO_ANCDATA, _DONTWAIT))
             except OSError:  # the kernel is full, or the connection broke: the I/O thread's
                 pass
             self._queue_unsent(wire)
@@ -170,7 +178,7 @@ class OutputMixin(EngineState):
         sock = self.sock
         while out:
             try:
-                n = sock.sendmsg(out if len(out) <= IOV_MAX else list(_head(out)))
+                n = sock.sendmsg(out if len(out) <= IOV_MAX else list(_head(out)), (), MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 return
             while n:

@@ -121,16 +121,22 @@ def encode_batch(
                 append(msg)
                 continue
         if fast and msg.__class__ is list:
-            # A message of short parts (a REQ's envelope and request): straight into the run;
-            # at the first part that is not short bytes, undone and encoded the general way.
+            # A message of parts copied into the run (a REQ's envelope and request): straight
+            # in; at the first part that is not bytes below ``zero_copy_min``, undone and
+            # encoded the general way.
             mark = len(run)
             last = len(msg) - 1
             for i, part in enumerate(msg):
                 n = len(part)
-                if n >= 256 or part.__class__ is not bytes:
+                if n >= zero_copy_min or part.__class__ is not bytes:
                     del run[mark:]
                     break
-                append(_NOT_LAST[n] if i < last else _LAST[n])
+                if n < 256:
+                    append(_NOT_LAST[n] if i < last else _LAST[n])
+                elif i < last:
+                    append(frame_header(n, more=True))
+                else:
+                    append(long_heads.get(n) or _long_last(n))
                 append(part)
             else:
                 continue
