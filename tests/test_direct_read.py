@@ -15,6 +15,7 @@ check that it goes back to the I/O thread whenever the connection could need rea
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import select
@@ -112,12 +113,21 @@ def _events(monitor, want: int) -> list[int]:
     return seen
 
 
-def _raw_rep(make, **options):
-    """A REQ connected to a raw socket speaking ZMTP as a REP: (req, raw)."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
+def _raw_rep(make, ipc_path: str | None = None, **options):
+    """A REQ connected to a raw socket speaking ZMTP as a REP, over tcp or, given a path, over
+    ipc: (req, raw)."""
+    if ipc_path is None:
+        server = socket.create_server(("127.0.0.1", 0))
+        endpoint = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    else:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(ipc_path)
+        server.listen()
+        endpoint = f"ipc://{ipc_path}"
+    with server:
         server.settimeout(DEADLINE)
         req = make(zmq.REQ, RCVTIMEO=int(DEADLINE * 1000), **options)
-        req.connect(f"tcp://127.0.0.1:{server.getsockname()[1]}")
+        req.connect(endpoint)
         raw, _ = server.accept()
     raw.settimeout(DEADLINE)
     handshake(raw, b"REP")
@@ -125,8 +135,11 @@ def _raw_rep(make, **options):
 
 
 def _answer(raw: socket.socket, body: bytes) -> None:
-    """Read one request, reply ``body``."""
-    assert _read_frames(raw, 2)[0] == (0x01, b"")
+    """Read one request (past any command: a PING, with heartbeats on), reply ``body``."""
+    frames: list[tuple[int, bytes]] = []
+    while len(frames) < 2:
+        frames += [f for f in _read_frames(raw, 1) if not f[0] & 0x04]
+    assert frames[0] == (0x01, b"")
     raw.sendall(_request(body))
 
 
@@ -324,11 +337,9 @@ def test_a_kept_connection_goes_back_when_the_socket_waits_otherwise(make, monke
 
 
 @pytest.fixture
-def waiting_in_the_read(monkeypatch) -> threading.Event:
-    """A lock-step socket's whole wait is spent in the read of its lent connection (see
-    "Waiting in the read" in engine_lent.py); the event is set as such a read begins, the
-    descriptor blocking."""
-    monkeypatch.setattr(waiting, "READ_FIRST_MS", 60_000)
+def read_begins(monkeypatch) -> threading.Event:
+    """Set as a lock-step socket begins to wait in the read of its lent connection (see
+    "Waiting in the read" in engine_lent.py), the descriptor blocking."""
     begun = threading.Event()
     read_lent = engine_lent.LentInputMixin.read_lent
 
@@ -341,6 +352,19 @@ def waiting_in_the_read(monkeypatch) -> threading.Event:
     return begun
 
 
+@pytest.fixture
+def waiting_in_the_read(monkeypatch, read_begins) -> threading.Event:
+    """``read_begins``, with a socket's whole wait spent in that read."""
+    monkeypatch.setattr(waiting, "READ_FIRST_MS", 60_000)
+    return read_begins
+
+
+@pytest.fixture
+def ipc_path(tmp_path) -> str:
+    """Where a raw ipc peer listens (a REQ waits in the read only over ipc)."""
+    return str(tmp_path / "rep")
+
+
 def _served(make) -> None:
     """The I/O thread serves a new connection (a PULL reads its first message there)."""
     pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
@@ -351,13 +375,13 @@ def _served(make) -> None:
 
 
 def test_the_io_thread_writes_without_waiting_while_the_socket_waits_in_the_read(
-    make, waiting_in_the_read
+    make, waiting_in_the_read, ipc_path
 ):
     """The I/O thread writes the rest of a large request as the peer makes room, while the
     REQ's thread waits for the reply in the read (the descriptor blocking): it writes what
     fits and goes on serving its other connections -- a write that waited for the peer would
     stop them all."""
-    req, raw = _raw_rep(make)
+    req, raw = _raw_rep(make, ipc_path)
     with raw:
         _round_trips(req, raw)
         request = _request(b"x" * 32_000_000)  # more than the kernel's buffers hold
@@ -378,12 +402,12 @@ def test_the_io_thread_writes_without_waiting_while_the_socket_waits_in_the_read
 
 
 def test_a_silent_peer_is_dropped_at_once_while_the_socket_waits_in_the_read(
-    make, waiting_in_the_read
+    make, waiting_in_the_read, ipc_path
 ):
     """The I/O thread's heartbeat finds the peer silent while the REQ's thread waits in the
     read: its look for anything unread does not wait either, so the peer is dropped within
     the heartbeat's timeout (not once the REQ's read gives up)."""
-    req, raw = _raw_rep(make, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    req, raw = _raw_rep(make, ipc_path, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
     req.setsockopt(zmq.RCVTIMEO, 2500)
     monitor = req.get_monitor_socket(zmq.EVENT_DISCONNECTED)
     with raw:  # it answers no PING
@@ -402,17 +426,64 @@ def test_a_silent_peer_is_dropped_at_once_while_the_socket_waits_in_the_read(
     monitor.close()
 
 
-def test_a_look_after_a_wait_in_the_read_does_not_wait(make, waiting_in_the_read):
+def test_a_look_after_a_wait_in_the_read_does_not_wait(make, waiting_in_the_read, ipc_path):
     """A descriptor a lent read waited in stays blocking (see "Waiting in the read" in
     engine_lent.py): a look that must not wait, which gives the kept connection back reading
     first what came, still returns at once when nothing did."""
-    req, raw = _raw_rep(make)
+    req, raw = _raw_rep(make, ipc_path)
     with raw:
         _round_trips(req, raw)
         assert waiting_in_the_read.is_set()
         began = time.monotonic()
         assert req.poll(0) == 0
         assert time.monotonic() - began < 1.0
+
+
+def test_a_signal_that_comes_as_the_wait_in_the_read_ends_is_handled_at_once(
+    make, read_begins, ipc_path
+):
+    """A signal that comes as the wait in the read times out (so the read does not fail with
+    EINTR) has its handler run before the socket waits on: Ctrl-C does not wait for the reply.
+    ``_thread.interrupt_main`` marks SIGINT pending without interrupting the read."""
+    req, raw = _raw_rep(make, ipc_path)
+    with raw:
+        _round_trips(req, raw)
+        read_begins.clear()
+        req.setsockopt(zmq.RCVTIMEO, -1)
+        req.send(b"request")
+        handled = threading.Event()
+
+        def interrupt() -> None:  # (runs once the main thread is in the read: it holds the GIL)
+            if read_begins.wait(DEADLINE):
+                _thread.interrupt_main()
+            if not handled.wait(1.0):  # the handler did not run: the reply ends the wait
+                _answer(raw, b"reply")
+
+        helper = threading.Thread(target=interrupt, daemon=True)
+        helper.start()
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            req.recv()
+        handled.set()
+        assert time.monotonic() - began < 0.5
+        helper.join(DEADLINE)
+
+
+def test_a_short_rcvtimeo_is_kept_by_a_socket_that_reads_its_connection(make, ipc_path):
+    """RCVTIMEO of a few ms holds to the ms for a REQ over ipc, which would first wait in the
+    read (whose own timeout the kernel rounds up to whole ticks, 4-20 ms)."""
+    req, raw = _raw_rep(make, ipc_path)
+    with raw:
+        _round_trips(req, raw)
+        req.send(b"unanswered")
+        req.setsockopt(zmq.RCVTIMEO, 2)
+        waits = []
+        for _ in range(21):
+            began = time.monotonic()
+            with pytest.raises(zmq.Again):
+                req.recv()
+            waits.append(time.monotonic() - began)
+        assert sorted(waits)[10] < 0.005, waits
 
 
 def _recv_into(sock, outcome: list[Any]) -> None:

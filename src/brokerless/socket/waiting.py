@@ -18,17 +18,23 @@ objects.  It keeps the loan between its waits (``_loan_kept``) and gives it back
 waits any other way or gives up (``_give_back_input``), reading first what came meanwhile: a
 call that gives up looks once more, so a message already here is never missed.
 
-A lock-step socket (REQ, REP) first waits in the read itself, for up to
-:data:`READ_FIRST_MS`, and only then polls the connection together with its mailbox: a thread
-woken from a blocking ``recv`` runs 5-15 us sooner than one woken from ``poll`` (Linux, tcp
-and ipc: BENCHMARKS.md, *Latency*, nineteenth session), a large part of a round trip.  A
-command that comes meanwhile (a new peer, the context ending) waits at most that long to be
-seen.
+A lock-step socket (REQ, REP) over ipc first waits in the read itself (for :data:`READ_FIRST_MS`,
+which the kernel makes one or two scheduler ticks, 4-20 ms), and only then polls the connection
+together with its mailbox: a thread woken from a blocking ``recv`` on a Unix socket runs sooner
+than one woken from ``poll`` (BENCHMARKS.md, *Latency*, nineteenth session: ipc REQ/REP
+latency 0.72-0.76 of polling; over tcp nothing measurable, so tcp polls at once).  A command
+that comes meanwhile (a new peer, the context ending) waits up to those ticks to be seen, and
+a wait shorter than :data:`READ_FIRST_MIN_WAIT_MS` polls at once, so RCVTIMEO keeps its
+precision.  Not covered: a signal handler that does not raise, run more often than every few
+ms (a wall-clock timer at 250 Hz or more), restarts the read each time with its full timeout
+(Python retries a call that fails with EINTR), so while such signals come RCVTIMEO and
+commands go unseen until the reply comes.
 """
 
 from __future__ import annotations
 
 import select
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,8 +49,11 @@ NOBLOCK = int(Flag.NOBLOCK)
 POLLIN = int(PollEvent.POLLIN)
 POLLOUT = int(PollEvent.POLLOUT)
 #: How long a lock-step socket waits in the read of its lent connection before it watches its
-#: mailbox too (ms): the longest a command waits to be seen (see the module docstring).
+#: mailbox too (ms; SO_RCVTIMEO, which the kernel rounds up to whole ticks: one or two, 4-20 ms
+#: in all): about the longest a command waits to be seen (see the module docstring).
 READ_FIRST_MS = 2
+#: A wait shorter than this (ms) is not begun in the read: its ticks would outlast it.
+READ_FIRST_MIN_WAIT_MS = 50
 
 
 class WaitingMixin(SocketState):
@@ -117,30 +126,46 @@ class WaitingMixin(SocketState):
                 poller.register(loan.fileno, select.POLLIN)
                 poller.register(mailbox.fileno(), select.POLLIN)
                 self._lent_poll = lent_poll = (loan, poller)
-            pipe.hold_reader_awake()  # what we read goes into the pipe unsignalled: we look next
+            # What we read goes into the pipe unsignalled, for us to look at next: so the fair
+            # queue takes the pipe in first -- cut short here, nothing is read and its writers
+            # still signal.
+            pattern.read_activated(pipe)
+            pipe.hold_reader_awake()
             mailbox.use_fd()
             if mailbox.commands:
                 return True
-            if pattern.lock_step:  # first wait in the read itself (see the module docstring)
+            if (
+                pattern.lock_step
+                and loan.wait_in_read
+                and (wait_ms < 0 or wait_ms >= READ_FIRST_MIN_WAIT_MS)
+            ):  # first wait in the read itself (see the module docstring)
+                began = time.monotonic()
                 first = READ_FIRST_MS if wait_ms < 0 else min(wait_ms, READ_FIRST_MS)
-                if loan.await_lent(first) or first == wait_ms or mailbox.commands:
+                if loan.await_lent(first) or mailbox.commands:
                     return True
                 if wait_ms > 0:
-                    wait_ms -= first
-            for fd, _ in lent_poll[1].poll(wait_ms):
-                if fd == loan.fileno:
-                    loan.read_lent()
-                else:
-                    mailbox.clear_fd()
+                    wait_ms -= int((time.monotonic() - began) * 1000)
+                    if wait_ms <= 0:
+                        return True
+            self._poll_lent(loan, lent_poll[1], wait_ms)
         finally:
             self._loan_kept = True
             try:
-                pattern.read_activated(pipe)
                 loan.return_input(keep=True)
             except BaseException:  # cut short (as it began, even): see engine_state.py
                 loan.return_if_held()
                 raise
         return True
+
+    def _poll_lent(self, loan: InputLoan, poller: select.poll, wait_ms: int) -> None:
+        """Wait for the lent connection or the mailbox, and read what came.  A call of its own:
+        a signal that came as the wait in the read timed out (no EINTR, the handler not run
+        yet) has its handler run as this begins, not once the poll ends."""
+        for fd, _ in poller.poll(wait_ms):
+            if fd == loan.fileno:
+                loan.read_lent()
+            else:
+                self._mailbox.clear_fd()
 
     def _give_back_input(self) -> bool:
         """Before waiting other than for a reply, or giving up: a loan kept goes back, with

@@ -36,14 +36,15 @@ descriptor, so it goes back to the I/O thread as soon as it could be wanted ther
 
 An engine closing with a loan kept and nobody borrowing closes the descriptor itself.
 
-Waiting in the read.  A thread woken by data arriving for its blocking ``recv`` runs sooner
-than one woken from ``poll`` (5-15 us on Linux, a large part of a round trip), so a lock-step
-borrower first waits in the read itself (``await_lent``), SO_RCVTIMEO bounding the wait.  The
-descriptor is made blocking at the first such wait and stays so: every other read or write of
-it passes MSG_DONTWAIT -- the I/O thread may write a PING or the rest of a large message while
-the borrower waits, and nobody but that borrower may ever wait for the peer -- so nothing
-relies on O_NONBLOCK (making it non-blocking again after each wait put two ``fcntl`` calls on
-the path of every reply: 5-13% of a round trip).
+Waiting in the read.  A thread woken by data arriving for its blocking ``recv`` on a Unix
+socket runs sooner than one woken from ``poll`` (a quarter of an ipc round trip; over tcp
+nothing measurable), so a lock-step borrower of an ipc connection (``wait_in_read``) first
+waits in the read itself (``await_lent``), SO_RCVTIMEO bounding the wait.  The descriptor is
+made blocking at the first such wait and stays so: every other read or write of it passes
+MSG_DONTWAIT -- the I/O thread may write a PING or the rest of a large message while the
+borrower waits, and nobody but that borrower may ever wait for the peer -- so nothing relies
+on O_NONBLOCK (making it non-blocking again after each wait put two ``fcntl`` calls on the
+path of every reply: 5-13% of a round trip).
 """
 
 from __future__ import annotations
