@@ -25,14 +25,15 @@ than one woken from ``poll`` (BENCHMARKS.md, *Latency*, nineteenth session: ipc 
 latency 0.72-0.76 of polling; over tcp nothing measurable, so tcp polls at once).  A command
 that comes meanwhile (a new peer, the context ending) waits up to those ticks to be seen, and
 a wait shorter than :data:`READ_FIRST_MIN_WAIT_MS` polls at once, so RCVTIMEO keeps its
-precision.  Not covered: a signal handler that does not raise, run more often than every few
-ms (a wall-clock timer at 250 Hz or more), restarts the read each time with its full timeout
-(Python retries a call that fails with EINTR), so while such signals come RCVTIMEO and
-commands go unseen until the reply comes.
+precision.  Not covered: a signal handler that does not raise, run more often than that read
+lasts (at the kernel's tick rate or more: 250 times a second with 4 ms ticks, 100 with 10 ms),
+restarts the read each time with its full timeout (Python retries a call that fails with
+EINTR), so while such signals come RCVTIMEO and commands go unseen until the reply comes.
 """
 
 from __future__ import annotations
 
+import math
 import select
 import time
 from collections.abc import Callable
@@ -144,7 +145,7 @@ class WaitingMixin(SocketState):
                 if loan.await_lent(first) or mailbox.commands:
                     return True
                 if wait_ms > 0:
-                    wait_ms -= int((time.monotonic() - began) * 1000)
+                    wait_ms -= math.ceil((time.monotonic() - began) * 1000)
                     if wait_ms <= 0:
                         return True
             self._poll_lent(loan, lent_poll[1], wait_ms)
