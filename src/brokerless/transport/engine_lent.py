@@ -197,8 +197,6 @@ class LentInputMixin(EngineState):
         passes, then decode it as ``read_lent`` does (the borrowing thread of a lock-step
         socket: see "Waiting in the read" in the module docstring); whether anything came --
         octets, or the end of the stream."""
-        if not self.alive:
-            return False
         if self._rcvtimeo != wait_ms:
             if self._rcvtimeo < 0:  # the first such wait: blocking from now on
                 os.set_blocking(self.fileno, True)
