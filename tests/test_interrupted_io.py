@@ -5,7 +5,9 @@ wherever it runs Python code: on entering a function and right after a built-in 
 socket's thread runs the transport's code itself -- it reads a REQ's reply from the connection
 while it waits (``transport/engine_lent.py``) and writes a message to an idle connection
 (``transport/engine_output.py``) -- so an interruption can land there, between reading octets
-and handing them on, or between taking a message and writing it.
+and handing them on, or between taking a message and writing it.  Over inproc a REQ or REP
+takes its one pipe in before it sleeps, and its peer only wakes it (``socket/waiting.py``,
+``Lane.reader_waiting``): an interruption can land between those steps too.
 
 These tests raise an exception at each of those points in turn: at the K-th function entry or
 built-in return in brokerless's transport, codec, I/O thread and mailbox frames (and the pipe's,
@@ -41,7 +43,16 @@ TARGETS = tuple(
     os.path.join(SRC, part) for part in ("transport/", "zmtp/", "io/", "mailbox.py", "pipe.py")
 )
 LENDER = os.path.join(SRC, "transport", "engine_lent.py")
+MAILBOX = os.path.join(SRC, "mailbox.py")
 STRATEGIES = os.path.join(SRC, "patterns", "strategies.py")  # (the fair queue's)
+#: What an inproc REQ's thread runs to wait for its reply, and a REP's to wake it.
+ON_A_PIPE = (
+    MAILBOX,
+    os.path.join(SRC, "pipe.py"),
+    STRATEGIES,
+    os.path.join(SRC, "socket", "waiting.py"),
+    os.path.join(SRC, "socket", "socket.py"),
+)
 NOT_TARGETED = {"read"}  # Pipe.read: the socket taking the message it returns (see above)
 REPLY_TIMEOUT = 5.0  # seconds
 
@@ -64,6 +75,8 @@ class Injector:
         #: Set once the calling thread has borrowed a connection's input (or stopped trying):
         #: a peer that answers only then makes every trial read its reply itself.
         self.borrowed = threading.Event()
+        #: Set once the calling thread goes to sleep on its mailbox (or stopped trying).
+        self.sleeping = threading.Event()
 
     @contextmanager
     def at(self, k: int, only: frozenset[str] | None = None) -> Iterator[None]:
@@ -75,11 +88,14 @@ class Injector:
         finally:
             sys.setprofile(None)
             self.borrowed.set()
+            self.sleeping.set()
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         code = frame.f_code
         if event == "return" and code.co_name == "lend_input" and code.co_filename == LENDER:
             self.borrowed.set()
+        if event == "call" and code.co_name == "wait" and code.co_filename == MAILBOX:
+            self.sleeping.set()
         if event not in ("call", "c_return"):
             return
         if not code.co_filename.startswith(self.targets) or code.co_name in NOT_TARGETED:
@@ -220,6 +236,109 @@ def test_a_reply_read_by_an_interrupted_recv_is_not_lost(
     req.send(b"end")
     assert req.recv() == b"end"
     echo.join(REPLY_TIMEOUT)
+
+
+def test_an_inproc_reply_awaited_by_an_interrupted_recv_is_not_lost(ctx):
+    """A REQ in the main thread waits for each reply on its one inproc pipe, which it takes
+    into its fair queue before it sleeps so that the REP only wakes it (``_wait_on_pipe``): an
+    interruption at any point of that (the pipe taken in, the wait begun, cut short or ended,
+    the pipe set aside again) leaves the reply to the retried ``recv``, in time."""
+    gate: queue.Queue[Injector | None] = queue.Queue()  # each trial's: the echo answers
+    # once its thread sleeps
+
+    def echo() -> None:
+        rep = ctx.socket(zmq.REP)
+        try:
+            rep.bind("inproc://interrupted-wait")
+            bound.set()
+            while (injector := gate.get()) is not None:
+                msg = rep.recv()
+                injector.sleeping.wait(REPLY_TIMEOUT)
+                rep.send(msg)
+        finally:
+            rep.close()
+
+    bound = threading.Event()
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    assert bound.wait(REPLY_TIMEOUT)
+    req = ctx.socket(zmq.REQ)
+    req.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+    req.connect("inproc://interrupted-wait")
+
+    poller = zmq.Poller()
+    poller.register(req, zmq.POLLIN)
+
+    def trial(injector: Injector, k: int) -> None:
+        body = b"request %d" % k
+        injector.sleeping.clear()
+        gate.put(injector)
+        req.send(body)
+        receives(req.recv, injector, k, body)
+        gate.put(injector)  # (and then a reply awaited by a Poller, woken as usual)
+        req.send(b"polled")
+        events = poller.poll(REPLY_TIMEOUT * 1000)
+        assert events == [(req, zmq.POLLIN)], f"a Poller missed it after {injector.where}"
+        assert req.recv() == b"polled"
+
+    try:
+        assert every_point(trial, ON_A_PIPE) >= 10
+    finally:
+        gate.put(None)
+        thread.join(REPLY_TIMEOUT)
+
+
+def test_a_request_whose_wake_up_is_interrupted_still_wakes_its_replier(ctx):
+    """A DEALER in the main thread sends requests to a REP asleep on its one inproc pipe, which
+    only needs waking (``Lane.reader_waiting``, ``Mailbox.poke``): an interruption as any step
+    of that wake-up begins (every one past queueing the request) still wakes the REP, which
+    answers every request once, in time."""
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+    dealer.bind("inproc://interrupted-wake")
+    sleeps: queue.Queue[Injector | None] = queue.Queue()  # the REP's sleep, each trial
+
+    def replier() -> None:
+        rep = ctx.socket(zmq.REP)
+        try:
+            rep.connect("inproc://interrupted-wake")
+            while (sleep := sleeps.get()) is not None:
+                with sleep.at(0):  # (no interruption here: it says when the thread sleeps)
+                    msg = rep.recv()
+                rep.send(msg)
+        finally:
+            rep.close()
+
+    thread = threading.Thread(target=replier, daemon=True)
+    thread.start()
+    wake_up = frozenset({"wake_reader", "poke", "_signal"})
+
+    def trial(k: int) -> int:
+        sleep = Injector(ON_A_PIPE)
+        sleeps.put(sleep)
+        assert sleep.sleeping.wait(REPLY_TIMEOUT)
+        body = b"request %d" % k
+        with injector.at(k, wake_up):
+            try:
+                dealer.send_multipart([b"", body])
+            except Interrupted:
+                pass
+        try:
+            assert dealer.recv_multipart() == [b"", body], f"interrupted at {injector.where}"
+        except zmq.Again:
+            pytest.fail(f"the replier was not woken, interrupted at {injector.where}")
+        return injector.reached
+
+    injector = Injector(ON_A_PIPE)
+    try:
+        points = trial(0)
+        assert points >= 4  # (Lane.wake_reader, Socket.poke, Mailbox.poke, Mailbox._signal)
+        for k in range(1, points + 1):
+            trial(k)
+    finally:
+        sleeps.put(None)
+        thread.join(REPLY_TIMEOUT)
+    dealer.close()
 
 
 @contextmanager

@@ -14,6 +14,9 @@ The owner sleeps in one of two ways, and senders signal the one in use:
 * a **Poller**, or an event loop watching the ``FD`` option, waits on the :class:`Signaler`'s
   file descriptor, which can be mixed with other descriptors.
 
+A sender may also only wake the owner (``poke``): no command, when what it did is already where
+the owner will look (a lock-step socket waiting for its reply on the one pipe it took in).
+
 Ordering makes it race-free without a lock: a sender appends, then disarms, then signals; the
 owner clears the signal and re-arms *before* draining, and re-checks the deque after switching
 the way it sleeps.  A command is therefore always either seen by a drain or signalled after the
@@ -140,6 +143,20 @@ class Mailbox(Generic[C]):
             # brokerless.transport.engine_state) once the command may be queued: the owner
             # is woken all the same -- disarmed and not signalled, it would sleep through
             # every later command; a spare wake-up is harmless.
+            self._armed = False
+            self._signal()
+            raise
+
+    def poke(self) -> None:
+        """Wake the owner without a command (any thread): what changed is somewhere it looks
+        when it wakes anyway -- a pipe it took in before it slept (``Lane.reader_waiting`` in
+        :mod:`brokerless.pipe`).  Disarms and signals as ``send`` does; one that comes while the
+        owner is awake costs it one spurious wake-up at most."""
+        try:
+            if self._armed:
+                self._armed = False
+                self._signal()
+        except BaseException:  # cut short by a signal handler's exception: as in ``send``
             self._armed = False
             self._signal()
             raise

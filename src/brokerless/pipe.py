@@ -23,6 +23,10 @@ Wake-ups are sent only on transitions, with two flags on the lane:
 
 * ``reader_asleep`` -- the reader found the lane empty and stopped looking at it.  A writer that
   sees the flag after appending clears it and sends ``activate_read`` to the reader's mailbox.
+* ``reader_waiting`` -- the reader is asleep waiting for this lane alone and has already taken
+  it in (a REQ or REP waiting for its reply on its one pipe): instead of ``activate_read`` the
+  writer only wakes it (its mailbox's ``poke``), and it reads the message at its first look,
+  with no command to handle first.
 * ``writer_blocked`` -- the writer found the lane at its high-water mark.  A reader that pops
   the lane down to the low-water mark clears it and sends ``activate_write`` to the writer.
 
@@ -134,6 +138,7 @@ class Lane:
         "reader",
         "reader_asleep",
         "reader_hwm",
+        "reader_waiting",
         "run_in",
         "run_out",
         "writer",
@@ -150,6 +155,7 @@ class Lane:
         # Nobody reads a lane before its end is attached, and attaching activates the end, so
         # a writer need not signal until the reader has looked and found the lane empty.
         self.reader_asleep = False
+        self.reader_waiting = False
         self.writer_blocked = False
         self.reader: Pipe | None = None
         self.writer: Pipe | None = None
@@ -183,7 +189,7 @@ class Lane:
 
     def wake_reader(self) -> None:
         """The writer queued into a lane its reader had found empty: the reader gets
-        ``activate_read``."""
+        ``activate_read``, or only a wake-up while it waits for this lane (``reader_waiting``)."""
         self.reader_asleep = False
         # (the writer's _notify_peer, inline: this runs once a message on a sparse flow, and a
         # REQ's or REP's every send; the lane's reader is the writer's peer)
@@ -192,6 +198,9 @@ class Lane:
             ref = reader._owner_ref
             owner = None if ref is None else ref()
             if owner is not None:
+                if self.reader_waiting:  # (only a socket sets it: Socket.poke)
+                    owner.poke()
+                    return
                 try:
                     owner.send_command(ACTIVATE_READ, reader)
                 except BaseException:

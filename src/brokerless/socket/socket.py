@@ -222,6 +222,11 @@ class Socket(
         if self._closed:  # nobody will read it: see _drop_commands
             self._drop_commands()
 
+    def poke(self) -> None:
+        """Wake this socket's thread without a command (any thread): a message went into the
+        pipe it waits on, which it took in before it slept (``Lane.reader_waiting``)."""
+        self._mailbox.poke()
+
     def _process_commands(self) -> None:
         self._mailbox.process(self._dispatch)
         if self._fault is not None:

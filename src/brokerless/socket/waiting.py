@@ -18,6 +18,11 @@ objects.  It keeps the loan between its waits (``_loan_kept``) and gives it back
 waits any other way or gives up (``_give_back_input``), reading first what came meanwhile: a
 call that gives up looks once more, so a message already here is never missed.
 
+Waiting on the pipe: a REQ or REP with one inproc peer (or a connection that cannot be lent now)
+takes its pipe into the fair queue before it sleeps, so the writer only wakes it
+(``Lane.reader_waiting``) and it reads the reply at its first look, with no ``activate_read`` to
+handle first (``_wait_on_pipe``).
+
 A lock-step socket (REQ, REP) over ipc first waits in the read itself (for :data:`READ_FIRST_MS`,
 which the kernel makes one or two scheduler ticks, 4-20 ms), and only then polls the connection
 together with its mailbox: a thread woken from a blocking ``recv`` on a Unix socket runs sooner
@@ -43,7 +48,7 @@ from ..constants import Flag, PollEvent, SocketOption
 from ..deadline import Deadline
 from ..errno import EAGAIN
 from ..error import Again
-from ..pipe import InputLoan
+from ..pipe import InputLoan, Pipe
 from .state import SocketState
 
 NOBLOCK = int(Flag.NOBLOCK)
@@ -109,8 +114,9 @@ class WaitingMixin(SocketState):
         switch away (see :mod:`brokerless.transport.engine_lent`).  Lock-step sockets (REQ,
         REP: each wait is for one reply) borrow whenever they can; a stream's receiver (PULL)
         only while its last read began with a large frame: smaller messages are better served
-        by the I/O thread reading ahead in large batches while this thread consumes.  False
-        when there is no such connection or it cannot be lent now: then wait as usual."""
+        by the I/O thread reading ahead in large batches while this thread consumes.  With
+        no such connection, or one that cannot be lent now, a lock-step socket waits on its
+        pipe (``_wait_on_pipe``), and anything else gets False: then wait as usual."""
         pattern = self._pattern
         if len(self._pipes) != 1 or not pattern.borrows_input:
             return False
@@ -118,7 +124,10 @@ class WaitingMixin(SocketState):
         source = pipe.source
         loan = None if source is None else source.lend_input(not pattern.lock_step)
         if loan is None:
-            return False
+            if not pattern.lock_step:
+                return False
+            self._wait_on_pipe(pipe, wait_ms)
+            return True
         try:  # (from here on: an exception from a signal handler gives the loan back)
             mailbox = self._mailbox
             lent_poll = self._lent_poll
@@ -157,6 +166,22 @@ class WaitingMixin(SocketState):
                 loan.return_if_held()
                 raise
         return True
+
+    def _wait_on_pipe(self, pipe: Pipe, wait_ms: int) -> None:
+        """A lock-step socket waits for its reply on its one pipe, fed by another socket's
+        thread (inproc) or the I/O thread (a connection not lent now): the fair queue takes
+        the pipe in first, so its writer only wakes this thread (``Lane.reader_waiting``) and
+        the reply is read at the first look, with no ``activate_read`` to handle before it
+        (BENCHMARKS.md, *Latency*, twentieth session).  Cut short as it begins, the pipe is
+        taken in all the same and its writer sends ``activate_read`` as usual."""
+        self._give_back_input()
+        self._pattern.read_activated(pipe)
+        lane = pipe.inbound
+        try:
+            lane.reader_waiting = True
+            self._mailbox.wait(wait_ms)
+        finally:
+            lane.reader_waiting = False
 
     def _poll_lent(self, loan: InputLoan, poller: select.poll, wait_ms: int) -> None:
         """Wait for the lent connection or the mailbox, and read what came.  A call of its own:
