@@ -1,6 +1,6 @@
-"""A socket's mailbox: the commands other threads queue for the socket's thread, and the two
-ways they wake it (a lock while it blocks in a call, the fd while a Poller or event loop
-watches).  Interleavings that matter are forced by pausing a thread at a line of the mailbox's
+"""A socket's mailbox: the commands other threads queue for the socket's thread, and the
+descriptor that wakes it (polled by the socket's own blocking calls, or by a Poller or event
+loop).  Interleavings that matter are forced by pausing a thread at a line of the mailbox's
 own code (a trace function), never by timing.  (Not collected when the suite runs against
 pyzmq: libzmq's mailboxes are not Python.)"""
 
@@ -62,9 +62,10 @@ def test_a_wait_is_woken_after_a_sender_was_paused_between_queueing_and_signalli
     """A sender queues its command, then looks whether the mailbox is armed.  Paused between
     the two while the owner drains the queue (it took the command, and its message), the
     sender then disarms the mailbox and signals the fd -- for nothing anyone will read soon.
-    The owner's next blocking recv found no command, tried, and slept on its lock: no sender
-    releases it while the mailbox is disarmed, so a message sent then was never seen (RCVTIMEO
-    -1: for ever).  The wait now returns at once while disarmed, and the next look arms it."""
+    The owner's next blocking recv found no command, tried, and slept (then on a lock): no
+    sender signals while the mailbox is disarmed, so a message sent then was never seen
+    (RCVTIMEO -1: for ever).  The wait now returns at once while disarmed, and the next look
+    arms it."""
     context = zmq.Context()
     a, b = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
     try:
@@ -93,7 +94,7 @@ def test_a_wait_is_woken_after_a_sender_was_paused_between_queueing_and_signalli
         drained.set()
         sender.join(10)
 
-        # b's next recv blocks; y is sent once it is about to sleep on its lock.
+        # b's next recv blocks; y is sent once it is about to sleep.
         asleep, sent = threading.Event(), threading.Event()
 
         def send_y() -> None:
@@ -108,7 +109,7 @@ def test_a_wait_is_woken_after_a_sender_was_paused_between_queueing_and_signalli
         threading.Thread(target=send_y).start()
         b.rcvtimeo = 5000
         started = time.monotonic()
-        with paused_at(Mailbox.wait, "self._wake.acquire(True", lambda f: True, going_to_sleep):
+        with paused_at(Mailbox.wait, "poller.poll(timeout_ms)", lambda f: True, going_to_sleep):
             assert b.recv() == b"y"  # (before the fix: only once RCVTIMEO ran out)
         assert time.monotonic() - started < 4
     finally:

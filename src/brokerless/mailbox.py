@@ -6,30 +6,34 @@ A mailbox is a ``deque`` of commands.  Any thread may ``send``; only the owner c
 ``process``.  A sender signals only on the transition "owner drained its mailbox" -> "a command
 arrived" (the ``armed`` flag), so a busy owner costs senders nothing but an ``append``.
 
-The owner sleeps in one of two ways, and senders signal the one in use:
+The owner sleeps on the :class:`Signaler`'s file descriptor (an eventfd), which senders write
+to wake it; it does so in one of two ways:
 
-* a **blocking call** (``recv``, ``send``, ``Socket.poll``) waits on ``_wake``, a lock used as
-  a binary semaphore: released = "wake up".  Releasing it is a plain C call that keeps the GIL,
-  so waking a blocked reader costs no system call on the sender's side;
-* a **Poller**, or an event loop watching the ``FD`` option, waits on the :class:`Signaler`'s
-  file descriptor, which can be mixed with other descriptors.
+* a **blocking call** (``recv``, ``send``, ``Socket.poll``) polls it in ``wait``.  Writing it
+  and polling it both let go of the GIL, so a thread woken on the CPU its waker is leaving
+  runs at once (with a lock as the semaphore, as here before, the woken thread found the GIL
+  still held and the two traded the CPU three times a wake-up: BENCHMARKS.md, *Latency*,
+  twentieth session);
+* a **Poller**, or an event loop watching the ``FD`` option, polls it among other
+  descriptors (``use_fd``).
 
 A sender may also only wake the owner (``poke``): no command, when what it did is already where
 the owner will look (a lock-step socket waiting for its reply on the one pipe it took in).
 
 Ordering makes it race-free without a lock: a sender appends, then disarms, then signals; the
-owner clears the signal and re-arms *before* draining, and re-checks the deque after switching
-the way it sleeps.  A command is therefore always either seen by a drain or signalled after the
-owner armed, so a wake-up is never lost.  A signal can arrive late, after the owner already
-drained and re-armed: for the lock that costs one spurious wake-up (the next wait consumes it),
-and whoever sleeps on the descriptor clears it when it wakes (``clear_fd``), so a late write
-cannot leave it readable for ever.  Both ways of sleeping are interrupted by Ctrl-C in the main
-thread.
+owner re-arms *before* draining, and ``wait`` clears the descriptor and looks at the deque
+again before it sleeps.  A command is therefore always either seen by a drain or signalled after
+the owner armed, so a wake-up is never lost.  The descriptor is cleared before the next sleep,
+not as the owner wakes (the read is off the path of the wake-up); under a Poller ``process``
+clears it, and whoever sleeps on it clears it when it wakes (``clear_fd``), so a late write
+cannot leave it readable for ever: a signal that arrives late costs one spurious wake-up at
+most.  Either way of sleeping is interrupted by Ctrl-C in the main thread.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -113,17 +117,18 @@ class Signaler:
 
 
 class Mailbox(Generic[C]):
-    """Commands for one owner, with the two ways of waking it."""
+    """Commands for one owner, and the descriptor that wakes it."""
 
-    __slots__ = ("_armed", "_blocking", "_wake", "commands", "signaler")
+    __slots__ = ("_armed", "_blocking", "_poller", "commands", "signaler")
 
     def __init__(self) -> None:
         self.commands: deque[tuple[C, Any]] = deque()
         self.signaler = Signaler()
-        self._wake = threading.Lock()
-        self._wake.acquire()  # locked = no wake-up pending
         self._armed = True
-        self._blocking = False  # the owner sleeps on _wake (True) or on the signaler's fd
+        #: The owner sleeps in ``wait``, which clears the descriptor before it sleeps (True),
+        #: or a Poller or event loop watches the descriptor, cleared by ``process`` (False).
+        self._blocking = False
+        self._poller: select.poll | None = None  # wait's, made at its first sleep
 
     def fileno(self) -> int:
         return self.signaler.fileno()
@@ -137,14 +142,14 @@ class Mailbox(Generic[C]):
                 # woken, re-armed and gone back to sleep, and then no sender would ever signal
                 # it again.
                 self._armed = False
-                self._signal()
+                self.signaler.send()
         except BaseException:
             # An exception from a signal handler (see "Interruptions" in
             # brokerless.transport.engine_state) once the command may be queued: the owner
             # is woken all the same -- disarmed and not signalled, it would sleep through
             # every later command; a spare wake-up is harmless.
             self._armed = False
-            self._signal()
+            self.signaler.send()
             raise
 
     def poke(self) -> None:
@@ -155,20 +160,11 @@ class Mailbox(Generic[C]):
         try:
             if self._armed:
                 self._armed = False
-                self._signal()
+                self.signaler.send()
         except BaseException:  # cut short by a signal handler's exception: as in ``send``
             self._armed = False
-            self._signal()
-            raise
-
-    def _signal(self) -> None:
-        if self._blocking:
-            try:
-                self._wake.release()
-            except RuntimeError:
-                pass  # already released: a wake-up is pending anyway
-        else:
             self.signaler.send()
+            raise
 
     def process(self, dispatch: Callable[[C, Any], None]) -> None:
         """Run every queued command through ``dispatch`` (owner thread only).  A wake-up or
@@ -176,10 +172,8 @@ class Mailbox(Generic[C]):
         as its handling begins cannot lose it (see "Interruptions" in
         brokerless.transport.engine_state), and handling one twice is harmless."""
         if not self._armed:
-            if self._blocking:
-                self._wake.acquire(False)
-            else:
-                self.signaler.clear()
+            if not self._blocking:
+                self.signaler.clear()  # (``wait`` clears it before it sleeps instead)
             self._armed = True
         commands = self.commands
         while commands:
@@ -194,25 +188,33 @@ class Mailbox(Generic[C]):
     def wait(self, timeout_ms: int) -> None:
         """Block the owner until a command may be queued or ``timeout_ms`` passes (-1: none).
 
-        Returns at once while disarmed: a sender disarmed the mailbox and signalled the fd, and
-        until ``process`` arms it again no sender releases ``_wake`` -- the command it queued
-        may even have been taken already (it queues before it looks at ``_armed``, and the
-        owner may drain in between), so an empty queue does not mean nothing is owed."""
-        self._blocking = True  # from here on senders release _wake ...
-        if self.commands or not self._armed:  # ... and whoever signalled the fd before has
-            return  # queued its command (or left the mailbox to be armed again: see above)
-        self._wake.acquire(True, timeout_ms / 1000 if timeout_ms >= 0 else -1)
+        Returns at once while disarmed: a sender disarmed the mailbox and signalled, and until
+        ``process`` arms it again no sender signals -- the command it queued may even have been
+        taken already (it queues before it looks at ``_armed``, and the owner may drain in
+        between), so an empty queue does not mean nothing is owed."""
+        self._blocking = True
+        if self.commands or not self._armed:
+            return
+        signaler = self.signaler
+        signaler.clear()  # the last wake-up's signal, or a late one: it would end the sleep
+        if self.commands or not self._armed:  # a sender that came meanwhile has signalled
+            return  # or been cleared: either way what it did is owed now
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = select.poll()
+            poller.register(signaler.fileno(), select.POLLIN)
+        poller.poll(timeout_ms)
 
     def use_fd(self) -> None:
-        """Make senders signal the file descriptor (before a Poller or event loop waits on it).
+        """A Poller or event loop is about to watch the file descriptor: from here on
+        ``process`` clears it.
 
         The caller must look at the commands after this (``process``) before sleeping, and
         should ``clear_fd`` when it wakes on the descriptor.
         """
         if self._blocking:
             self._blocking = False
-            self._wake.acquire(False)  # drop a wake-up that is no longer needed
-            self.signaler.clear()  # and a late one a sender wrote while we slept on _wake
+            self.signaler.clear()  # the last wake-up's signal: it would wake the poller at once
 
     def clear_fd(self) -> None:
         """The descriptor woke a poller: reset it (the commands are drained next anyway)."""
@@ -220,8 +222,4 @@ class Mailbox(Generic[C]):
 
     def close(self) -> None:
         self.signaler.close()
-        if self._blocking:
-            try:
-                self._wake.release()  # nothing waits any more; leave it unlocked
-            except RuntimeError:
-                pass
+        self._poller = None
