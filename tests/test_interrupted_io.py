@@ -47,6 +47,8 @@ MAILBOX = os.path.join(SRC, "mailbox.py")
 STRATEGIES = os.path.join(SRC, "patterns", "strategies.py")  # (the fair queue's)
 #: What a writer's thread runs to wake a socket asleep on its pipe.
 WAKING = (MAILBOX, os.path.join(SRC, "pipe.py"), os.path.join(SRC, "socket", "socket.py"))
+#: What a REP's thread runs to send its reply.
+REPLYING = (*WAKING, os.path.join(SRC, "patterns", "reqrep.py"))
 #: What an inproc REQ's thread runs to wait for its reply.
 ON_A_PIPE = (
     MAILBOX,
@@ -346,6 +348,117 @@ def test_a_request_whose_wake_up_is_interrupted_still_wakes_its_replier(ctx):
     dealer.close()
 
 
+def test_a_reply_whose_send_is_interrupted_is_sent_once(ctx):
+    """A REP in the main thread answers a REQ asleep on its one inproc pipe: an interruption at
+    any point of the reply's send leaves the REP owing the reply only when it did not go in
+    (``EVENTS`` says POLLOUT, and the retried ``send`` sends it), as with libzmq, whose state
+    changes with the send; a reply that went in wakes its requester.  Each arrives once, in
+    time (a reply sent twice would answer the next request)."""
+    rep = ctx.socket(zmq.REP)
+    rep.bind("inproc://interrupted-reply")
+    sleeps: queue.Queue[Injector | None] = queue.Queue()  # the requester's sleep, each trial
+    replies: queue.Queue[bytes] = queue.Queue()
+
+    def requester() -> None:
+        req = ctx.socket(zmq.REQ)
+        try:
+            req.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+            req.connect("inproc://interrupted-reply")
+            while (sleep := sleeps.get()) is not None:
+                req.send(b"request")
+                with sleep.at(0):  # (no interruption here: it says when the thread sleeps)
+                    replies.put(req.recv())
+        finally:
+            req.close()
+
+    thread = threading.Thread(target=requester, daemon=True)
+    thread.start()
+
+    def trial(injector: Injector, k: int) -> None:
+        sleep = Injector(ON_A_PIPE)
+        sleeps.put(sleep)
+        assert rep.recv() == b"request"
+        assert sleep.sleeping.wait(REPLY_TIMEOUT)
+        body = b"reply %d" % k
+        with injector.at(k):
+            try:
+                rep.send(body)
+            except Interrupted:
+                pass
+        if rep.getsockopt(zmq.EVENTS) & zmq.POLLOUT:  # still owed: it did not go in
+            rep.send(body)
+        try:
+            got = replies.get(timeout=REPLY_TIMEOUT)
+        except queue.Empty:
+            pytest.fail(f"the requester was not woken, interrupted at {injector.where}")
+        assert got == body, f"a reply twice, or none: interrupted before at {injector.where}"
+
+    try:
+        assert every_point(trial, REPLYING) >= 5
+    finally:
+        sleeps.put(None)
+        thread.join(REPLY_TIMEOUT)
+    rep.close()
+
+
+def test_a_message_queued_by_an_interrupted_inproc_send_wakes_its_reader(ctx):
+    """A PUSH in the main thread queues each message straight into its one inproc pipe, its
+    PULL asleep: an interruption at any point of that send either leaves the message unsent
+    (for the retried ``send``) or wakes the PULL for it -- one that goes in and stays unseen
+    until the next message is a lost wake-up."""
+    push = ctx.socket(zmq.PUSH)
+    push.bind("inproc://interrupted-push")
+    sleeps: queue.Queue[Injector | None] = queue.Queue()  # the PULL's sleep, each trial
+    received: queue.Queue[bytes] = queue.Queue()
+
+    def puller() -> None:
+        pull = ctx.socket(zmq.PULL)
+        try:
+            pull.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+            pull.connect("inproc://interrupted-push")
+            while (sleep := sleeps.get()) is not None:
+                with sleep.at(0):  # (no interruption here: it says when the thread sleeps)
+                    received.put(pull.recv())
+        finally:
+            pull.close()
+
+    thread = threading.Thread(target=puller, daemon=True)
+    thread.start()
+    messages = os.path.join(SRC, "socket", "messages.py")
+
+    def trial(injector: Injector, k: int) -> None:
+        sleep = Injector(ON_A_PIPE)
+        sleeps.put(sleep)
+        assert sleep.sleeping.wait(REPLY_TIMEOUT)
+        push.getsockopt(zmq.EVENTS)  # (the PULL's pipe attached: its commands handled)
+        (pipe,) = push._pipes
+        lane = pipe.outbound  # (the PULL's inbound lane: inproc pipes share it)
+        body = b"message %d" % k
+        with injector.at(k):
+            try:
+                push.send(body)
+            except Interrupted:
+                pass
+        if not any(m is body for m in lane.q):  # not in the pipe: read already, or not sent
+            try:
+                assert received.get(timeout=1.0) == body, f"interrupted at {injector.where}"
+                return
+            except queue.Empty:
+                push.send(body)  # it did not go in: sent now
+        try:
+            got = received.get(timeout=REPLY_TIMEOUT)
+        except queue.Empty:
+            pytest.fail(f"the PULL was not woken, interrupted at {injector.where}")
+        assert got == body, f"interrupted at {injector.where}"
+
+    try:
+        assert every_point(trial, (messages, *WAKING)) >= 5
+    finally:
+        sleeps.put(None)
+        thread.join(REPLY_TIMEOUT)
+    push.close()
+
+
 @contextmanager
 def large_stream(
     ctx: zmq.Context, libzmq_ctx: libzmq.Context, padding: bytes
@@ -368,6 +481,7 @@ def large_stream(
 
     def send(injector: Injector, body: bytes) -> None:
         injector.borrowed.clear()
+        io.call_and_wait(lambda _: None)  # (its turn taken: it holds no lock recv would need)
         bodies.put((injector, body))
 
     sender = threading.Thread(target=send_each, daemon=True)
@@ -380,6 +494,8 @@ def large_stream(
         warm.borrowed.set()
         bodies.put((warm, padding))
         assert pull.recv() == padding
+        (pipe,) = pull._pipes
+        io = pipe.peer.owner.io  # the connection's I/O thread
         yield pull, send
     finally:
         bodies.put(None)  # (the sender closes libzmq's socket, or the context never ends)

@@ -7,6 +7,7 @@ pyzmq: libzmq's mailboxes are not Python.)"""
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import threading
 import time
@@ -18,6 +19,7 @@ import pytest
 
 import brokerless as zmq
 from brokerless.mailbox import Mailbox
+from brokerless.socket.waiting import WaitingMixin
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -109,10 +111,94 @@ def test_a_wait_is_woken_after_a_sender_was_paused_between_queueing_and_signalli
         threading.Thread(target=send_y).start()
         b.rcvtimeo = 5000
         started = time.monotonic()
-        with paused_at(Mailbox.wait, "poller.poll(timeout_ms)", lambda f: True, going_to_sleep):
+        with paused_at(Mailbox.wait, "poller.poll(", lambda f: True, going_to_sleep):
             assert b.recv() == b"y"  # (before the fix: only once RCVTIMEO ran out)
         assert time.monotonic() - started < 4
     finally:
         a.close(linger=0)
         b.close(linger=0)
         context.term()
+
+
+def _blocked_in_poll(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is inside a poll system call now (/proc: x86-64 poll and ppoll,
+    arm64 ppoll)."""
+    with open(f"/proc/self/task/{thread.native_id}/syscall") as f:
+        return f.read().split()[0] in ("7", "271", "73")
+
+
+@pytest.mark.parametrize("how", ["close", "destroy"])
+def test_a_recv_blocked_in_another_thread_ends_as_its_socket_is_closed(how):
+    """A thread asleep in ``recv`` while another thread closes its socket (or destroys the
+    context) raises at once: the closing thread wakes it, and it closes the mailbox's
+    descriptor as it leaves (closed under it, the poll went on until RCVTIMEO)."""
+    context = zmq.Context()
+    rep = context.socket(zmq.REP)
+    rep.bind("inproc://closed-under-it")
+    req = context.socket(zmq.REQ)
+    req.connect("inproc://closed-under-it")
+    req.rcvtimeo = 20_000
+    req.send(b"q")
+    ended: list[Any] = []
+
+    def blocked() -> None:
+        started = time.monotonic()
+        try:
+            req.recv()
+        except zmq.ZMQError as exc:
+            ended.append((exc.errno, time.monotonic() - started))
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not _blocked_in_poll(thread):  # (asleep in its mailbox's poll)
+        assert time.monotonic() < deadline, "the recv never went to sleep"
+        os.sched_yield()
+    if how == "close":
+        req.close(linger=0)
+    else:
+        context.destroy(linger=0)
+    thread.join(10)
+    assert ended and ended[0][0] == zmq.ENOTSOCK and ended[0][1] < 5, ended
+    rep.close(linger=0)
+    context.term()
+
+
+def test_a_late_wake_up_leaves_a_lent_wait_seeing_commands():
+    """A wake-up that lands after the wait it was for ended (a writer that saw the reader
+    waiting, then ran late: ``Socket.poke``) leaves the mailbox disarmed with nothing queued.
+    The next wait on a lent connection watches the descriptor: it must stay signalled, or a
+    command sent then (the context's end) goes unseen until RCVTIMEO."""
+    context, other = zmq.Context(), zmq.Context()
+    rep = other.socket(zmq.REP)  # (its own context: term() leaves its connection be)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    req = context.socket(zmq.REQ)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    terminator = threading.Thread(target=context.term)
+    try:
+        req.send(b"1")
+        assert rep.recv() == b"1"
+        rep.send(b"1")
+        assert req.recv() == b"1"
+        req.poll(1)  # a wait on the mailbox itself (as the last wait before the late wake-up)
+        req.poke()  # the late wake-up
+        req.rcvtimeo = 20_000
+        req.send(b"2")
+        assert rep.recv() == b"2"  # (never answered)
+
+        def end_the_context() -> None:
+            terminator.start()  # (sends STOP as this thread polls its connection and mailbox)
+
+        started = time.monotonic()
+        lent_poll = paused_at(
+            WaitingMixin._poll_lent, "for fd, _ in", lambda f: True, end_the_context
+        )
+        with lent_poll, pytest.raises(zmq.ContextTerminated):
+            req.recv()
+        assert time.monotonic() - started < 5
+    finally:
+        req.close(linger=0)
+        if terminator.ident is not None:
+            terminator.join(10)
+        rep.close(linger=0)
+        other.term()

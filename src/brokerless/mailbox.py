@@ -69,6 +69,9 @@ WAKE = Command.WAKE
 ACTIVATE_READ = Command.ACTIVATE_READ
 ACTIVATE_WRITE = Command.ACTIVATE_WRITE
 
+#: The longest single poll in ``Mailbox.wait`` (ms): what ``select.poll`` takes.
+MAX_POLL_MS = 2**31 - 1
+
 #: What a mailbox carries: a :class:`Command` (sockets, sessions), a call (I/O threads).
 C = TypeVar("C")
 
@@ -79,8 +82,9 @@ class Signaler:
     __slots__ = ("_lock", "_rfd", "_wfd")
 
     def __init__(self) -> None:
-        # Held while writing and closing, so a late sender never writes to a reused fd number.
-        self._lock = threading.Lock()
+        # Held while writing and closing, so a late sender never writes to a reused fd number;
+        # reentrant: a signal handler that runs as a write returns may wake the same owner.
+        self._lock = threading.RLock()
         if hasattr(os, "eventfd"):
             fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._rfd = self._wfd = fd
@@ -119,7 +123,7 @@ class Signaler:
 class Mailbox(Generic[C]):
     """Commands for one owner, and the descriptor that wakes it."""
 
-    __slots__ = ("_armed", "_blocking", "_poller", "commands", "signaler")
+    __slots__ = ("_armed", "_blocking", "_closed", "_poller", "_sleeping", "commands", "signaler")
 
     def __init__(self) -> None:
         self.commands: deque[tuple[C, Any]] = deque()
@@ -129,6 +133,8 @@ class Mailbox(Generic[C]):
         #: or a Poller or event loop watches the descriptor, cleared by ``process`` (False).
         self._blocking = False
         self._poller: select.poll | None = None  # wait's, made at its first sleep
+        self._sleeping = False  # the owner is in ``wait``'s poll (see ``close``)
+        self._closed = False
 
     def fileno(self) -> int:
         return self.signaler.fileno()
@@ -203,7 +209,13 @@ class Mailbox(Generic[C]):
         if poller is None:
             poller = self._poller = select.poll()
             poller.register(signaler.fileno(), select.POLLIN)
-        poller.poll(timeout_ms)
+        self._sleeping = True
+        try:
+            poller.poll(min(timeout_ms, MAX_POLL_MS))  # (the caller waits again for the rest)
+        finally:
+            self._sleeping = False
+            if self._closed:  # closed by another thread while we slept: ours to close
+                signaler.close()
 
     def use_fd(self) -> None:
         """A Poller or event loop is about to watch the file descriptor: from here on
@@ -214,12 +226,19 @@ class Mailbox(Generic[C]):
         """
         if self._blocking:
             self._blocking = False
-            self.signaler.clear()  # the last wake-up's signal: it would wake the poller at once
+            if self._armed:  # the last wake-up's signal: it would wake the poller at once
+                self.signaler.clear()  # (disarmed, a look is owed: the signal stays)
 
     def clear_fd(self) -> None:
         """The descriptor woke a poller: reset it (the commands are drained next anyway)."""
         self.signaler.clear()
 
     def close(self) -> None:
-        self.signaler.close()
+        """No more commands (any thread).  An owner asleep in ``wait`` is woken, and closes the
+        descriptor as it leaves: closed under it, its number could be reused while it polls."""
+        self._closed = True
+        if self._sleeping:
+            self.signaler.send()
+        else:
+            self.signaler.close()
         self._poller = None

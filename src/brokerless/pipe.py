@@ -19,7 +19,7 @@ writer, ``run_out`` by the reader): its depth is ``len(q) + run_in - run_out``. 
 admitted by items, as room under the HWM allows, so a run may take the lane past its HWM by at
 most its own length (at most one read of the connection); then the writer waits as usual.
 
-Wake-ups are sent only on transitions, with two flags on the lane:
+Wake-ups are sent only on transitions, with three flags on the lane:
 
 * ``reader_asleep`` -- the reader found the lane empty and stopped looking at it.  A writer that
   sees the flag after appending clears it and sends ``activate_read`` to the reader's mailbox.
@@ -135,6 +135,7 @@ class Lane:
         "hwm",
         "lwm",
         "q",
+        "queued",
         "reader",
         "reader_asleep",
         "reader_hwm",
@@ -162,6 +163,10 @@ class Lane:
         #: Messages in runs beyond one an item: queued (writer) and cut (reader) so far.
         self.run_in = 0
         self.run_out = 0
+        #: Messages ``Pipe.write`` has queued, counted just before each goes in, with no point
+        #: between where a signal handler runs: a writer whose ``write`` was cut short by one
+        #: tells from it whether its message went in (a REP's reply, ``Rep.xsend``).
+        self.queued = 0
 
     def depth(self) -> int:
         """Messages queued (the delimiter counted as one)."""
@@ -456,13 +461,14 @@ class Pipe:
             lane.q.clear()
             if msg.__class__ is list:
                 msg = msg[-1]  # libzmq keeps one part only: conflation is for single parts
-        lane.q.append(msg)
-        if lane.reader_asleep:
-            try:
+        lane.queued += 1
+        try:
+            lane.q.append(msg)
+            if lane.reader_asleep:
                 lane.wake_reader()
-            except BaseException:  # interrupted as it began (see Lane.wake_reader): again
-                lane.wake_reader()
-                raise
+        except BaseException:  # interrupted once the message went in, or as the wake-up
+            lane.wake_reader()  # began (see Lane.wake_reader): woken all the same (a spare
+            raise  # activation is harmless)
         return True
 
     def write_many(self, msgs: list[Any], runs: bool = False) -> int:
@@ -513,9 +519,13 @@ class Pipe:
     def force_write(self, msg: Any) -> None:
         """Queue a control message past the HWM (subscriptions, greetings, probes)."""
         lane = self._out
-        lane.q.append(msg)
-        if lane.reader_asleep:
+        try:
+            lane.q.append(msg)
+            if lane.reader_asleep:
+                lane.wake_reader()
+        except BaseException:  # interrupted once it went in (see write)
             lane.wake_reader()
+            raise
 
     def pending_in(self) -> int:
         """Messages waiting to be read (the delimiter not counted)."""
@@ -583,9 +593,13 @@ def write_all(ends: tuple[tuple[Pipe, Lane], ...], msg: Any) -> bool:
         if pipe.terminating or (hwm and len(lane.q) + lane.run_in - lane.run_out >= hwm):
             return False
     for _, lane in ends:
-        lane.q.append(msg)
-        if lane.reader_asleep:
-            lane.wake_reader()
+        try:
+            lane.q.append(msg)
+            if lane.reader_asleep:
+                lane.wake_reader()
+        except BaseException:  # interrupted once it went in (see Pipe.write): this end's
+            lane.wake_reader()  # reader is woken; the ends after it miss the message
+            raise
     return True
 
 

@@ -286,10 +286,19 @@ class Rep(Router):
             self._check_sending()
         pipe = self.reply_to
         if pipe is not None:  # (at HWM the reply is dropped)
-            pipe.write([*self.backtrace, *msg] if msg.__class__ is list else [*self.backtrace, msg])
-        self.sending_reply = False
-        self.reply_to = None
-        self.backtrace = []
+            reply = [*self.backtrace, *msg] if msg.__class__ is list else [*self.backtrace, msg]
+            lane = pipe.outbound
+            queued = lane.queued
+            try:
+                pipe.write(reply)
+            except BaseException:
+                # Cut short by a signal handler's exception: a reply that went in is sent, as
+                # with libzmq (a retried send would send it twice); one that did not is still
+                # owed.  (Inline, not a call: a call's start is where a handler would run.)
+                if lane.queued != queued:
+                    self.sending_reply, self.reply_to, self.backtrace = False, None, []
+                raise
+        self.sending_reply, self.reply_to, self.backtrace = False, None, []
         return True
 
     def xrecv(self) -> Any:

@@ -67,13 +67,13 @@ class MessagesMixin(WaitingMixin):
                 q = lane.q
                 hwm = lane.hwm
                 if (not hwm or len(q) < hwm) and not self._outpipe.terminating:  # type: ignore[union-attr]
-                    q.append(data)
-                    if lane.reader_asleep:
-                        try:
+                    try:
+                        q.append(data)
+                        if lane.reader_asleep:
                             lane.wake_reader()
-                        except BaseException:  # interrupted as it began (see Pipe.write)
-                            lane.wake_reader()
-                            raise
+                    except BaseException:  # interrupted once it went in (see Pipe.write)
+                        lane.wake_reader()
+                        raise
                     return None
             else:
                 ends = self._pattern.broadcast

@@ -5,8 +5,8 @@ Theory of operation
 A call that cannot proceed (no message; every pipe at its HWM) waits on the socket's mailbox
 for a command that may change that -- a pipe activated, a new pipe, the context terminating --
 then tries again, until RCVTIMEO/SNDTIMEO runs out (``Again``) or forever.  The wait is
-``select.poll`` on the mailbox's descriptor or a lock (see :mod:`brokerless.mailbox`); either
-way Ctrl-C interrupts it.
+``select.poll`` on the mailbox's descriptor (see :mod:`brokerless.mailbox`), which Ctrl-C
+interrupts.
 
 Lent input: a REQ or REP about to wait for its reply with one tcp/ipc peer reads that
 connection itself while it waits (the connection's input is *lent* to the socket's thread, see
