@@ -122,6 +122,17 @@ def retried(call: Callable[[], Any], injector: Injector, k: int) -> Any:
     return call()
 
 
+def interrupted(
+    call: Callable[[], object], injector: Injector, k: int, only: frozenset[str] | None = None
+) -> None:
+    """``call()`` with an interruption at point ``k`` (a send: what it did stays done)."""
+    with injector.at(k, only):
+        try:
+            call()
+        except Interrupted:
+            pass
+
+
 def receives(call: Callable[[], Any], injector: Injector, k: int, body: bytes) -> None:
     """``call()`` (a ``recv``) interrupted at point ``k`` and retried returns ``body`` in time
     (found only by the last look once RCVTIMEO ran out, its wake-up was lost)."""
@@ -295,6 +306,48 @@ def test_an_inproc_reply_awaited_by_an_interrupted_recv_is_not_lost(ctx):
         thread.join(REPLY_TIMEOUT)
 
 
+@contextmanager
+def asleep(
+    ctx: zmq.Context, kind: int, endpoint: str, request: bytes | None = None
+) -> Iterator[tuple[Callable[[], Injector], queue.Queue[bytes]]]:
+    """A thread with a socket of ``kind`` connected to ``endpoint`` that, for each trial,
+    (sends ``request``, then) receives one message asleep on its one inproc pipe, puts it in
+    the queue yielded, and echoes it back from a REP.  Yields ``(next_trial, received)``:
+    ``next_trial()`` starts a trial and returns the injector whose ``sleeping`` says the
+    thread sleeps (it injects nothing)."""
+    sleeps: queue.Queue[Injector | None] = queue.Queue()
+    received: queue.Queue[bytes] = queue.Queue()
+
+    def run() -> None:
+        sock = ctx.socket(kind)
+        try:
+            sock.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+            sock.connect(endpoint)
+            while (sleep := sleeps.get()) is not None:
+                if request is not None:
+                    sock.send(request)
+                with sleep.at(0):
+                    msg = sock.recv()
+                received.put(msg)
+                if kind == zmq.REP:
+                    sock.send(msg)
+        finally:
+            sock.close()
+
+    def next_trial() -> Injector:
+        sleep = Injector(ON_A_PIPE)
+        sleeps.put(sleep)
+        return sleep
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield next_trial, received
+    finally:
+        sleeps.put(None)
+        thread.join(REPLY_TIMEOUT)
+
+
 def test_a_request_whose_wake_up_is_interrupted_still_wakes_its_replier(ctx):
     """A DEALER in the main thread sends requests to a REP asleep on its one inproc pipe, which
     only needs waking (``Lane.reader_waiting``, ``Mailbox.poke``): an interruption as any step
@@ -303,48 +356,24 @@ def test_a_request_whose_wake_up_is_interrupted_still_wakes_its_replier(ctx):
     dealer = ctx.socket(zmq.DEALER)
     dealer.rcvtimeo = int(REPLY_TIMEOUT * 1000)
     dealer.bind("inproc://interrupted-wake")
-    sleeps: queue.Queue[Injector | None] = queue.Queue()  # the REP's sleep, each trial
-
-    def replier() -> None:
-        rep = ctx.socket(zmq.REP)
-        try:
-            rep.connect("inproc://interrupted-wake")
-            while (sleep := sleeps.get()) is not None:
-                with sleep.at(0):  # (no interruption here: it says when the thread sleeps)
-                    msg = rep.recv()
-                rep.send(msg)
-        finally:
-            rep.close()
-
-    thread = threading.Thread(target=replier, daemon=True)
-    thread.start()
     wake_up = frozenset({"wake_reader", "poke", "send"})
-
-    def trial(k: int) -> int:
-        sleep = Injector(ON_A_PIPE)
-        sleeps.put(sleep)
-        assert sleep.sleeping.wait(REPLY_TIMEOUT)
-        body = b"request %d" % k
-        with injector.at(k, wake_up):
-            try:
-                dealer.send_multipart([b"", body])
-            except Interrupted:
-                pass
-        try:
-            assert dealer.recv_multipart() == [b"", body], f"interrupted at {injector.where}"
-        except zmq.Again:
-            pytest.fail(f"the replier was not woken, interrupted at {injector.where}")
-        return injector.reached
-
     injector = Injector(WAKING)
-    try:
+    with asleep(ctx, zmq.REP, "inproc://interrupted-wake") as (next_trial, _):
+
+        def trial(k: int) -> int:
+            assert next_trial().sleeping.wait(REPLY_TIMEOUT)
+            body = b"request %d" % k
+            interrupted(lambda: dealer.send_multipart([b"", body]), injector, k, wake_up)
+            try:
+                assert dealer.recv_multipart() == [b"", body], f"interrupted at {injector.where}"
+            except zmq.Again:
+                pytest.fail(f"the replier was not woken, interrupted at {injector.where}")
+            return injector.reached
+
         points = trial(0)
         assert points >= 4  # (Lane.wake_reader, Socket.poke, Mailbox.poke, Signaler.send)
         for k in range(1, points + 1):
             trial(k)
-    finally:
-        sleeps.put(None)
-        thread.join(REPLY_TIMEOUT)
     dealer.close()
 
 
@@ -356,48 +385,23 @@ def test_a_reply_whose_send_is_interrupted_is_sent_once(ctx):
     time (a reply sent twice would answer the next request)."""
     rep = ctx.socket(zmq.REP)
     rep.bind("inproc://interrupted-reply")
-    sleeps: queue.Queue[Injector | None] = queue.Queue()  # the requester's sleep, each trial
-    replies: queue.Queue[bytes] = queue.Queue()
+    with asleep(ctx, zmq.REQ, "inproc://interrupted-reply", b"request") as (next_trial, replies):
 
-    def requester() -> None:
-        req = ctx.socket(zmq.REQ)
-        try:
-            req.rcvtimeo = int(REPLY_TIMEOUT * 1000)
-            req.connect("inproc://interrupted-reply")
-            while (sleep := sleeps.get()) is not None:
-                req.send(b"request")
-                with sleep.at(0):  # (no interruption here: it says when the thread sleeps)
-                    replies.put(req.recv())
-        finally:
-            req.close()
-
-    thread = threading.Thread(target=requester, daemon=True)
-    thread.start()
-
-    def trial(injector: Injector, k: int) -> None:
-        sleep = Injector(ON_A_PIPE)
-        sleeps.put(sleep)
-        assert rep.recv() == b"request"
-        assert sleep.sleeping.wait(REPLY_TIMEOUT)
-        body = b"reply %d" % k
-        with injector.at(k):
-            try:
+        def trial(injector: Injector, k: int) -> None:
+            sleep = next_trial()
+            assert rep.recv() == b"request"
+            assert sleep.sleeping.wait(REPLY_TIMEOUT)
+            body = b"reply %d" % k
+            interrupted(lambda: rep.send(body), injector, k)
+            if rep.getsockopt(zmq.EVENTS) & zmq.POLLOUT:  # still owed: it did not go in
                 rep.send(body)
-            except Interrupted:
-                pass
-        if rep.getsockopt(zmq.EVENTS) & zmq.POLLOUT:  # still owed: it did not go in
-            rep.send(body)
-        try:
-            got = replies.get(timeout=REPLY_TIMEOUT)
-        except queue.Empty:
-            pytest.fail(f"the requester was not woken, interrupted at {injector.where}")
-        assert got == body, f"a reply twice, or none: interrupted before at {injector.where}"
+            try:
+                got = replies.get(timeout=REPLY_TIMEOUT)
+            except queue.Empty:
+                pytest.fail(f"the requester was not woken, interrupted at {injector.where}")
+            assert got == body, f"a reply twice, or none: interrupted before at {injector.where}"
 
-    try:
         assert every_point(trial, REPLYING) >= 5
-    finally:
-        sleeps.put(None)
-        thread.join(REPLY_TIMEOUT)
     rep.close()
 
 
@@ -408,54 +412,29 @@ def test_a_message_queued_by_an_interrupted_inproc_send_wakes_its_reader(ctx):
     until the next message is a lost wake-up."""
     push = ctx.socket(zmq.PUSH)
     push.bind("inproc://interrupted-push")
-    sleeps: queue.Queue[Injector | None] = queue.Queue()  # the PULL's sleep, each trial
-    received: queue.Queue[bytes] = queue.Queue()
-
-    def puller() -> None:
-        pull = ctx.socket(zmq.PULL)
-        try:
-            pull.rcvtimeo = int(REPLY_TIMEOUT * 1000)
-            pull.connect("inproc://interrupted-push")
-            while (sleep := sleeps.get()) is not None:
-                with sleep.at(0):  # (no interruption here: it says when the thread sleeps)
-                    received.put(pull.recv())
-        finally:
-            pull.close()
-
-    thread = threading.Thread(target=puller, daemon=True)
-    thread.start()
     messages = os.path.join(SRC, "socket", "messages.py")
+    with asleep(ctx, zmq.PULL, "inproc://interrupted-push") as (next_trial, received):
 
-    def trial(injector: Injector, k: int) -> None:
-        sleep = Injector(ON_A_PIPE)
-        sleeps.put(sleep)
-        assert sleep.sleeping.wait(REPLY_TIMEOUT)
-        push.getsockopt(zmq.EVENTS)  # (the PULL's pipe attached: its commands handled)
-        (pipe,) = push._pipes
-        lane = pipe.outbound  # (the PULL's inbound lane: inproc pipes share it)
-        body = b"message %d" % k
-        with injector.at(k):
+        def trial(injector: Injector, k: int) -> None:
+            assert next_trial().sleeping.wait(REPLY_TIMEOUT)
+            push.getsockopt(zmq.EVENTS)  # (the PULL's pipe attached: its commands handled)
+            (pipe,) = push._pipes
+            lane = pipe.outbound  # (the PULL's inbound lane: inproc pipes share it)
+            body = b"message %d" % k
+            interrupted(lambda: push.send(body), injector, k)
+            if not any(m is body for m in lane.q):  # not in the pipe: read already, or not sent
+                try:
+                    assert received.get(timeout=1.0) == body, f"interrupted at {injector.where}"
+                    return
+                except queue.Empty:
+                    push.send(body)  # it did not go in: sent now
             try:
-                push.send(body)
-            except Interrupted:
-                pass
-        if not any(m is body for m in lane.q):  # not in the pipe: read already, or not sent
-            try:
-                assert received.get(timeout=1.0) == body, f"interrupted at {injector.where}"
-                return
+                got = received.get(timeout=REPLY_TIMEOUT)
             except queue.Empty:
-                push.send(body)  # it did not go in: sent now
-        try:
-            got = received.get(timeout=REPLY_TIMEOUT)
-        except queue.Empty:
-            pytest.fail(f"the PULL was not woken, interrupted at {injector.where}")
-        assert got == body, f"interrupted at {injector.where}"
+                pytest.fail(f"the PULL was not woken, interrupted at {injector.where}")
+            assert got == body, f"interrupted at {injector.where}"
 
-    try:
         assert every_point(trial, (messages, *WAKING)) >= 5
-    finally:
-        sleeps.put(None)
-        thread.join(REPLY_TIMEOUT)
     push.close()
 
 
@@ -622,11 +601,7 @@ def test_a_message_written_by_an_interrupted_send_arrives_once(ctx, libzmq_ctx, 
     def trial(injector: Injector, k: int) -> None:
         io.call_and_wait(lambda _: None)  # its turn after the last write: the connection idles
         body = b"%d:" % k + padding
-        with injector.at(k):
-            try:
-                push.send(body)
-            except Interrupted:  # (every point is past queueing the message: it was sent)
-                pass
+        interrupted(lambda: push.send(body), injector, k)  # (every point is past queueing it)
         try:
             got = received.get(timeout=REPLY_TIMEOUT)
         except queue.Empty:
