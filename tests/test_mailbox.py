@@ -202,3 +202,30 @@ def test_a_late_wake_up_leaves_a_lent_wait_seeing_commands():
             terminator.join(10)
         rep.close(linger=0)
         other.term()
+
+
+def test_a_wake_up_from_a_signal_handler_as_a_write_returns_completes():
+    """A signal handler runs as a built-in returns -- right after the write that wakes an owner,
+    with its Signaler's lock still held.  A handler that wakes the same owner again (it sends to
+    that socket, whose thread re-armed meanwhile) must not wait for the lock its own thread
+    holds: the handler is run here, at that point, by a profile function."""
+    signaler = Mailbox().signaler
+    done = threading.Event()
+
+    def handler_at_the_write(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_return" and getattr(arg, "__name__", "") == "write" and not done.is_set():
+            done.set()
+            signaler.send()  # the handler's wake-up, nested in the first one
+
+    def wake() -> None:
+        sys.setprofile(handler_at_the_write)
+        try:
+            signaler.send()
+        finally:
+            sys.setprofile(None)
+
+    thread = threading.Thread(target=wake, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert done.is_set() and not thread.is_alive(), "the nested wake-up waited for its own lock"
+    signaler.close()
