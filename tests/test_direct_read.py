@@ -145,15 +145,38 @@ def _answer(raw: socket.socket, body: bytes) -> None:
 
 def _round_trips(req, raw: socket.socket) -> None:
     """Requests answered until the REQ's thread, waiting in ``recv``, read the last reply
-    itself and kept the connection's input for its next wait -- the scenario under test (a
-    reply may also come before the thread asks for the input, or just after the I/O thread
-    took it back: then the I/O thread reads it)."""
-    for i in range(1000):
-        req.send(b"%d" % i)
-        _answer(raw, b"%d" % i)
-        assert req.recv() == b"%d" % i
-        if req._loan_kept:
-            return
+    itself and kept the connection's input for its next wait -- the scenario under test.  Each
+    reply is sent once the thread has borrowed the input (or, when it could not -- the I/O
+    thread was reading --, a moment later: then the I/O thread reads it, and the next request
+    tries again)."""
+    (pipe,) = req._pipes
+    engine = pipe.source.engine
+    borrowed = threading.Event()
+    lend_input = engine.lend_input
+
+    def noted(large_only: bool = False) -> bool:
+        lent = lend_input(large_only)
+        if lent:
+            borrowed.set()
+        return lent
+
+    def answer(body: bytes) -> None:
+        borrowed.wait(0.1)
+        _answer(raw, body)
+
+    engine.lend_input = noted  # (the session asks its engine through the attribute)
+    try:
+        for i in range(1000):
+            borrowed.clear()
+            req.send(b"%d" % i)
+            answering = threading.Thread(target=answer, args=(b"%d" % i,), daemon=True)
+            answering.start()
+            assert req.recv() == b"%d" % i
+            answering.join(DEADLINE)
+            if req._loan_kept:
+                return
+    finally:
+        del engine.lend_input
     raise AssertionError("the REQ never kept its connection's input")
 
 
