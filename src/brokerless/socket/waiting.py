@@ -172,8 +172,8 @@ class WaitingMixin(SocketState):
         thread (inproc) or the I/O thread (a connection not lent now): the fair queue takes
         the pipe in first, so its writer only wakes this thread (``Lane.reader_waiting``) and
         the reply is read at the first look, with no ``activate_read`` to handle before it
-        (BENCHMARKS.md, *Latency*, twentieth session).  Cut short as it begins, the pipe is
-        taken in all the same and its writer sends ``activate_read`` as usual."""
+        (BENCHMARKS.md, *Latency*, twentieth session).  The flag is set only around the
+        sleep: cut short before it, the writer sends ``activate_read`` as usual."""
         self._give_back_input()
         self._pattern.read_activated(pipe)
         lane = pipe.inbound

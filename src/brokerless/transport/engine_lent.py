@@ -36,6 +36,28 @@ descriptor, so it goes back to the I/O thread as soon as it could be wanted ther
 
 An engine closing with a loan kept and nobody borrowing closes the descriptor itself.
 
+The hand-over, step by step:
+
+* ``lend_input`` takes ``in_lock`` (or fails: the I/O thread is reading), checks the
+  connection is in traffic with nothing waiting for room in the pipe, and under
+  ``_interest_lock`` sets ``_borrowed`` and, unless a kept loan did already, ``_lent``,
+  dropping READ from the poller.  ``in_lock`` stays held by the borrower until it gives the
+  input back.
+* ``read_lent`` reads and decodes (``await_lent`` first waits in the read: see below); what
+  only the I/O thread may handle -- events (PING) and the PONG that answers one, protocol
+  errors, a broken connection, the end of the stream -- is left to it in order: events are
+  queued for ``restart_input`` with reading stopped, so nothing read later overtakes them.
+  Each step is written so that an exception from a signal handler loses nothing (see
+  "Interruptions" in :mod:`.engine_state`).
+* ``return_input`` clears ``_borrowed`` and, unless the loan is kept (and could be lent
+  again), ``_lent``, restoring READ; it releases ``in_lock`` under ``_interest_lock``, so
+  closing sees either a borrower still to come back or none; a ``restart_input`` that found
+  the lock taken meanwhile (``_restart_wanted``) runs again on the I/O thread, which then
+  wakes the socket's thread.
+* Closing while borrowed wakes the borrower (a WAKE command), who closes the descriptor when
+  it gives the input back, so a descriptor is never closed under a poll; a kept loan nobody
+  borrows is simply taken back, and the descriptor closed.
+
 Waiting in the read.  A thread woken by data arriving for its blocking ``recv`` on a Unix
 socket runs sooner than one woken from ``poll`` (a quarter of an ipc round trip; over tcp
 nothing measurable), so a lock-step borrower of an ipc connection (``wait_in_read``) first
