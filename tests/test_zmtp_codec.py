@@ -280,6 +280,47 @@ def test_frame_decoder_round_trip_split_anywhere(msgs, data):
     check_all_or_nothing(msgs, 0, cuts, len(stream), batches)
 
 
+@FAST
+@given(msgs=message_lists, data=st.data())
+def test_frame_decoder_fed_from_a_reused_read_buffer_keeps_nothing_of_it(msgs, data):
+    """Fed as a transport feeds it -- views of one read buffer, overwritten by the next read
+    -- the decoder still delivers every message whole, whatever frames the reads end in: what
+    it holds between reads is its own copy.  A read may also be decoded twice (an interrupted
+    reader restores the state saved before it and decodes the read again)."""
+    stream = b"".join(wire(m) for m in msgs)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=30), label="cuts")
+    again = data.draw(st.lists(st.booleans(), min_size=32, max_size=32), label="again")
+    bounds = [0, *sorted(set(cuts)), len(stream)]
+    buffer = bytearray(len(stream))
+    dec = FrameDecoder()
+    got: list = []
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        buffer[: hi - lo] = stream[lo:hi]
+        read = memoryview(buffer)[: hi - lo]
+        saved = dec.save()
+        first = dec.feed(read)
+        if again[i % 32]:
+            dec.restore(saved)
+            assert dec.feed(read) == first
+        got += first
+        buffer[:] = b"\xff" * len(buffer)  # the next read overwrites the buffer
+    assert got == msgs and dec.buffered == 0
+
+
+def test_a_large_frame_over_several_reads_is_held_as_it_comes():
+    """A frame's octets are held as they arrive, however large its header says it is, and its
+    body comes out whole (and marked large) when the read that completes it comes."""
+    body = bytes(range(256)) * 1024  # 256 KiB
+    stream = wire(body) + wire(b"next")
+    dec = FrameDecoder()
+    assert dec.feed(memoryview(stream)[:5]) == [] and dec.buffered == 5  # a partial header
+    assert dec.feed(memoryview(stream)[5:70_000]) == [] and dec.buffered == 70_000
+    assert dec.large
+    assert dec.feed(memoryview(stream)[70_000:140_000]) == [] and dec.buffered == 140_000
+    assert dec.feed(memoryview(stream)[140_000:]) == [body, b"next"]
+    assert dec.large and dec.buffered == 0
+
+
 @st.composite
 def runs_of_equal_sizes(draw) -> list:
     """Messages in runs of one size, short or long frames (the decoder cuts runs of RUN_MIN or

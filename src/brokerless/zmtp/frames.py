@@ -198,9 +198,11 @@ class FrameDecoder:
     """Byte stream in, whole messages and commands out."""
 
     __slots__ = (
-        "_buf",
+        "_held",
+        "_held_len",
         "_limit",
         "_max_msg_size",
+        "_missing",
         "_parts",
         "_reserved",
         "_runs",
@@ -218,7 +220,11 @@ class FrameDecoder:
         command_frames: bool = True,
         runs: bool = False,
     ) -> None:
-        self._buf = bytearray()
+        #: An unfinished frame, as the pieces of it each read brought (see "Held input" in
+        #: ``feed``), their octets, and how many more it needs (-1: its header is not whole).
+        self._held: list[bytes] = []
+        self._held_len = 0
+        self._missing = -1
         self._parts: list[Any] | None = None
         self.max_msg_size = max_msg_size
         #: Flag bits that must be clear (COMMAND too without ``command_frames``: ZMTP 2.0).
@@ -247,7 +253,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Octets held for an unfinished frame."""
-        return len(self._buf)
+        return self._held_len
 
     def cut_runs(self) -> None:
         """From now on hand no :class:`Run` on: every frame comes out on its own (an encrypting
@@ -258,46 +264,72 @@ class FrameDecoder:
         """Keep ``data`` for a later ``feed`` without decoding it (a handshake paused for
         ZAP: the transport stops reading then, so this is at most one read)."""
         if data:
-            self._buf += data
+            self._held.append(bytes(data))
+            self._held_len += len(data)
+            self._missing = -1  # (decoded with what follows, as one buffer)
 
     def release(self) -> None:
         """Drop what waits for more input (a partial frame, an unfinished message) at once: the
         connection is over, and a large partial body must not outlive it."""
-        self._buf = bytearray()
+        self._held = []
+        self._held_len = 0
         self._parts = None
 
     def save(self) -> Any:
         """What :meth:`restore` needs to undo the ``feed`` that follows, however far it got (a
         reader interrupted by a signal: see :mod:`brokerless.transport.engine_state`): None
-        while nothing is held, else a copy of what is."""
-        if not self._buf and self._parts is None:
+        while nothing is held, else what is -- immutable pieces, so nothing is copied but the
+        list of an unfinished message's parts."""
+        if not self._held and self._parts is None:
             return None
-        return bytes(self._buf), None if self._parts is None else self._parts[:]
+        parts = None if self._parts is None else self._parts[:]
+        return self._held[:], self._held_len, self._missing, parts
 
     def restore(self, saved: Any) -> None:
         """Back to the state :meth:`save` returned."""
         if saved is None:
-            self._buf = bytearray()
-            self._parts = None
+            self.release()
         else:
-            self._buf = bytearray(saved[0])
-            self._parts = saved[1]
+            held, self._held_len, self._missing, self._parts = saved
+            self._held = held[:]
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Decode ``data``; returns the messages and commands it completes, in order.
 
         ``commands`` is set to whether the result holds any command, ``runs`` to whether it
         holds a :class:`Run` (only when made with ``runs=True``).
+
+        Held input.  The octets of a frame a read ended in are kept as ``bytes`` pieces, one
+        per read.  Once the frame's header is whole, how many octets it still lacks is known
+        (``_missing``): a read that brings fewer is only added as one more piece, and the one
+        that completes it joins the pieces and its own first octets straight into the body
+        (``_complete``), then decodes the rest of itself where it lies.  So a body that spans
+        reads is copied once more than one that does not (its first pieces), never a whole
+        read; with 64 KiB messages read 256 KiB at a time, appending each read to the held
+        octets had doubled the copying.  A frame whose header is not whole yet is decoded from
+        one buffer of the pieces and the read (a few octets, or a handshake's commands).
         """
-        buf = self._buf
-        view: bytes | bytearray | memoryview
-        if buf:
-            buf += data
-            view = buf
-        else:
-            view = data
         out: list[Any] = []
         self.commands = self.runs = self.large = False
+        view: bytes | bytearray | memoryview = data
+        if self._held:
+            missing = self._missing
+            if missing < 0:
+                view = b"".join((*self._held, data))
+                self._held, self._held_len = [], 0
+            elif len(data) < missing:
+                self._held.append(bytes(data))
+                self._held_len += len(data)
+                self._missing = missing - len(data)
+                self.large = self._held_len + self._missing - _header_length(self._held[0]) >= LARGE
+                return out
+            else:
+                try:
+                    self._complete(memoryview(data)[:missing], out)
+                except ProtocolError as exc:
+                    exc.messages = out
+                    raise
+                view = memoryview(data)[missing:]
         try:
             if isinstance(view, bytes):
                 self.large = _large_first(view, 0, len(view))
@@ -307,22 +339,47 @@ class FrameDecoder:
         except ProtocolError as exc:
             exc.messages = out
             raise
-        end = len(view)
-        if pos < end:
-            if buf:  # ``view`` holds what ``buf`` holds
-                del buf[:pos]
-            else:
-                buf += view[pos:]
-        elif buf:
-            buf.clear()
+        if pos < len(view):
+            tail = bytes(view[pos:])
+            self._held, self._held_len = [tail], len(tail)
+            self._missing = -1 if self.handshaking else self._frame_missing(tail)
         return out
+
+    def _frame_missing(self, tail: bytes) -> int:
+        """How many octets the frame that ``tail`` begins lacks, when its header is whole and
+        it is a data frame (its header was checked as it was decoded up to); else -1."""
+        flags = tail[0]
+        head = _header_length(tail)
+        if flags & ~(MORE | LONG) or len(tail) < head:
+            return -1
+        size = tail[1] if head == 2 else int.from_bytes(tail[1:9], "big")
+        return head + size - len(tail)
+
+    def _complete(self, rest: memoryview, out: list[Any]) -> None:
+        """The held data frame, completed by ``rest``: its body joined in one copy, handed on
+        as ``_decode`` hands a frame on (see ``feed``)."""
+        held = self._held
+        first = held[0]
+        flags = first[0]
+        head = _header_length(first)
+        self.large = self._held_len + len(rest) - head >= LARGE
+        body = b"".join((memoryview(first)[head:], *held[1:], rest))
+        self._held, self._held_len, self._missing = [], 0, -1
+        parts = self._parts
+        if flags & MORE:
+            self._parts = [body] if parts is None else [*parts, body]
+        elif parts is None:
+            out.append(body)
+        else:
+            self._parts = None
+            out.append([*parts, body])
 
     def _decode_copies(self, view: bytearray | memoryview, out: list[Any]) -> int:
         """``_decode`` for a buffer that is not ``bytes`` (a read buffer).  Slicing ``bytes``
         makes each body in one step, so frames are decoded from ``bytes`` copies of the buffer:
         of at most WINDOW octets while short frames come (see WINDOW), then of all the rest;
         from a large frame on, from the buffer itself, so its body is copied only once."""
-        with memoryview(view) as whole:  # released before feed() trims a bytearray
+        with memoryview(view) as whole:  # (released at once, not when collected)
             pos, end = 0, len(whole)
             while end - pos > 1 and not whole[pos] & LONG:
                 stop = pos + WINDOW
@@ -513,6 +570,11 @@ def _large_first(view: bytes | memoryview, pos: int, end: int) -> bool:
     if end - pos < 2 or not view[pos] & LONG:
         return False
     return end - pos < 9 or int.from_bytes(view[pos + 1 : pos + 9], "big") >= LARGE
+
+
+def _header_length(frame: bytes) -> int:
+    """The octets of the ZMTP 3 / 2.0 frame header ``frame`` begins with."""
+    return 9 if frame[0] & LONG else 2
 
 
 def frame_limit(max_msg_size: int) -> int:

@@ -68,6 +68,9 @@ class V1FrameDecoder(FrameDecoder):
         self.large = False  # (what it took for a long frame's flags is a 1.0 length octet)
         return out
 
+    def _frame_missing(self, tail: bytes) -> int:
+        return -1  # (a 1.0 frame's held octets are decoded with the next read, as one buffer)
+
     def _decode(self, view: Any, out: list[Any]) -> int:
         parts = self._parts
         limit = self._limit
