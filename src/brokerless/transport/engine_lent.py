@@ -326,8 +326,10 @@ def _timeval(ms: int) -> bytes:
     return struct.pack("@ll", ms // 1000, ms % 1000 * 1000)
 
 
-#: The most an unfinished frame may hold for the input to be lent: a lent read saves a copy of
-#: it first (see ``read_lent``), so past this a message is read on by the I/O thread (with 256
-#: KiB, messages of 100-200 kB came 1.3-1.9x slower to a PULL than with no lending at all).
-LENT_HELD_MAX = LARGE
+#: The most an unfinished frame may hold for the input to be lent; past this a message is read
+#: on by the I/O thread, whose reads overlap the socket's thread's work.  Saving the decoder's
+#: state before a lent read copies nothing, so this is set by what was measured: with twice
+#: LARGE, 100 kB and 128 KiB messages came 1.2-1.7x as fast as with LARGE, 200 kB-1 MB level;
+#: with no limit, 256 KiB ones came at 0.66 (BENCHMARKS.md, *Large messages*, 21st session).
+LENT_HELD_MAX = 2 * LARGE
 _UNSAVED = object()
