@@ -18,7 +18,7 @@ import zmq as libzmq
 
 import brokerless as zmq
 from brokerless.transport import engine_lent
-from brokerless.zmtp.frames import LARGE
+from brokerless.zmtp.frames import DIRECT_MIN, DIRECT_READ_MAX, LARGE
 from tests.helpers import bind
 
 pytestmark = pytest.mark.timeout(60)
@@ -104,12 +104,23 @@ def test_large_messages_beyond_the_hwm_arrive_in_order_while_a_pull_reads_them(
     assert [pull.recv() for _ in sent] == sent
 
 
-def test_messages_of_every_size_arrive_in_order_as_the_loan_comes_and_goes(make, lmake, address):
+@pytest.mark.parametrize(
+    ("sizes", "count"),
+    [
+        ([1, 100, 200_000, 1024, LARGE, 10, 3 * LARGE, 5000], 400),
+        # Bodies of DIRECT_MIN or more are read as bytes of their own, at most DIRECT_READ_MAX
+        # at a time, and then only the next header (zmtp.frames): sizes either side of both.
+        ([DIRECT_MIN - 1, DIRECT_MIN, 7, DIRECT_MIN + 1, 300_000, DIRECT_READ_MAX + 12345, 1], 21),
+    ],
+    ids=["around-LARGE", "around-DIRECT_MIN"],
+)
+def test_messages_of_every_size_arrive_in_order_as_the_loan_comes_and_goes(
+    make, lmake, address, sizes, count
+):
     """Small and large messages mixed: the PULL borrows after reads that met a large frame and
     not after the others, the I/O thread reads the rest -- every message whole, in order."""
     pull, push = pair(make, lmake, address)
-    sizes = [1, 100, 200_000, 1024, LARGE, 10, 3 * LARGE, 5000]
-    sent = [message(i, sizes[i % len(sizes)]) for i in range(400)]
+    sent = [message(i, sizes[i % len(sizes)]) for i in range(count)]
     for msg in sent:
         push.send(msg)
     assert [pull.recv() for _ in sent] == sent

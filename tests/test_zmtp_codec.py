@@ -35,7 +35,15 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
-from brokerless.zmtp.frames import LARGE, RUN_MIN, UNIFORM_MIN, WINDOW, encode_batch
+from brokerless.zmtp.frames import (
+    DIRECT_MIN,
+    DIRECT_READ_MAX,
+    LARGE,
+    RUN_MIN,
+    UNIFORM_MIN,
+    WINDOW,
+    encode_batch,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -319,6 +327,78 @@ def test_a_large_frame_over_several_reads_is_held_as_it_comes():
     assert dec.feed(memoryview(stream)[70_000:140_000]) == [] and dec.buffered == 140_000
     assert dec.feed(memoryview(stream)[140_000:]) == [body, b"next"]
     assert dec.large and dec.buffered == 0
+
+
+def numbered(size: int, n: int) -> bytes:
+    """A body of ``size`` octets with ``n`` throughout, so that a mix-up shows."""
+    return ((n.to_bytes(2, "big") + bytes(range(254))) * (size // 256 + 1))[:size]
+
+
+def test_a_large_body_read_whole_after_its_header_is_handed_on_as_read():
+    """Once a large frame's header is in, the decoder asks for the rest of its body as bytes
+    of their own, and a read that brings all of it becomes the message itself, uncopied; then
+    it asks for the next header alone."""
+    body = bytes(range(256)) * 800  # 204,800 octets: DIRECT_MIN or more
+    head = wire(body)[:9]
+    dec = FrameDecoder()
+    assert dec.direct_read == 0 and dec.read_limit == 0
+    assert dec.feed(memoryview(head + body[:1000])) == []
+    assert dec.direct_read == len(body) - 1000  # the rest, once more than one read in
+    assert dec.feed(body[1000:5000]) == [] and dec.direct_read == len(body) - 5000
+    assert dec.feed(body[5000:]) == [body] and dec.read_limit == 9 and dec.direct_read == 0
+    assert dec.feed(memoryview(head + body[:10])) == [] and dec.direct_read == len(body) - 10
+    assert dec.feed(body[10:] + wire(b"next")) == [body, b"next"]
+    assert dec.read_limit == 0  # (that read did not end where the large frame did)
+    assert dec.feed(memoryview(head)) == [] and dec.direct_read == len(body)
+    whole = bytes(body)  # (a distinct object, as a read makes one)
+    (got,) = dec.feed(whole)
+    assert got is whole and dec.read_limit == 9
+    assert dec.feed(memoryview(wire(b"small"))) == [b"small"] and dec.read_limit == 0
+    dec.feed(memoryview(wire(b"x" * (DIRECT_MIN - 1))[:100]))
+    assert dec.direct_read == 0  # (below DIRECT_MIN: read into the buffer)
+
+
+def test_a_direct_read_asks_for_no_more_than_its_bound_whatever_the_header_claims():
+    """A header may claim far more than the peer sends: the decoder never asks for more than
+    DIRECT_READ_MAX at once, so a read's ``bytes`` costs at most that ahead of the octets."""
+    dec = FrameDecoder()
+    dec.feed(memoryview(b"\x02" + (1 << 40).to_bytes(8, "big") + b"abc"))
+    assert dec.direct_read == DIRECT_READ_MAX and dec.buffered == 12
+
+
+@FAST
+@given(
+    msgs=st.lists(
+        st.one_of(
+            parts(),
+            st.builds(numbered, st.integers(DIRECT_MIN, DIRECT_MIN + 3000), st.integers(0, 65535)),
+        ),
+        max_size=6,
+    ),
+    data=st.data(),
+)
+def test_frame_decoder_read_as_it_asks_delivers_every_message(msgs, data):
+    """A transport that reads as the decoder asks -- the rest of a large body as bytes of its
+    own, a header alone after one, else into a reused buffer -- with the peer's octets
+    arriving in any amounts, gets every message whole and in order."""
+    stream = b"".join(wire(m) for m in msgs)
+    buffer = bytearray(256 * 1024)
+    dec = FrameDecoder()
+    got: list = []
+    pos = 0
+    while pos < len(stream):
+        ready = data.draw(st.integers(1, 300_000), label="octets arrived")
+        direct = dec.direct_read
+        if direct:
+            read: bytes | memoryview = stream[pos : pos + min(direct, ready)]
+        else:
+            n = min(ready, len(buffer), dec.read_limit or len(buffer), len(stream) - pos)
+            buffer[:n] = stream[pos : pos + n]
+            read = memoryview(buffer)[:n]
+        pos += len(read)
+        got += dec.feed(read)
+        buffer[:] = bytes(len(buffer))  # the next read overwrites the buffer
+    assert got == msgs and dec.buffered == 0
 
 
 @st.composite

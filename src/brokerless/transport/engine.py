@@ -13,10 +13,12 @@ threads and locks they share are in :mod:`.engine_state`.
   (one per thread, not per connection: an idle connection costs a few KiB, not the buffer) and
   the connection decodes it into whole messages, which go into the session's pipe.  Decoding
   copies whatever outlives the read (message bodies, a partial frame), so nothing handed on
-  refers to the buffer the next read overwrites.  When the pipe is at its HWM the rest wait
-  here and the engine stops reading (TCP then pushes back on the peer) until the socket drains
-  the pipe (``restart_input``).  End of stream is only seen after every byte before it was
-  read, so nothing a closing peer sent is lost.
+  refers to the buffer the next read overwrites.  The rest of a large body is read as
+  ``bytes`` of its own instead, and after it only the next frame's header, as the connection
+  asks (``direct_read``, ``read_limit``; see "Large bodies" in :mod:`brokerless.zmtp.frames`).
+  When the pipe is at its HWM the rest wait here and the engine stops reading (TCP then pushes
+  back on the peer) until the socket drains the pipe (``restart_input``).  End of stream is
+  only seen after every byte before it was read, so nothing a closing peer sent is lost.
 * **Faults** (the peer's: garbage, wrong socket type, oversize frame, stalled handshake, missed
   heartbeats, a reset) close this connection only, with a reason, through
   ``session.engine_failed``; the error's ``code`` is what the monitor reports (see
@@ -216,19 +218,24 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
     # -- input --------------------------------------------------------------------------------
 
     def _in_event(self) -> None:
-        buf = self.io.read_buffer
-        try:
-            n = self.sock.recv_into(buf, 0, pysocket.MSG_DONTWAIT)  # (see engine_lent.await_lent)
+        conn = self.conn
+        direct = conn.direct_read
+        try:  # (MSG_DONTWAIT: see engine_lent.await_lent)
+            if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)
+                data: bytes | memoryview = self.sock.recv(direct, pysocket.MSG_DONTWAIT)
+            else:
+                buf = self.io.read_buffer
+                data = buf[: self.sock.recv_into(buf, conn.read_limit, pysocket.MSG_DONTWAIT)]
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self.fail(f"connection error: {exc.strerror or exc}")
             return
-        if n == 0:
+        if not data:
             self.fail("connection closed by the peer")
             return
         self._last_rx = time.monotonic()
-        self._on_input(buf[:n])
+        self._on_input(data)
 
     def _on_input(self, data: bytes | memoryview) -> None:
         """Decode what was read and hand on what it completes (``in_lock`` held, I/O

@@ -14,7 +14,10 @@ socket's thread comes back from the allocator as fresh pages and costs a wake-up
 socket's thread reading it itself pays neither (tcp 64 KiB messages about 1.4-2x as fast);
 smaller messages are cheaper read ahead by the I/O thread while the socket's thread consumes.
 Large frames are read into a buffer of the engine's own (``recv_into``, decoded from a view of
-it, each body copied once; made on the first such read), anything else as ``bytes``.
+it, each body copied once; made on the first such read) -- but the rest of a body of
+:data:`~brokerless.zmtp.frames.DIRECT_MIN` or more straight into ``bytes`` of its own, and then
+the next header alone, as the connection asks (``direct_read``, ``read_limit``) -- anything else
+as ``bytes``.
 
 A request and its reply alternate, so the input is usually borrowed again within one round
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
@@ -236,17 +239,19 @@ class LentInputMixin(EngineState):
         got = self._got
         saved: Any = _UNSAVED
         taken: Iterator[Any] | None = None
+        conn = self.conn
+        direct = conn.direct_read
         buffer = None
-        if self.conn.large_frames:  # (read into the engine's own buffer: see the docstring)
+        if conn.large_frames and not direct:  # (into the engine's own buffer: see the docstring)
             buffer = self._lent_buffer
             if buffer is None:
                 buffer = self._lent_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
         try:
             try:  # (what recv returns is kept, whatever comes next)
-                if buffer is None:
-                    got.extend(map(self.sock.recv, _LENT_READ, (flags,)))
-                else:
-                    got.extend(map(self.sock.recv_into, (buffer,), (0,), (flags,)))
+                if buffer is not None:
+                    got.extend(map(self.sock.recv_into, (buffer,), (conn.read_limit,), (flags,)))
+                else:  # (a large body's rest, as bytes of its own: see zmtp.frames)
+                    got.extend(map(self.sock.recv, (direct or _LENT_READ_SIZE,), (flags,)))
             except (BlockingIOError, InterruptedError):
                 return False
             except OSError:  # the connection broke: the I/O thread meets it and says why
@@ -318,7 +323,7 @@ class LentInputMixin(EngineState):
 
 
 #: A lent read's size: below glibc's mmap threshold, so ``recv``'s buffer comes from the heap.
-_LENT_READ = (64 * 1024,)
+_LENT_READ_SIZE = 64 * 1024
 
 
 def _timeval(ms: int) -> bytes:

@@ -124,6 +124,14 @@ class Wire(Protocol):
         """Whether the last input began with a large frame (see ``lend_input``)."""
 
     @property
+    def direct_read(self) -> int:
+        """Octets the next read takes as ``bytes`` of their own (0: a read into a buffer)."""
+
+    @property
+    def read_limit(self) -> int:
+        """The most octets the next read into a buffer takes (0: no limit)."""
+
+    @property
     def has_output(self) -> bool:
         """Whether ``data_to_send`` has something (a PONG, a handshake step)."""
 

@@ -56,6 +56,7 @@ class RawConnection:
     has_output = False  # (nothing is queued but messages)
     held_input = 0  # (nothing is held between reads)
     large_frames = False  # (nor frames)
+    direct_read = read_limit = 0  # (every read goes into the buffer, whole)
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the

@@ -271,6 +271,18 @@ class Connection:
         return self.decoder.buffered
 
     @property
+    def direct_read(self) -> int:
+        """How many octets the next read should take as ``bytes`` of their own: the rest of a
+        large body (see :attr:`~brokerless.zmtp.frames.FrameDecoder.direct_read`); 0 for a read
+        into the transport's buffer."""
+        return self.decoder.direct_read
+
+    @property
+    def read_limit(self) -> int:
+        """The most octets the next read into the buffer should take (0: no limit)."""
+        return self.decoder.read_limit
+
+    @property
     def large_frames(self) -> bool:
         """Whether the last input's first long frame, or the frame it began in, is one of
         LARGE octets or more (see :data:`~brokerless.zmtp.frames.LARGE`)."""

@@ -208,6 +208,7 @@ class FrameDecoder:
         "_runs",
         "commands",
         "handshaking",
+        "header_next",
         "large",
         "runs",
     )
@@ -233,6 +234,9 @@ class FrameDecoder:
         #: Whether the last ``feed``'s first long frame, or the frame it began in, is one of
         #: LARGE octets or more (of ``bytes`` input, its first frame).
         self.large = False
+        #: The last ``feed`` ended where a frame of DIRECT_MIN octets or more did (see
+        #: ``read_limit``).
+        self.header_next = False
         #: Hand runs of RUN_MIN or more equal-size single-frame messages on as :class:`Run`
         #: items, for their reader to cut (see :mod:`brokerless.runs`).
         self._runs = runs
@@ -255,6 +259,22 @@ class FrameDecoder:
         """Octets held for an unfinished frame."""
         return self._held_len
 
+    @property
+    def direct_read(self) -> int:
+        """How many octets the next read should take as a ``bytes`` of their own (see "Large
+        bodies" in ``feed``): the rest of a held data frame of DIRECT_MIN octets or more, at
+        most DIRECT_READ_MAX; 0 for a read into the transport's buffer."""
+        missing = self._missing
+        if missing <= 0 or self._held_len + missing - _header_length(self._held[0]) < DIRECT_MIN:
+            return 0
+        return min(missing, DIRECT_READ_MAX)
+
+    @property
+    def read_limit(self) -> int:
+        """The most octets the next read into the transport's buffer should take (0: as many
+        as it holds): a frame header's, after a read that ended where a large frame did."""
+        return 9 if self.header_next else 0
+
     def cut_runs(self) -> None:
         """From now on hand no :class:`Run` on: every frame comes out on its own (an encrypting
         connection's frames are boxes that it opens one by one, not messages)."""
@@ -273,6 +293,7 @@ class FrameDecoder:
         connection is over, and a large partial body must not outlive it."""
         self._held = []
         self._held_len = 0
+        self._missing = -1
         self._parts = None
 
     def save(self) -> Any:
@@ -308,9 +329,15 @@ class FrameDecoder:
         read; with 64 KiB messages read 256 KiB at a time, appending each read to the held
         octets had doubled the copying.  A frame whose header is not whole yet is decoded from
         one buffer of the pieces and the read (a few octets, or a handshake's commands).
+
+        Large bodies.  For a held data frame of DIRECT_MIN octets or more the transport reads
+        the rest of the body as ``bytes`` of its own (``direct_read``, at most DIRECT_READ_MAX
+        at a time), each one piece as it is, and after the read that completes it only the
+        next frame's header (``read_limit``): so a large body read whole after its header is
+        handed on as the very object the read made, with no copy and no piece made and freed.
         """
         out: list[Any] = []
-        self.commands = self.runs = self.large = False
+        self.commands = self.runs = self.large = self.header_next = False
         view: bytes | bytearray | memoryview = data
         if self._held:
             missing = self._missing
@@ -325,7 +352,7 @@ class FrameDecoder:
                 return out
             else:
                 try:
-                    self._complete(memoryview(data)[:missing], out)
+                    self._complete(data, missing, out)
                 except ProtocolError as exc:
                     exc.messages = out
                     raise
@@ -355,15 +382,21 @@ class FrameDecoder:
         size = tail[1] if head == 2 else int.from_bytes(tail[1:9], "big")
         return head + size - len(tail)
 
-    def _complete(self, rest: memoryview, out: list[Any]) -> None:
-        """The held data frame, completed by ``rest``: its body joined in one copy, handed on
-        as ``_decode`` hands a frame on (see ``feed``)."""
+    def _complete(self, data: bytes | bytearray | memoryview, missing: int, out: list[Any]) -> None:
+        """The held data frame, completed by the first ``missing`` octets of ``data``: its body
+        joined in one copy -- or ``data`` itself, a direct read of all of it -- handed on as
+        ``_decode`` hands a frame on (see ``feed``)."""
         held = self._held
         first = held[0]
         flags = first[0]
         head = _header_length(first)
-        self.large = self._held_len + len(rest) - head >= LARGE
-        body = b"".join((memoryview(first)[head:], *held[1:], rest))
+        size = self._held_len + missing - head
+        self.large = size >= LARGE
+        if len(first) == head and len(held) == 1 and len(data) == missing and type(data) is bytes:
+            body = data
+        else:
+            body = b"".join((memoryview(first)[head:], *held[1:], memoryview(data)[:missing]))
+        self.header_next = size >= DIRECT_MIN and len(data) == missing
         self._held, self._held_len, self._missing = [], 0, -1
         parts = self._parts
         if flags & MORE:
@@ -522,6 +555,16 @@ LAZY_RUN_MIN = 256
 #: the large body is copied once (smaller frames: the read is copied to ``bytes`` first).  A
 #: PULL reads such frames in its own thread (see :mod:`brokerless.transport.engine_lent`).
 LARGE = 64 * 1024
+#: A data frame at least this large has the rest of its body read straight into ``bytes`` of
+#: its own (see "Large bodies" in ``FrameDecoder.feed``).  Such a body copied out of the read
+#: buffer, with the pieces a read ending in it leaves, churned the allocator: glibc gave the
+#: memory back and took it again (6-7 page faults a 128 KiB message), and direct reads made
+#: 128 KiB messages 1.5x as fast.  Below it the read per message costs more than the copy: at
+#: 64 KiB direct reads ran at 0.5-0.7 (BENCHMARKS.md, *Wire throughput*, 21st session).
+DIRECT_MIN = 2 * LARGE
+#: The most one direct read asks for: a ``bytes`` of that size is made before the octets come,
+#: so this bounds what a header's claim costs ahead of what the peer actually sends.
+DIRECT_READ_MAX = 1 << 20
 
 
 def _uniform_run(view: bytes, pos: int, end: int, head: int) -> int:
