@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import random
 import sys
+import tracemalloc
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -356,6 +357,24 @@ def test_a_large_body_read_whole_after_its_header_is_handed_on_as_read():
     assert dec.feed(memoryview(wire(b"small"))) == [b"small"] and dec.read_limit == 0
     dec.feed(memoryview(wire(b"x" * (DIRECT_MIN - 1))[:100]))
     assert dec.direct_read == 0  # (below DIRECT_MIN: read into the buffer)
+
+
+def test_a_frame_trickled_an_octet_a_read_costs_about_its_octets():
+    """A peer that sends a large frame an octet at a time (each read brings one) makes the
+    decoder hold about what it sent, not an object per octet: small pieces are merged."""
+    dec = FrameDecoder()
+    dec.feed(memoryview(b"\x02" + (1 << 30).to_bytes(8, "big")))
+    sent = 200_000
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(sent):
+            dec.feed(b"x")
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert dec.buffered == 9 + sent
+    assert held < 1.2 * sent, f"{held} octets of memory for {sent} octets held"
 
 
 def test_a_direct_read_asks_for_no_more_than_its_bound_whatever_the_header_claims():

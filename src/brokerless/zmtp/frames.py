@@ -345,7 +345,11 @@ class FrameDecoder:
                 view = b"".join((*self._held, data))
                 self._held, self._held_len = [], 0
             elif len(data) < missing:
-                self._held.append(bytes(data))
+                held = self._held
+                if len(data) < PIECE_MIN and len(held[-1]) < PIECE_MIN:
+                    held[-1] += data  # (small pieces merged: see PIECE_MIN)
+                else:
+                    held.append(bytes(data))
                 self._held_len += len(data)
                 self._missing = missing - len(data)
                 self.large = self._held_len + self._missing - _header_length(self._held[0]) >= LARGE
@@ -562,6 +566,10 @@ LARGE = 64 * 1024
 #: 128 KiB messages 1.5x as fast.  Below it the read per message costs more than the copy: at
 #: 64 KiB direct reads ran at 0.5-0.7 (BENCHMARKS.md, *Wire throughput*, 21st session).
 DIRECT_MIN = 2 * LARGE
+#: A held piece shorter than this takes the next read in too when that is as short, so a peer
+#: that trickles a frame in tiny reads costs about its octets, not an object per read (at most
+#: a copy of this much a read).
+PIECE_MIN = 4096
 #: The most one direct read asks for: a ``bytes`` of that size is made before the octets come,
 #: so this bounds what a header's claim costs ahead of what the peer actually sends.
 DIRECT_READ_MAX = 1 << 20
