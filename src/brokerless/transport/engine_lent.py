@@ -335,6 +335,6 @@ def _timeval(ms: int) -> bytes:
 #: on by the I/O thread, whose reads overlap the socket's thread's work.  Saving the decoder's
 #: state before a lent read copies nothing, so this is set by what was measured: with twice
 #: LARGE, 100 kB and 128 KiB messages came 1.2-1.7x as fast as with LARGE, 200 kB-1 MB level;
-#: with no limit, 256 KiB ones came at 0.66 (BENCHMARKS.md, *Large messages*, 21st session).
+#: with no limit, 256 KiB ones came at 0.66 (BENCHMARKS.md, *Wire throughput*, 21st session).
 LENT_HELD_MAX = 2 * LARGE
 _UNSAVED = object()
