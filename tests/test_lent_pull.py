@@ -10,6 +10,10 @@ peer leaving is still seen.  The peers are libzmq's (pyzmq), so the same tests h
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -20,6 +24,7 @@ import brokerless as zmq
 from brokerless.transport import engine_lent
 from brokerless.zmtp.frames import DIRECT_MIN, DIRECT_READ_MAX, LARGE
 from tests.helpers import bind
+from tests.test_faults import handshake
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -201,3 +206,72 @@ def test_a_conflating_pull_leaves_its_input_to_the_io_thread(make, lmake, addres
         got.append(pull.recv())
     assert [burst.index(msg) for msg in got] == sorted(set(map(burst.index, got)))  # in order
     assert loans(pull) == 0
+
+
+#: The receiver, run in a process of its own: the C allocator's state there is a fresh
+#: process's, as in a server that has not yet freed a large block (after one, glibc serves such
+#: reads from its heap, and the harm below does not show).  It reports once told the peer is
+#: done, and the peer has everything read.
+_RECEIVER = """
+import sys, time
+import brokerless as zmq
+
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+
+def mappings():
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+ctx = zmq.Context()
+pull = ctx.socket(zmq.PULL)
+print(pull.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+rss0, maps0 = rss(), mappings()
+total = int(sys.stdin.readline())
+deadline = time.monotonic() + 20
+while not pull._pipes and time.monotonic() < deadline:
+    pull.poll(10)
+engine = next(iter(pull._pipes)).source.engine
+while engine.conn.held_input < 9 + total and time.monotonic() < deadline:
+    pull.poll(10)
+print(engine.conn.held_input - 9, rss() - rss0, mappings() - maps0, flush=True)
+pull.close(0)
+ctx.term()
+"""
+
+
+def test_a_large_frame_trickled_in_small_writes_costs_its_receiver_about_its_octets():
+    """A peer sends a frame whose header claims a terabyte, in 4 KiB writes: the receiver
+    holds about the octets that came, in few memory mappings.  Read into a ``bytes`` of up to
+    1 MiB each and shrunk to what came, they had cost 2x the octets and a memory mapping a read
+    -- enough of them and the process can make no thread or mapping at all."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "src"))
+    receiver = subprocess.Popen(
+        [sys.executable, "-c", _RECEIVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        port = int(receiver.stdout.readline())
+        total, segment = 24 << 20, b"x" * 4096
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as peer:
+            peer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            handshake(peer, b"PUSH")
+            peer.sendall(b"\x02" + (1 << 40).to_bytes(8, "big"))  # never finished
+            for _ in range(total // len(segment)):
+                peer.sendall(segment)
+                pause = time.perf_counter() + 30e-6  # (most writes then arrive on their own)
+                while time.perf_counter() < pause:
+                    pass
+            receiver.stdin.write(f"{total}\n")
+            receiver.stdin.flush()
+            held, grown, mapped = map(int, receiver.stdout.readline().split())
+        assert receiver.wait(DEADLINE) == 0
+    finally:
+        receiver.kill()
+    assert held == total, "the receiver did not read all that was sent"
+    assert grown < 1.3 * held, f"{grown} octets of memory for {held} held"
+    assert mapped < 50, f"{mapped} more memory mappings for {held} octets held"

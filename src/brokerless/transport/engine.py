@@ -218,14 +218,14 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
     # -- input --------------------------------------------------------------------------------
 
     def _in_event(self) -> None:
-        conn = self.conn
-        direct = conn.direct_read
         try:  # (MSG_DONTWAIT: see engine_lent.await_lent)
+            direct = self._direct_size()
             if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)
                 data: bytes | memoryview = self.sock.recv(direct, pysocket.MSG_DONTWAIT)
             else:
                 buf = self.io.read_buffer
-                data = buf[: self.sock.recv_into(buf, conn.read_limit, pysocket.MSG_DONTWAIT)]
+                limit = self.conn.read_limit
+                data = buf[: self.sock.recv_into(buf, limit, pysocket.MSG_DONTWAIT)]
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:

@@ -240,18 +240,19 @@ class LentInputMixin(EngineState):
         saved: Any = _UNSAVED
         taken: Iterator[Any] | None = None
         conn = self.conn
-        direct = conn.direct_read
         buffer = None
-        if conn.large_frames and not direct:  # (into the engine's own buffer: see the docstring)
-            buffer = self._lent_buffer
-            if buffer is None:
-                buffer = self._lent_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
         try:
             try:  # (what recv returns is kept, whatever comes next)
-                if buffer is not None:
+                direct = self._direct_size()
+                if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)
+                    got.extend(map(self.sock.recv, (direct,), (flags,)))
+                elif conn.large_frames:  # into the engine's own buffer (see the docstring)
+                    buffer = self._lent_buffer
+                    if buffer is None:
+                        buffer = self._lent_buffer = memoryview(bytearray(READ_BUFFER_SIZE))
                     got.extend(map(self.sock.recv_into, (buffer,), (conn.read_limit,), (flags,)))
-                else:  # (a large body's rest, as bytes of its own: see zmtp.frames)
-                    got.extend(map(self.sock.recv, (direct or _LENT_READ_SIZE,), (flags,)))
+                else:
+                    got.extend(map(self.sock.recv, _LENT_READ, (flags,)))
             except (BlockingIOError, InterruptedError):
                 return False
             except OSError:  # the connection broke: the I/O thread meets it and says why
@@ -323,7 +324,7 @@ class LentInputMixin(EngineState):
 
 
 #: A lent read's size: below glibc's mmap threshold, so ``recv``'s buffer comes from the heap.
-_LENT_READ_SIZE = 64 * 1024
+_LENT_READ = (64 * 1024,)
 
 
 def _timeval(ms: int) -> bytes:

@@ -49,7 +49,10 @@ is lost).
 
 from __future__ import annotations
 
+import fcntl
 import socket as pysocket
+import sys
+import termios
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -203,6 +206,20 @@ class EngineState:
     #: still non-blocking; see "Waiting in the read" in :mod:`.engine_lent`).
     _rcvtimeo: int
 
+    def _direct_size(self) -> int:
+        """How many octets to read next as ``bytes`` of their own: what the connection asks
+        for (the rest of a large body; see "Large bodies" in :mod:`brokerless.zmtp.frames`),
+        but no more than the kernel holds now -- 0 when it holds none, or nothing is asked:
+        then a read into a buffer.  A ``recv`` makes its ``bytes`` at the size asked for and
+        shrinks it to what came, and a large one shrunk stayed a memory mapping of its own:
+        a peer trickling a large body in small writes made the receiver hold 2-3x the octets
+        in as many mappings as reads."""
+        wanted = self.conn.direct_read
+        if not wanted:
+            return 0
+        queued = int.from_bytes(fcntl.ioctl(self.fileno, termios.FIONREAD, _INT), sys.byteorder)
+        return min(wanted, queued)
+
     # Implemented by the engine or one of its parts; declared for the others to call.
 
     def fail(
@@ -239,3 +256,6 @@ class EngineState:
 
     def _write_command(self, data: bytes) -> None:
         raise NotImplementedError
+
+
+_INT = bytes(4)  # (FIONREAD's argument: a C int)

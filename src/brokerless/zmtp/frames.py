@@ -9,8 +9,9 @@ unfinished multipart message wait inside the decoder, so a message is delivered 
 It never trusts the peer: reserved flag bits, a MORE flag on a command, or a frame larger than
 ``max_msg_size`` (or, with no limit set, than :data:`MAX_FRAME_SIZE`) raise
 :class:`ProtocolError` before anything is buffered for it.  A frame within the limits is
-buffered as its octets arrive, never allocated from the size its header claims, so a peer costs
-the memory of what it has actually sent.
+buffered as its octets arrive, never allocated from the size its header claims (a transport
+reading a large body directly takes at most what the kernel holds: see ``direct_read``), so a
+peer costs the memory of what it has actually sent.
 
 ZMTP 2.0 (RFC 15) frames the same way but has no commands: for a 2.0 peer the decoder is made
 with ``command_frames=False`` and the COMMAND bit is one more reserved bit.
@@ -221,8 +222,9 @@ class FrameDecoder:
         command_frames: bool = True,
         runs: bool = False,
     ) -> None:
-        #: An unfinished frame, as the pieces of it each read brought (see "Held input" in
-        #: ``feed``), their octets, and how many more it needs (-1: its header is not whole).
+        #: An unfinished frame, as the pieces of it the reads brought (see "Held input" in
+        #: ``feed``), their octets, and how many more it needs (-1: not known -- its header is
+        #: not whole or not checked yet, or the octets are held for ZAP).
         self._held: list[bytes] = []
         self._held_len = 0
         self._missing = -1
@@ -232,10 +234,10 @@ class FrameDecoder:
         self._reserved = _RESERVED if command_frames else _RESERVED | COMMAND
         self.commands = False  # whether the last ``feed`` returned a command
         #: Whether the last ``feed``'s first long frame, or the frame it began in, is one of
-        #: LARGE octets or more (of ``bytes`` input, its first frame).
+        #: LARGE octets or more (of ``bytes`` input that began no held frame: its first frame).
         self.large = False
-        #: The last ``feed`` ended where a frame of DIRECT_MIN octets or more did (see
-        #: ``read_limit``).
+        #: The last ``feed`` completed a held data frame of DIRECT_MIN octets or more, and ended
+        #: with it (see ``read_limit``).
         self.header_next = False
         #: Hand runs of RUN_MIN or more equal-size single-frame messages on as :class:`Run`
         #: items, for their reader to cut (see :mod:`brokerless.runs`).
@@ -265,7 +267,10 @@ class FrameDecoder:
         bodies" in ``feed``): the rest of a held data frame of DIRECT_MIN octets or more, at
         most DIRECT_READ_MAX; 0 for a read into the transport's buffer."""
         missing = self._missing
-        if missing <= 0 or self._held_len + missing - _header_length(self._held[0]) < DIRECT_MIN:
+        if missing <= 0:
+            return 0
+        first = self._held[0]
+        if self._held_len + missing - _header_length(first) < DIRECT_MIN or not self._plain(first):
             return 0
         return min(missing, DIRECT_READ_MAX)
 
@@ -321,20 +326,25 @@ class FrameDecoder:
         holds a :class:`Run` (only when made with ``runs=True``).
 
         Held input.  The octets of a frame a read ended in are kept as ``bytes`` pieces, one
-        per read.  Once the frame's header is whole, how many octets it still lacks is known
-        (``_missing``): a read that brings fewer is only added as one more piece, and the one
-        that completes it joins the pieces and its own first octets straight into the body
-        (``_complete``), then decodes the rest of itself where it lies.  So a body that spans
-        reads is copied once more than one that does not (its first pieces), never a whole
-        read; with 64 KiB messages read 256 KiB at a time, appending each read to the held
-        octets had doubled the copying.  A frame whose header is not whole yet is decoded from
-        one buffer of the pieces and the read (a few octets, or a handshake's commands).
+        per read (short ones merged: see PIECE_MIN).  Once the frame's header is whole and
+        checked, how many octets it still lacks is known (``_missing``): a read that brings
+        fewer is only added as one more piece, and the one that completes it joins the pieces
+        and its own first octets straight into the body of a data frame (``_complete``; any
+        other frame -- a command, a ZMTP 1.0 frame -- is joined whole and decoded once), then
+        decodes the rest of itself where it lies.  So a body that spans reads is copied once
+        more than one that does not (its first pieces), never a whole read, and a frame sent in
+        n reads costs n reads' worth of copying, not n² / 2; with 64 KiB messages read 256 KiB
+        at a time, appending each read to the held octets had doubled the copying.  A frame
+        whose header is not whole or not checked yet (the input a handshake's command left
+        behind, or what was held for ZAP) is decoded from one buffer of the pieces and the read:
+        a few octets, or a handshake's commands.
 
         Large bodies.  For a held data frame of DIRECT_MIN octets or more the transport reads
         the rest of the body as ``bytes`` of its own (``direct_read``, at most DIRECT_READ_MAX
-        at a time), each one piece as it is, and after the read that completes it only the
-        next frame's header (``read_limit``): so a large body read whole after its header is
-        handed on as the very object the read made, with no copy and no piece made and freed.
+        at a time, and no more than the kernel holds), each one piece as it is (short ones
+        merged), and after the read that completes it only the next frame's header
+        (``read_limit``): so a large body read whole after its header is handed on as the very
+        object the read made, with no copy and no piece made and freed.
         """
         out: list[Any] = []
         self.commands = self.runs = self.large = self.header_next = False
@@ -361,6 +371,10 @@ class FrameDecoder:
                     exc.messages = out
                     raise
                 view = memoryview(data)[missing:]
+                if self.handshaking and self.commands:  # one command a feed: the rest waits
+                    if view:
+                        self._held, self._held_len = [bytes(view)], len(view)
+                    return out
         try:
             if isinstance(view, bytes):
                 self.large = _large_first(view, 0, len(view))
@@ -373,18 +387,25 @@ class FrameDecoder:
         if pos < len(view):
             tail = bytes(view[pos:])
             self._held, self._held_len = [tail], len(tail)
-            self._missing = -1 if self.handshaking else self._frame_missing(tail)
+            # (its header was checked as it was decoded up to -- unless a handshake's command
+            # ended the decoding before it)
+            checked = not (self.handshaking and self.commands)
+            self._missing = self._frame_missing(tail) if checked else -1
         return out
 
     def _frame_missing(self, tail: bytes) -> int:
-        """How many octets the frame that ``tail`` begins lacks, when its header is whole and
-        it is a data frame (its header was checked as it was decoded up to); else -1."""
-        flags = tail[0]
+        """How many octets the frame that ``tail`` begins lacks, when its (checked) header is
+        whole; else -1."""
         head = _header_length(tail)
-        if flags & ~(MORE | LONG) or len(tail) < head:
+        if len(tail) < head:
             return -1
         size = tail[1] if head == 2 else int.from_bytes(tail[1:9], "big")
         return head + size - len(tail)
+
+    def _plain(self, first: bytes) -> bool:
+        """Whether the held frame, whose first piece is ``first``, is a data frame (MORE or
+        not): what ``_complete`` hands on itself, and what may be read directly."""
+        return not first[0] & ~(MORE | LONG)
 
     def _complete(self, data: bytes | bytearray | memoryview, missing: int, out: list[Any]) -> None:
         """The held data frame, completed by the first ``missing`` octets of ``data``: its body
@@ -396,6 +417,11 @@ class FrameDecoder:
         head = _header_length(first)
         size = self._held_len + missing - head
         self.large = size >= LARGE
+        if not self._plain(first):  # a command, a ZMTP 1.0 frame: decoded the general way
+            frame = b"".join((*held, memoryview(data)[:missing]))
+            self._held, self._held_len, self._missing = [], 0, -1
+            self._decode(frame, out)
+            return
         if len(first) == head and len(held) == 1 and len(data) == missing and type(data) is bytes:
             body = data
         else:
@@ -570,8 +596,9 @@ DIRECT_MIN = 2 * LARGE
 #: that trickles a frame in tiny reads costs about its octets, not an object per read (at most
 #: a copy of this much a read).
 PIECE_MIN = 4096
-#: The most one direct read asks for: a ``bytes`` of that size is made before the octets come,
-#: so this bounds what a header's claim costs ahead of what the peer actually sends.
+#: The most one direct read asks for.  A transport also asks for no more than the kernel holds
+#: (``recv`` makes its ``bytes`` at the size asked for, before the octets come), so a header's
+#: claim costs nothing ahead of what the peer actually sends.
 DIRECT_READ_MAX = 1 << 20
 
 

@@ -69,7 +69,15 @@ class V1FrameDecoder(FrameDecoder):
         return out
 
     def _frame_missing(self, tail: bytes) -> int:
-        return -1  # (a 1.0 frame's held octets are decoded with the next read, as one buffer)
+        length, head = tail[0], 1
+        if length == _LONG_LENGTH:
+            if len(tail) < 9:
+                return -1
+            length, head = int.from_bytes(tail[1:9], "big"), 9
+        return head + length - len(tail)
+
+    def _plain(self, first: bytes) -> bool:
+        return False  # (a 1.0 frame is decoded whole by ``_decode``, once it is all in)
 
     def _decode(self, view: Any, out: list[Any]) -> int:
         parts = self._parts
