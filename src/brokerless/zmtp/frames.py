@@ -277,7 +277,8 @@ class FrameDecoder:
     @property
     def read_limit(self) -> int:
         """The most octets the next read into the transport's buffer should take (0: as many
-        as it holds): a frame header's, after a read that ended where a large frame did."""
+        as it holds): a frame header's, after a read that completed a large data frame (see
+        ``header_next``)."""
         return 9 if self.header_next else 0
 
     def cut_runs(self) -> None:
@@ -408,9 +409,10 @@ class FrameDecoder:
         return not first[0] & ~(MORE | LONG)
 
     def _complete(self, data: bytes | bytearray | memoryview, missing: int, out: list[Any]) -> None:
-        """The held data frame, completed by the first ``missing`` octets of ``data``: its body
-        joined in one copy -- or ``data`` itself, a direct read of all of it -- handed on as
-        ``_decode`` hands a frame on (see ``feed``)."""
+        """The held frame, completed by the first ``missing`` octets of ``data``.  A data
+        frame's body is joined in one copy -- or is ``data`` itself, a direct read of all of
+        it -- and handed on as ``_decode`` hands a frame on; any other frame is joined whole and
+        decoded by ``_decode`` (see ``feed``)."""
         held = self._held
         first = held[0]
         flags = first[0]
@@ -588,7 +590,7 @@ LARGE = 64 * 1024
 #: A data frame at least this large has the rest of its body read straight into ``bytes`` of
 #: its own (see "Large bodies" in ``FrameDecoder.feed``).  Such a body copied out of the read
 #: buffer, with the pieces a read ending in it leaves, churned the allocator: glibc gave the
-#: memory back and took it again (6-7 page faults a 128 KiB message), and direct reads made
+#: memory back and took it again (7-8 page faults a 128 KiB message), and direct reads made
 #: 128 KiB messages 1.5x as fast.  Below it the read per message costs more than the copy: at
 #: 64 KiB direct reads ran at 0.5-0.7 (BENCHMARKS.md, *Wire throughput*, 21st session).
 DIRECT_MIN = 2 * LARGE
