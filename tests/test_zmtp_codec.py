@@ -409,6 +409,42 @@ def test_a_read_into_a_large_held_frame_of_any_kind_copies_only_itself(kind):
     assert peak < 2 * read, f"a read of {read} octets made {peak} octets of copies"
 
 
+def test_a_read_into_a_message_of_many_parts_costs_no_copy_of_its_parts():
+    """A message of many parts, each read saved first (as a lent read does) and each part
+    completed from a held frame: a read costs about its own octets, not a copy of the list of
+    parts so far (a peer sending a message of n parts in 2n reads cost n² / 2)."""
+    dec = FrameDecoder()
+    part = frame(b"p", more=True)
+    for _ in range(50_000):
+        dec.save()
+        assert dec.feed(memoryview(part)[:1]) == []
+        dec.save()
+        assert dec.feed(memoryview(part)[1:]) == []
+    tracemalloc.start()
+    try:
+        dec.save()
+        dec.feed(memoryview(part)[:1])
+        dec.save()
+        dec.feed(memoryview(part)[1:])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000, f"a 3-octet frame's reads made {peak} octets of copies"
+    assert dec.feed(memoryview(frame(b"end"))) == [[b"p"] * 50_001 + [b"end"]]
+
+
+def test_a_feed_undone_twice_leaves_the_state_before_it():
+    """``restore`` undoes a feed however often it is called with the same saved state (the
+    parts an unfinished message had, and the held octets)."""
+    dec = FrameDecoder()
+    assert dec.feed(frame(b"a", more=True)) == []
+    saved = dec.save()
+    for _ in range(2):
+        assert dec.feed(frame(b"b", more=True) + frame(b"cd", more=True)[:2]) == []
+        dec.restore(saved)
+    assert dec.feed(frame(b"e")) == [[b"a", b"e"]] and dec.buffered == 0
+
+
 def test_a_direct_read_asks_for_no_more_than_its_bound_whatever_the_header_claims():
     """A header may claim far more than the peer sends: the decoder never asks for more than
     DIRECT_READ_MAX at once, so a read's ``bytes`` costs at most that ahead of the octets."""

@@ -15,9 +15,9 @@ socket's thread reading it itself pays neither (tcp 64 KiB messages about 1.4-2x
 smaller messages are cheaper read ahead by the I/O thread while the socket's thread consumes.
 Large frames are read into a buffer of the engine's own (``recv_into``, decoded from a view of
 it, each body copied once; made on the first such read) -- but the rest of a body of
-:data:`~brokerless.zmtp.frames.DIRECT_MIN` or more straight into ``bytes`` of its own, and then
-the next header alone, as the connection asks (``direct_read``, ``read_limit``) -- anything else
-as ``bytes``.
+:data:`~brokerless.zmtp.frames.DIRECT_MIN` or more straight into ``bytes`` of its own, as much of
+it as the kernel holds, and then the next header alone, as the connection asks (``direct_read``,
+``read_limit``; ``_direct_size``) -- anything else as ``bytes``.
 
 A request and its reply alternate, so the input is usually borrowed again within one round
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the

@@ -6,12 +6,12 @@ The decoder takes whatever bytes the transport read and returns every *whole* me
 complete, in the form pipes carry (``bytes`` for one part, a ``list`` for a multipart message),
 plus :class:`~.commands.Command` objects for command frames.  Partial frames and the parts of an
 unfinished multipart message wait inside the decoder, so a message is delivered all or nothing.
-It never trusts the peer: reserved flag bits, a MORE flag on a command, or a frame larger than
-``max_msg_size`` (or, with no limit set, than :data:`MAX_FRAME_SIZE`) raise
-:class:`ProtocolError` before anything is buffered for it.  A frame within the limits is
+It never trusts the peer: reserved flag bits or a frame larger than ``max_msg_size`` (or, with
+no limit set, than :data:`MAX_FRAME_SIZE`) raise :class:`ProtocolError` before anything is
+buffered for it, a MORE flag on a command once the command is in.  A frame within the limits is
 buffered as its octets arrive, never allocated from the size its header claims (a transport
-reading a large body directly takes at most what the kernel holds: see ``direct_read``), so a
-peer costs the memory of what it has actually sent.
+reading a large body directly asks for no more than the kernel holds), so a peer costs the
+memory of what it has actually sent.
 
 ZMTP 2.0 (RFC 15) frames the same way but has no commands: for a 2.0 peer the decoder is made
 with ``command_frames=False`` and the COMMAND bit is one more reserved bit.
@@ -305,20 +305,29 @@ class FrameDecoder:
     def save(self) -> Any:
         """What :meth:`restore` needs to undo the ``feed`` that follows, however far it got (a
         reader interrupted by a signal: see :mod:`brokerless.transport.engine_state`): None
-        while nothing is held, else what is -- immutable pieces, so nothing is copied but the
-        list of an unfinished message's parts."""
-        if not self._held and self._parts is None:
+        while nothing is held, else what is -- immutable pieces, and an unfinished message's
+        list of parts with its length (decoding only appends to it), so nothing is copied
+        whatever is held: a reader saves before every read."""
+        parts = self._parts
+        if not self._held and parts is None:
             return None
-        parts = None if self._parts is None else self._parts[:]
-        return self._held[:], self._held_len, self._missing, parts
+        return (
+            self._held[:],
+            self._held_len,
+            self._missing,
+            parts,
+            0 if parts is None else len(parts),
+        )
 
     def restore(self, saved: Any) -> None:
         """Back to the state :meth:`save` returned."""
         if saved is None:
             self.release()
         else:
-            held, self._held_len, self._missing, self._parts = saved
-            self._held = held[:]
+            held, self._held_len, self._missing, parts, count = saved
+            if parts is not None:
+                del parts[count:]  # (what the undone feed appended)
+            self._held, self._parts = held[:], parts
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Decode ``data``; returns the messages and commands it completes, in order.
@@ -328,12 +337,14 @@ class FrameDecoder:
 
         Held input.  The octets of a frame a read ended in are kept as ``bytes`` pieces, one
         per read (short ones merged: see PIECE_MIN).  Once the frame's header is whole and
-        checked, how many octets it still lacks is known (``_missing``): a read that brings
+        checked (its flags and size), how many octets it still lacks is known (``_missing``):
+        a read that brings
         fewer is only added as one more piece, and the one that completes it joins the pieces
         and its own first octets straight into the body of a data frame (``_complete``; any
         other frame -- a command, a ZMTP 1.0 frame -- is joined whole and decoded once), then
-        decodes the rest of itself where it lies.  So a body that spans reads is copied once
-        more than one that does not (its first pieces), never a whole read, and a frame sent in
+        decodes the rest of itself where it lies.  So a data frame's body that spans reads is
+        copied once more than one that does not (its first pieces; another frame's, twice),
+        never a whole read, and a frame sent in
         n reads costs n reads' worth of copying, not n² / 2; with 64 KiB messages read 256 KiB
         at a time, appending each read to the held octets had doubled the copying.  A frame
         whose header is not whole or not checked yet (the input a handshake's command left
@@ -432,12 +443,16 @@ class FrameDecoder:
         self._held, self._held_len, self._missing = [], 0, -1
         parts = self._parts
         if flags & MORE:
-            self._parts = [body] if parts is None else [*parts, body]
+            if parts is None:
+                self._parts = [body]
+            else:
+                parts.append(body)
         elif parts is None:
             out.append(body)
         else:
+            parts.append(body)
             self._parts = None
-            out.append([*parts, body])
+            out.append(parts)
 
     def _decode_copies(self, view: bytearray | memoryview, out: list[Any]) -> int:
         """``_decode`` for a buffer that is not ``bytes`` (a read buffer).  Slicing ``bytes``
