@@ -14,6 +14,7 @@ from typing import Any
 
 from .commands import CANCEL, SUBSCRIBE, Command, command_body, parse_command
 from .errors import MalformedCommand, ProtocolError, UnexpectedFrame
+from .frames import add_part
 from .mechanisms import Mechanism
 
 BOX_MORE, BOX_COMMAND = 0x01, 0x02
@@ -71,17 +72,8 @@ class Boxes:
                         raise MalformedCommand("command inside a multipart message")
                     out.append(parse_command(data))
                     commands = True
-                elif flags & BOX_MORE:
-                    if parts is None:
-                        parts = [data]
-                    else:
-                        parts.append(data)
-                elif parts is None:
-                    out.append(data)
                 else:
-                    parts.append(data)
-                    out.append(parts)
-                    parts = None
+                    parts = add_part(out, parts, data, flags & BOX_MORE)
         except ProtocolError as exc:
             exc.messages = [item for item in out if item.__class__ is not Command]
             raise

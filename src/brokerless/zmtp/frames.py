@@ -441,18 +441,7 @@ class FrameDecoder:
             body = b"".join((memoryview(first)[head:], *held[1:], memoryview(data)[:missing]))
         self.header_next = size >= DIRECT_MIN and len(data) == missing
         self._held, self._held_len, self._missing = [], 0, -1
-        parts = self._parts
-        if flags & MORE:
-            if parts is None:
-                self._parts = [body]
-            else:
-                parts.append(body)
-        elif parts is None:
-            out.append(body)
-        else:
-            parts.append(body)
-            self._parts = None
-            out.append(parts)
+        self._parts = add_part(out, self._parts, body, flags & MORE)
 
     def _decode_copies(self, view: bytearray | memoryview, out: list[Any]) -> int:
         """``_decode`` for a buffer that is not ``bytes`` (a read buffer).  Slicing ``bytes``
@@ -665,6 +654,23 @@ def _large_first(view: bytes | memoryview, pos: int, end: int) -> bool:
     if end - pos < 2 or not view[pos] & LONG:
         return False
     return end - pos < 9 or int.from_bytes(view[pos + 1 : pos + 9], "big") >= LARGE
+
+
+def add_part(out: list[Any], parts: list[Any] | None, body: Any, more: int) -> list[Any] | None:
+    """Add the frame ``body`` to the message being put together in ``parts`` (None: no frame
+    of it yet); a last frame (not ``more``) hands the whole message to ``out``, a single part
+    as itself.  Returns the parts still waiting for their message's last frame."""
+    if more:
+        if parts is None:
+            return [body]
+        parts.append(body)
+        return parts
+    if parts is None:
+        out.append(body)
+    else:
+        parts.append(body)
+        out.append(parts)
+    return None
 
 
 def _header_length(frame: bytes) -> int:
