@@ -209,8 +209,8 @@ class FrameDecoder:
         "_runs",
         "commands",
         "handshaking",
-        "header_next",
         "large",
+        "read_limit",
         "runs",
     )
 
@@ -236,9 +236,10 @@ class FrameDecoder:
         #: Whether the last ``feed``'s first long frame, or the frame it began in, is one of
         #: LARGE octets or more (of ``bytes`` input that began no held frame: its first frame).
         self.large = False
-        #: The last ``feed`` completed a held data frame of DIRECT_MIN octets or more, and ended
-        #: with it (see ``read_limit``).
-        self.header_next = False
+        #: The most octets the next read into the transport's buffer should take (0: as many as
+        #: it holds): a long frame header's, after a ``feed`` that completed a held data frame of
+        #: DIRECT_MIN octets or more and ended with it (see "Large bodies" in ``feed``).
+        self.read_limit = 0
         #: Hand runs of RUN_MIN or more equal-size single-frame messages on as :class:`Run`
         #: items, for their reader to cut (see :mod:`brokerless.runs`).
         self._runs = runs
@@ -273,13 +274,6 @@ class FrameDecoder:
         if self._held_len + missing - _header_length(first) < DIRECT_MIN or not self._plain(first):
             return 0
         return min(missing, DIRECT_READ_MAX)
-
-    @property
-    def read_limit(self) -> int:
-        """The most octets the next read into the transport's buffer should take (0: as many
-        as it holds): a frame header's, after a read that completed a large data frame (see
-        ``header_next``)."""
-        return 9 if self.header_next else 0
 
     def cut_runs(self) -> None:
         """From now on hand no :class:`Run` on: every frame comes out on its own (an encrypting
@@ -359,7 +353,8 @@ class FrameDecoder:
         object the read made, with no copy and no piece made and freed.
         """
         out: list[Any] = []
-        self.commands = self.runs = self.large = self.header_next = False
+        self.commands = self.runs = self.large = False
+        self.read_limit = 0
         view: bytes | bytearray | memoryview = data
         if self._held:
             missing = self._missing
@@ -439,7 +434,8 @@ class FrameDecoder:
             body = data
         else:
             body = b"".join((memoryview(first)[head:], *held[1:], memoryview(data)[:missing]))
-        self.header_next = size >= DIRECT_MIN and len(data) == missing
+        if size >= DIRECT_MIN and len(data) == missing:
+            self.read_limit = 9
         self._held, self._held_len, self._missing = [], 0, -1
         self._parts = add_part(out, self._parts, body, flags & MORE)
 
