@@ -21,6 +21,7 @@ import pytest
 import zmq as libzmq
 
 import brokerless as zmq
+from brokerless.socket.waiting import WaitingMixin
 from brokerless.transport import engine_lent
 from brokerless.zmtp.frames import DIRECT_MIN, DIRECT_READ_MAX, LARGE
 from tests.helpers import bind
@@ -81,6 +82,63 @@ def test_a_pull_reads_large_messages_itself(make, lmake, address, monkeypatch):
         push.send(msg)
     assert [pull.recv() for _ in sent] == sent
     assert loans(pull) > before
+
+
+def test_a_pull_reads_a_large_message_to_its_end_itself(make, lmake, address, monkeypatch):
+    """However much of a message has come, the PULL's thread that began reading it keeps the
+    input to the end: the I/O thread reads none of a burst of 2 MiB messages (each read in
+    several pieces).  Handed back whenever more than twice LARGE was held, the I/O thread read
+    on, and 200 kB messages came at about two thirds of the rate (BENCHMARKS.md)."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull, push = pair(make, lmake, address)
+    keep_loan(pull, push, LARGE)
+    (pipe,) = pull._pipes
+    engine = pipe.source.engine
+    io_reads = []
+    monkeypatch.setattr(type(engine), "_in_event", lambda self: io_reads.append(self))
+    sent = [message(i, 2 * DIRECT_READ_MAX + i) for i in range(10)]
+    for msg in sent:
+        push.send(msg)
+    assert [pull.recv() for _ in sent] == sent
+    assert engine not in io_reads, "the I/O thread read some of the messages"
+
+
+def test_a_large_message_all_in_is_read_in_one_turn_of_the_wait(make, tmp_path, monkeypatch):
+    """After a large body the PULL's thread reads the next header alone; when the kernel holds
+    the rest of that message, it reads the body at once too: one poll a message, not two."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
+    path = f"{tmp_path}/pull"
+    pull.bind(f"ipc://{path}")
+    polls = []
+    poll_lent = WaitingMixin._poll_lent
+    monkeypatch.setattr(
+        WaitingMixin, "_poll_lent", lambda *args: (polls.append(1), poll_lent(*args))[1]
+    )
+    with socket.socket(socket.AF_UNIX) as peer:
+        peer.settimeout(DEADLINE)
+        peer.connect(path)
+        handshake(peer, b"PUSH")
+
+        def send(i: int, size: int) -> bytes:
+            msg = message(i, size)
+            peer.sendall(b"\x02" + size.to_bytes(8, "big") + msg)  # (one long frame)
+            return msg
+
+        # Until the PULL's thread keeps the input: messages larger than a read into the
+        # buffer, each ended by a read of its body alone (and too large for the socket's
+        # buffer: sent from a thread of their own).
+        for i in range(100):
+            threading.Thread(target=send, args=(i, 3 * DIRECT_MIN), daemon=True).start()
+            assert pull.recv() == message(i, 3 * DIRECT_MIN)
+            if pull._loan_kept:
+                break
+        assert pull._loan_kept
+        del polls[:]
+        for i in range(10):  # each fits in the socket's buffer: all of it is in before recv
+            msg = send(i, DIRECT_MIN + i)
+            assert pull.recv() == msg
+    assert len(polls) == 10
 
 
 def test_a_pull_leaves_smaller_messages_to_its_io_thread(make, lmake, address):
@@ -232,9 +290,9 @@ deadline = time.monotonic() + 20
 while not pull._pipes and time.monotonic() < deadline:
     pull.poll(10)
 engine = next(iter(pull._pipes)).source.engine
-while engine.conn.held_input < 9 + total and time.monotonic() < deadline:
+while engine.conn.decoder.buffered < 9 + total and time.monotonic() < deadline:
     pull.poll(10)
-print(engine.conn.held_input - 9, rss() - rss0, mappings() - maps0, flush=True)
+print(engine.conn.decoder.buffered - 9, rss() - rss0, mappings() - maps0, flush=True)
 pull.close(0)
 ctx.term()
 """

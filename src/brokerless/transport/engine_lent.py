@@ -17,7 +17,11 @@ Large frames are read into a buffer of the engine's own (``recv_into``, decoded 
 it, each body copied once; made on the first such read) -- but the rest of a body of
 :data:`~brokerless.zmtp.frames.DIRECT_MIN` or more straight into ``bytes`` of its own, as much of
 it as the kernel holds, and then the next header alone, as the connection asks (``direct_read``,
-``read_limit``; ``_direct_size``) -- anything else as ``bytes``.
+``read_limit``; ``_direct_size``) -- anything else as ``bytes``.  A header read alone is followed
+at once by its body's read when the kernel holds all of it (``read_lent``), and however much of
+an unfinished message has come, the borrower keeps the input to its end: a bound on that (twice
+LARGE) handed large messages to the I/O thread halfway, and cost 200 kB messages a third of
+their rate once their bodies were read on their own (BENCHMARKS.md, *Wire throughput*).
 
 A request and its reply alternate, so the input is usually borrowed again within one round
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
@@ -84,7 +88,6 @@ from typing import Any
 from ..io.thread import READ_BUFFER_SIZE
 from ..mailbox import WAKE
 from ..zmtp import TRAFFIC, ProtocolError
-from ..zmtp.frames import LARGE
 from .engine_state import EngineState
 
 #: How long a kept loan may go unborrowed before the I/O thread takes it back (seconds; see
@@ -125,13 +128,7 @@ class LentInputMixin(EngineState):
         return False
 
     def _lendable(self) -> bool:
-        return (
-            self.alive
-            and self._reading
-            and not self._ended
-            and not self._pending_in
-            and self.conn.held_input <= LENT_HELD_MAX
-        )
+        return self.alive and self._reading and not self._ended and not self._pending_in
 
     def return_input(self, keep: bool = False) -> None:
         """The borrower is done: the I/O thread watches the descriptor again -- unless
@@ -233,9 +230,26 @@ class LentInputMixin(EngineState):
         """Read and decode what the descriptor holds, into the pipe (the borrowing thread,
         after its poll said readable; see the module docstring for what is left to the I/O
         thread, and "Interruptions" in :mod:`.engine_state` for why each step is written as it
-        is); whether anything came.  ``flags`` 0: wait in the read (``await_lent``)."""
+        is); whether anything came.  ``flags`` 0: wait in the read (``await_lent``).
+
+        A read that completed no message and left the connection asking for the rest of a
+        large body (a header read alone, a body come short) is followed at once, with no poll
+        between, by the read of that rest if the kernel holds all of it: the next header and
+        its body are usually both there already (a poll and a turn through the borrower's wait
+        saved for each large message).  If only some of it is there, the poll lets more come
+        first: so the reads on end with the message, and the mailbox is looked at between
+        messages (reading on whatever part had come measured the same, 0.92-1.09)."""
+        came = self._read_lent_once(flags, False)
+        while came is _READ_ON:
+            came = self._read_lent_once(MSG_DONTWAIT, True)
+        return came is not _NOTHING
+
+    def _read_lent_once(self, flags: int, direct_only: bool) -> object:
+        """One read of ``read_lent``: _NOTHING, _CAME, or _READ_ON (something came, and the
+        rest of a large body is wanted next).  ``direct_only``: read only the rest of a large
+        body, and only if the kernel holds all of it (or DIRECT_READ_MAX)."""
         if not self.alive:
-            return False
+            return _NOTHING
         got = self._got
         saved: Any = _UNSAVED
         taken: Iterator[Any] | None = None
@@ -244,6 +258,8 @@ class LentInputMixin(EngineState):
         try:
             try:  # (what recv returns is kept, whatever comes next)
                 direct = self._direct_size()
+                if direct_only and direct < conn.direct_read:
+                    return _NOTHING
                 if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)
                     got.extend(map(self.sock.recv, (direct,), (flags,)))
                 elif conn.large_frames:  # into the engine's own buffer (see the docstring)
@@ -254,10 +270,10 @@ class LentInputMixin(EngineState):
                 else:
                     got.extend(map(self.sock.recv, _LENT_READ, (flags,)))
             except (BlockingIOError, InterruptedError):
-                return False
+                return _NOTHING
             except OSError:  # the connection broke: the I/O thread meets it and says why
                 self._ended = True
-                return True
+                return _CAME
             data = got[0] if buffer is None else buffer[: got[0]]
             if not data:
                 # The end of the stream stays readable for the I/O thread, and the input is
@@ -266,7 +282,7 @@ class LentInputMixin(EngineState):
                 # readable EOF.
                 self._ended = True
                 got.clear()
-                return True
+                return _CAME
             self._last_rx = time.monotonic()
             saved = self.conn.save_input()
             with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
@@ -278,6 +294,8 @@ class LentInputMixin(EngineState):
                 self._reading = False
                 self._pending_in.extend(taken)
                 self.io.call_soon(self._restart_and_wake)
+            elif not items:
+                return _READ_ON if conn.direct_read else _CAME
             elif not self.session.push_from(taken, len(items)):  # the pipe is full
                 self._pending_in.extend(taken)
                 self._set_reading(False)
@@ -296,7 +314,7 @@ class LentInputMixin(EngineState):
                 self._interrupted_read(saved, taken)
                 raise
             raise
-        return True
+        return _CAME
 
     def _interrupted_read(self, saved: Any, taken: Iterator[Any] | None) -> None:
         """An exception from a signal handler stopped ``read_lent`` (see :mod:`.engine_state`):
@@ -332,10 +350,7 @@ def _timeval(ms: int) -> bytes:
     return struct.pack("@ll", ms // 1000, ms % 1000 * 1000)
 
 
-#: The most an unfinished frame may hold for the input to be lent; past this a message is read
-#: on by the I/O thread, whose reads overlap the socket's thread's work.  Saving the decoder's
-#: state before a lent read copies nothing, so this is set by what was measured: with twice
-#: LARGE, 100 kB and 128 KiB messages came 1.2-1.7x as fast as with LARGE, 200 kB-1 MB level;
-#: with no limit, 256 KiB ones came at 0.66 (BENCHMARKS.md, *Wire throughput*, 21st session).
-LENT_HELD_MAX = 2 * LARGE
 _UNSAVED = object()
+#: What one read of ``read_lent`` got: nothing; something; something, and the rest of a large
+#: body is wanted next.
+_NOTHING, _CAME, _READ_ON = object(), object(), object()

@@ -119,10 +119,6 @@ class Wire(Protocol):
     def restore_input(self, saved: Any) -> None: ...
 
     @property
-    def held_input(self) -> int:
-        """Octets held for an unfinished frame."""
-
-    @property
     def large_frames(self) -> bool:
         """Whether the last input began with a large frame (see ``lend_input``)."""
 

@@ -54,7 +54,6 @@ class RawConnection:
     heartbeats = False
     zap_waiting = False
     has_output = False  # (nothing is queued but messages)
-    held_input = 0  # (nothing is held between reads)
     large_frames = False  # (nor frames)
     direct_read = read_limit = 0  # (every read goes into the buffer, whole)
 

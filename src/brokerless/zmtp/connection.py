@@ -266,11 +266,6 @@ class Connection:
             self._boxes.restore(saved[1])  # type: ignore[union-attr]
 
     @property
-    def held_input(self) -> int:
-        """Octets held for an unfinished frame."""
-        return self.decoder.buffered
-
-    @property
     def direct_read(self) -> int:
         """How many octets the next read should take as ``bytes`` of their own: the rest of a
         large body (see :attr:`~brokerless.zmtp.frames.FrameDecoder.direct_read`); 0 for a read
