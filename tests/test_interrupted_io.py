@@ -204,7 +204,7 @@ def serve(sock: libzmq.Socket, handle: Callable[[bytes], None]) -> threading.Thr
         ("null", "given back", 0, TARGETS),
         ("curve", "kept", 0, TARGETS),
         ("curve", "given back", 0, TARGETS),
-        ("null", "kept", 1_000_000, TARGETS),  # read in part here, then by the I/O thread
+        ("null", "kept", 1_000_000, TARGETS),  # its body read on in several reads
         ("null", "kept", 0, (STRATEGIES,)),  # the fair queue taking the pipe in and out
     ],
     ids=["null-kept", "null-given-back", "curve-kept", "curve-given-back", "large", "fq"],
@@ -214,9 +214,8 @@ def test_a_reply_read_by_an_interrupted_recv_is_not_lost(
 ):
     """A REQ in the main thread reads each reply itself; an interruption at any point of that
     (the read, decoding -- a CURVE box's nonce included --, the hand-over into the pipe, the
-    loan taken, given back, or refused once a large reply is left to the I/O thread, the
-    fair queue setting the pipe aside and taking it back) leaves the reply to the retried
-    ``recv``."""
+    loan taken or given back, a large reply's body read on, the fair queue setting the pipe
+    aside and taking it back) leaves the reply to the retried ``recv``."""
     rep = libzmq_ctx.socket(libzmq.REP)
     req = ctx.socket(zmq.REQ)
     if security == "curve":
@@ -481,12 +480,12 @@ def large_stream(
         sender.join(REPLY_TIMEOUT)
 
 
-@pytest.mark.parametrize("size", [LARGE + 10, 300_000])  # (the larger one: in part here)
+@pytest.mark.parametrize("size", [LARGE + 10, 300_000])  # (the larger one: its body read on)
 def test_a_large_message_read_by_an_interrupted_pull_is_not_lost(ctx, libzmq_ctx, size):
     """A PULL in the main thread reads large messages itself, into its engine's lent buffer;
     an interruption at any point of that (the read, decoding, the hand-over into the pipe, the
-    loan taken, kept or refused once a message larger than a lent read may hold is left to the
-    I/O thread) leaves the message to the retried ``recv``: every one whole, in order."""
+    loan taken or kept, a large body's rest read on at once) leaves the message to the retried
+    ``recv``: every one whole, in order."""
     padding = b"." * size
     with large_stream(ctx, libzmq_ctx, padding) as (pull, send):
         (pipe,) = pull._pipes

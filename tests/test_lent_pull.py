@@ -95,7 +95,10 @@ def test_a_pull_reads_a_large_message_to_its_end_itself(make, lmake, address, mo
     (pipe,) = pull._pipes
     engine = pipe.source.engine
     io_reads = []
-    monkeypatch.setattr(type(engine), "_in_event", lambda self: io_reads.append(self))
+    in_event = type(engine)._in_event
+    monkeypatch.setattr(
+        type(engine), "_in_event", lambda self: (io_reads.append(self), in_event(self))[1]
+    )
     sent = [message(i, 2 * DIRECT_READ_MAX + i) for i in range(10)]
     for msg in sent:
         push.send(msg)
@@ -116,6 +119,7 @@ def test_a_large_message_all_in_is_read_in_one_turn_of_the_wait(make, tmp_path, 
         WaitingMixin, "_poll_lent", lambda *args: (polls.append(1), poll_lent(*args))[1]
     )
     with socket.socket(socket.AF_UNIX) as peer:
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * DIRECT_MIN)
         peer.settimeout(DEADLINE)
         peer.connect(path)
         handshake(peer, b"PUSH")
@@ -135,7 +139,7 @@ def test_a_large_message_all_in_is_read_in_one_turn_of_the_wait(make, tmp_path, 
                 break
         assert pull._loan_kept
         del polls[:]
-        for i in range(10):  # each fits in the socket's buffer: all of it is in before recv
+        for i in range(10):  # each fits in the peer's SO_SNDBUF: all of it is in before recv
             msg = send(i, DIRECT_MIN + i)
             assert pull.recv() == msg
     assert len(polls) == 10

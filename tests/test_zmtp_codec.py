@@ -42,6 +42,7 @@ from brokerless.zmtp.frames import (
     DIRECT_READ_MAX,
     LARGE,
     LONG,
+    PIECE_MIN,
     RUN_MIN,
     UNIFORM_MIN,
     WINDOW,
@@ -431,6 +432,31 @@ def test_a_read_into_a_message_of_many_parts_costs_no_copy_of_its_parts():
         tracemalloc.stop()
     assert peak < 10_000, f"a 3-octet frame's reads made {peak} octets of copies"
     assert dec.feed(memoryview(frame(b"end"))) == [[b"p"] * 50_001 + [b"end"]]
+
+
+def test_saving_the_state_costs_the_same_however_many_pieces_are_held():
+    """A reader saves before every read, and a large frame may come in thousands of reads: the
+    save copies nothing of what is held (a copy of the list of pieces made a frame sent in n
+    reads cost n² / 2), and still undoes a feed that appended pieces or grew the last one."""
+    dec = FrameDecoder()
+    pieces = [bytes((i % 251,)) * PIECE_MIN for i in range(5000)] + [b"short"]
+    rest = bytes(range(256)) * (2 * PIECE_MIN // 256)
+    body = b"".join(pieces) + rest
+    dec.feed(memoryview(b"\x02" + len(body).to_bytes(8, "big")))
+    for piece in pieces:
+        dec.feed(memoryview(piece))
+    tracemalloc.start()
+    try:
+        saved = dec.save()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1000, f"saving the state of {len(pieces)} held pieces made {peak} octets"
+    for _ in range(2):
+        assert dec.feed(memoryview(rest[:10])) == []  # (merged into the short last piece)
+        assert dec.feed(memoryview(rest[10 : PIECE_MIN + 10])) == []  # (a piece of its own)
+        dec.restore(saved)
+    assert dec.feed(memoryview(rest)) == [body]
 
 
 def test_a_feed_undone_twice_leaves_the_state_before_it():

@@ -240,9 +240,11 @@ class LentInputMixin(EngineState):
         first: so the reads on end with the message, and the mailbox is looked at between
         messages (reading on whatever part had come measured the same, 0.92-1.09)."""
         came = self._read_lent_once(flags, False)
+        if came is _NOTHING:
+            return False
         while came is _READ_ON:
             came = self._read_lent_once(MSG_DONTWAIT, True)
-        return came is not _NOTHING
+        return True
 
     def _read_lent_once(self, flags: int, direct_only: bool) -> object:
         """One read of ``read_lent``: _NOTHING, _CAME, or _READ_ON (something came, and the

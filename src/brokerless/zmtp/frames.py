@@ -299,14 +299,19 @@ class FrameDecoder:
     def save(self) -> Any:
         """What :meth:`restore` needs to undo the ``feed`` that follows, however far it got (a
         reader interrupted by a signal: see :mod:`brokerless.transport.engine_state`): None
-        while nothing is held, else what is -- immutable pieces, and an unfinished message's
-        list of parts with its length (decoding only appends to it), so nothing is copied
-        whatever is held: a reader saves before every read."""
+        while nothing is held, else the lists of held pieces and of an unfinished message's
+        parts, each with its length, and the last piece.  A feed only appends to these lists or
+        replaces that last piece (else it makes new lists), so saving costs the same however
+        much is held -- a reader saves before every read, and a large frame may come in
+        thousands of them (copying the list of pieces each time made that quadratic)."""
+        held = self._held
         parts = self._parts
-        if not self._held and parts is None:
+        if not held and parts is None:
             return None
         return (
-            self._held[:],
+            held,
+            len(held),
+            held[-1] if held else b"",
             self._held_len,
             self._missing,
             parts,
@@ -314,14 +319,18 @@ class FrameDecoder:
         )
 
     def restore(self, saved: Any) -> None:
-        """Back to the state :meth:`save` returned."""
+        """Back to the state :meth:`save` returned (the undone feed's appends cut off, its last
+        piece put back: so also when called again with the same state)."""
         if saved is None:
             self.release()
         else:
-            held, self._held_len, self._missing, parts, count = saved
+            held, count, last, self._held_len, self._missing, parts, part_count = saved
+            del held[count:]
+            if count:
+                held[-1] = last
             if parts is not None:
-                del parts[count:]  # (what the undone feed appended)
-            self._held, self._parts = held[:], parts
+                del parts[part_count:]
+            self._held, self._parts = held, parts
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
         """Decode ``data``; returns the messages and commands it completes, in order.
