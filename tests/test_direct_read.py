@@ -113,17 +113,17 @@ def _events(monitor, want: int) -> list[int]:
     return seen
 
 
-def _raw_rep(make, ipc_path: str | None = None, **options):
+def _raw_rep(make, rep_path: str | None = None, **options):
     """A REQ connected to a raw socket speaking ZMTP as a REP, over tcp or, given a path, over
     ipc: (req, raw)."""
-    if ipc_path is None:
+    if rep_path is None:
         server = socket.create_server(("127.0.0.1", 0))
         endpoint = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     else:
         server = socket.socket(socket.AF_UNIX)
-        server.bind(ipc_path)
+        server.bind(rep_path)
         server.listen()
-        endpoint = f"ipc://{ipc_path}"
+        endpoint = f"ipc://{rep_path}"
     with server:
         server.settimeout(DEADLINE)
         req = make(zmq.REQ, RCVTIMEO=int(DEADLINE * 1000), **options)
@@ -382,10 +382,10 @@ def waiting_in_the_read(monkeypatch, read_begins) -> threading.Event:
     return read_begins
 
 
-@pytest.fixture
-def ipc_path(tmp_path) -> str:
-    """Where a raw ipc peer listens (a REQ waits in the read only over ipc)."""
-    return str(tmp_path / "rep")
+@pytest.fixture(params=["tcp", "ipc"])
+def rep_path(request, tmp_path) -> str | None:
+    """Where a raw peer listens: None for tcp, else its ipc path."""
+    return None if request.param == "tcp" else str(tmp_path / "rep")
 
 
 def _served(make) -> None:
@@ -398,13 +398,13 @@ def _served(make) -> None:
 
 
 def test_the_io_thread_writes_without_waiting_while_the_socket_waits_in_the_read(
-    make, waiting_in_the_read, ipc_path
+    make, waiting_in_the_read, rep_path
 ):
     """The I/O thread writes the rest of a large request as the peer makes room, while the
     REQ's thread waits for the reply in the read (the descriptor blocking): it writes what
     fits and goes on serving its other connections -- a write that waited for the peer would
     stop them all."""
-    req, raw = _raw_rep(make, ipc_path)
+    req, raw = _raw_rep(make, rep_path)
     with raw:
         _round_trips(req, raw)
         request = _request(b"x" * 32_000_000)  # more than the kernel's buffers hold
@@ -425,12 +425,12 @@ def test_the_io_thread_writes_without_waiting_while_the_socket_waits_in_the_read
 
 
 def test_a_silent_peer_is_dropped_at_once_while_the_socket_waits_in_the_read(
-    make, waiting_in_the_read, ipc_path
+    make, waiting_in_the_read, rep_path
 ):
     """The I/O thread's heartbeat finds the peer silent while the REQ's thread waits in the
     read: its look for anything unread does not wait either, so the peer is dropped within
     the heartbeat's timeout (not once the REQ's read gives up)."""
-    req, raw = _raw_rep(make, ipc_path, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
+    req, raw = _raw_rep(make, rep_path, HEARTBEAT_IVL=50, HEARTBEAT_TIMEOUT=100)
     req.setsockopt(zmq.RCVTIMEO, 2500)
     monitor = req.get_monitor_socket(zmq.EVENT_DISCONNECTED)
     with raw:  # it answers no PING
@@ -449,11 +449,11 @@ def test_a_silent_peer_is_dropped_at_once_while_the_socket_waits_in_the_read(
     monitor.close()
 
 
-def test_a_look_after_a_wait_in_the_read_does_not_wait(make, waiting_in_the_read, ipc_path):
+def test_a_look_after_a_wait_in_the_read_does_not_wait(make, waiting_in_the_read, rep_path):
     """A descriptor a lent read waited in stays blocking (see "Waiting in the read" in
     engine_lent.py): a look that must not wait, which gives the kept connection back reading
     first what came, still returns at once when nothing did."""
-    req, raw = _raw_rep(make, ipc_path)
+    req, raw = _raw_rep(make, rep_path)
     with raw:
         _round_trips(req, raw)
         assert waiting_in_the_read.is_set()
@@ -463,12 +463,12 @@ def test_a_look_after_a_wait_in_the_read_does_not_wait(make, waiting_in_the_read
 
 
 def test_a_signal_that_comes_as_the_wait_in_the_read_ends_is_handled_at_once(
-    make, read_begins, ipc_path
+    make, read_begins, rep_path
 ):
     """A signal that comes as the wait in the read times out (so the read does not fail with
     EINTR) has its handler run before the socket waits on: Ctrl-C does not wait for the reply.
     ``_thread.interrupt_main`` marks SIGINT pending without interrupting the read."""
-    req, raw = _raw_rep(make, ipc_path)
+    req, raw = _raw_rep(make, rep_path)
     with raw:
         _round_trips(req, raw)
         read_begins.clear()
@@ -492,10 +492,10 @@ def test_a_signal_that_comes_as_the_wait_in_the_read_ends_is_handled_at_once(
         helper.join(DEADLINE)
 
 
-def test_a_short_rcvtimeo_is_kept_by_a_socket_that_reads_its_connection(make, ipc_path):
+def test_a_short_rcvtimeo_is_kept_by_a_socket_that_reads_its_connection(make, rep_path):
     """RCVTIMEO of a few ms holds to the ms for a REQ over ipc, which would first wait in the
     read (whose own timeout the kernel rounds up to whole ticks, 4-20 ms)."""
-    req, raw = _raw_rep(make, ipc_path)
+    req, raw = _raw_rep(make, rep_path)
     with raw:
         _round_trips(req, raw)
         req.send(b"unanswered")

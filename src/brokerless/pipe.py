@@ -71,10 +71,6 @@ class InputLoan(Protocol):
     @property
     def fileno(self) -> int: ...
 
-    #: Whether a borrower waiting for one reply should first wait in the read itself (a Unix
-    #: socket, whose writer wakes a reader blocked in ``recv`` directly: ``await_lent``).
-    wait_in_read: bool
-
     def read_lent(self) -> bool:
         """Read and decode what the descriptor holds, into the pipe; whether anything came."""
 

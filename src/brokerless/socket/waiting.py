@@ -23,11 +23,11 @@ takes its pipe into the fair queue before it sleeps, so the writer only wakes it
 (``Lane.reader_waiting``) and it reads the reply at its first look, with no ``activate_read`` to
 handle first (``_wait_on_pipe``).
 
-A lock-step socket (REQ, REP) over ipc first waits in the read itself (for :data:`READ_FIRST_MS`,
+A lock-step socket (REQ, REP) first waits in the read itself (for :data:`READ_FIRST_MS`,
 which the kernel makes one or two scheduler ticks, 4-20 ms), and only then polls the connection
-together with its mailbox: a thread woken from a blocking ``recv`` on a Unix socket runs sooner
-than one woken from ``poll`` (BENCHMARKS.md, *Latency*, nineteenth session: ipc REQ/REP
-latency 0.72-0.76 of polling; over tcp nothing measurable, so tcp polls at once).  A command
+together with its mailbox: a thread woken from a blocking ``recv`` runs sooner than one woken
+from ``poll`` (BENCHMARKS.md, *Latency*: ipc REQ/REP latency 0.72-0.76 of polling, nineteenth
+session; tcp 0.95-0.97, twenty-second session).  A command
 that comes meanwhile (a new peer, the context ending) waits up to those ticks to be seen, and
 a wait shorter than :data:`READ_FIRST_MIN_WAIT_MS` polls at once, so RCVTIMEO keeps its
 precision.  Not covered: a signal handler that does not raise, run more often than that read
@@ -144,10 +144,8 @@ class WaitingMixin(SocketState):
             mailbox.use_fd()
             if mailbox.commands:
                 return True
-            if (
-                pattern.lock_step
-                and loan.wait_in_read
-                and (wait_ms < 0 or wait_ms >= READ_FIRST_MIN_WAIT_MS)
+            if pattern.lock_step and (
+                wait_ms < 0 or wait_ms >= READ_FIRST_MIN_WAIT_MS
             ):  # first wait in the read itself (see the module docstring)
                 began = time.monotonic()
                 first = READ_FIRST_MS if wait_ms < 0 else min(wait_ms, READ_FIRST_MS)

@@ -120,7 +120,6 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._got = deque()
         self._lent_buffer: memoryview | None = None
         self._rcvtimeo = -1
-        self.wait_in_read = sock.family == pysocket.AF_UNIX
         self._zap = None
         self._peer_address: bytes | None = None
 

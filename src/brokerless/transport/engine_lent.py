@@ -65,15 +65,14 @@ The hand-over, step by step:
   it gives the input back, so a descriptor is never closed under a poll; a kept loan nobody
   borrows is simply taken back, and the descriptor closed.
 
-Waiting in the read.  A thread woken by data arriving for its blocking ``recv`` on a Unix
-socket runs sooner than one woken from ``poll`` (a quarter of an ipc round trip; over tcp
-nothing measurable), so a lock-step borrower of an ipc connection (``wait_in_read``) first
-waits in the read itself (``await_lent``), SO_RCVTIMEO bounding the wait.  The descriptor is
-made blocking at the first such wait and stays so: every other read or write of it passes
-MSG_DONTWAIT -- the I/O thread may write a PING or the rest of a large message while the
-borrower waits, and nobody but that borrower may ever wait for the peer -- so nothing relies
-on O_NONBLOCK (making it non-blocking again after each wait put two ``fcntl`` calls on the
-path of every reply: 5-13% of a round trip).
+Waiting in the read.  A thread woken by data arriving for its blocking ``recv`` runs sooner
+than one woken from ``poll`` (a quarter of an ipc round trip, 3-5% of a tcp one), so a
+lock-step borrower first waits in the read itself (``await_lent``), SO_RCVTIMEO bounding the
+wait.  The descriptor is made blocking at the first such wait and stays so: every other read
+or write of it passes MSG_DONTWAIT -- the I/O thread may write a PING or the rest of a large
+message while the borrower waits, and nobody but that borrower may ever wait for the peer --
+so nothing relies on O_NONBLOCK (making it non-blocking again after each wait put two
+``fcntl`` calls on the path of every reply: 5-13% of a round trip).
 """
 
 from __future__ import annotations

@@ -195,9 +195,6 @@ class EngineState:
     #: What a lent read reads large frames into (made on the first such read; see
     #: :mod:`.engine_lent`).
     _lent_buffer: memoryview | None
-    #: The descriptor is a Unix socket: a lock-step borrower waits in the read first (see
-    #: "Waiting in the read" in :mod:`.engine_lent`).
-    wait_in_read: bool
     #: The SO_RCVTIMEO last set for a lent read that waits (ms; -1: none yet, the descriptor
     #: still non-blocking; see "Waiting in the read" in :mod:`.engine_lent`).
     _rcvtimeo: int
