@@ -493,8 +493,8 @@ def test_a_signal_that_comes_as_the_wait_in_the_read_ends_is_handled_at_once(
 
 
 def test_a_short_rcvtimeo_is_kept_by_a_socket_that_reads_its_connection(make, rep_path):
-    """RCVTIMEO of a few ms holds to the ms for a REQ over ipc, which would first wait in the
-    read (whose own timeout the kernel rounds up to whole ticks, 4-20 ms)."""
+    """RCVTIMEO of a few ms holds to the ms for a REQ, which would first wait in the read
+    (whose own timeout the kernel rounds up to whole ticks, 4-20 ms)."""
     req, raw = _raw_rep(make, rep_path)
     with raw:
         _round_trips(req, raw)

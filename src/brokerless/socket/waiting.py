@@ -27,7 +27,7 @@ A lock-step socket (REQ, REP) first waits in the read itself (for :data:`READ_FI
 which the kernel makes one or two scheduler ticks, 4-20 ms), and only then polls the connection
 together with its mailbox: a thread woken from a blocking ``recv`` runs sooner than one woken
 from ``poll`` (BENCHMARKS.md, *Latency*: ipc REQ/REP latency 0.72-0.76 of polling, nineteenth
-session; tcp 0.95-0.97, twenty-second session).  A command
+session; tcp 0.93-0.96, twenty-second session).  A command
 that comes meanwhile (a new peer, the context ending) waits up to those ticks to be seen, and
 a wait shorter than :data:`READ_FIRST_MIN_WAIT_MS` polls at once, so RCVTIMEO keeps its
 precision.  Not covered: a signal handler that does not raise, run more often than that read

@@ -66,7 +66,7 @@ The hand-over, step by step:
   borrows is simply taken back, and the descriptor closed.
 
 Waiting in the read.  A thread woken by data arriving for its blocking ``recv`` runs sooner
-than one woken from ``poll`` (a quarter of an ipc round trip, 3-5% of a tcp one), so a
+than one woken from ``poll`` (a quarter of an ipc round trip, 4-7% of a tcp one), so a
 lock-step borrower first waits in the read itself (``await_lent``), SO_RCVTIMEO bounding the
 wait.  The descriptor is made blocking at the first such wait and stays so: every other read
 or write of it passes MSG_DONTWAIT -- the I/O thread may write a PING or the rest of a large
