@@ -258,8 +258,8 @@ class LentInputMixin(EngineState):
         buffer = None
         try:
             try:  # (what recv returns is kept, whatever comes next)
-                direct = self._direct_size()
-                if direct_only and direct < conn.direct_read:
+                direct = self._direct_size(direct_only)
+                if direct_only and not direct:
                     return _NOTHING
                 if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)
                     got.extend(map(self.sock.recv, (direct,), (flags,)))
@@ -285,9 +285,9 @@ class LentInputMixin(EngineState):
                 got.clear()
                 return _CAME
             self._last_rx = time.monotonic()
-            saved = self.conn.save_input()
+            saved = conn.save_input()
             with self.out_lock:  # decoding may queue a reply (PONG) in the connection's output
-                items, events = self.conn.receive(data)
+                items, events = conn.receive(data)
             self._pending_events = events
             taken = iter(items)
             got.clear()

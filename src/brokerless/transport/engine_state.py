@@ -199,19 +199,21 @@ class EngineState:
     #: still non-blocking; see "Waiting in the read" in :mod:`.engine_lent`).
     _rcvtimeo: int
 
-    def _direct_size(self) -> int:
+    def _direct_size(self, whole: bool = False) -> int:
         """How many octets to read next as ``bytes`` of their own: what the connection asks
         for (the rest of a large body; see "Large bodies" in :mod:`brokerless.zmtp.frames`),
-        but no more than the kernel holds now (FIONREAD) -- 0 when it reports none, or nothing
-        is asked: then a read into a buffer.  A ``recv`` makes its ``bytes`` at the size asked
-        for and shrinks it to what came, and a large one shrunk stayed a memory mapping of its
-        own: a peer trickling a large body in small writes made the receiver hold 2-3x the
-        octets in as many mappings as reads."""
+        but no more than the kernel holds now (FIONREAD) -- 0 when it reports none (``whole``:
+        less than all that is asked), or nothing is asked: then a read into a buffer.  A
+        ``recv`` makes its ``bytes`` at the size asked for and shrinks it to what came, and a
+        large one shrunk stayed a memory mapping of its own: a peer trickling a large body in
+        small writes made the receiver hold 2-3x the octets in as many mappings as reads."""
         wanted = self.conn.direct_read
         if not wanted:
             return 0
         queued = int.from_bytes(fcntl.ioctl(self.fileno, termios.FIONREAD, _INT), sys.byteorder)
-        return min(wanted, queued)
+        if queued < wanted:
+            return 0 if whole else queued
+        return wanted
 
     # Implemented by the engine or one of its parts; declared for the others to call.
 

@@ -341,15 +341,14 @@ class FrameDecoder:
         Held input.  The octets of a frame a read ended in are kept as ``bytes`` pieces, one
         per read (short ones merged: see PIECE_MIN).  Once the frame's header is whole and
         checked (its flags and size), how many octets it still lacks is known (``_missing``):
-        a read that brings
-        fewer is only added as one more piece, and the one that completes it joins the pieces
-        and its own first octets straight into the body of a data frame (``_complete``; any
-        other frame -- a command, a ZMTP 1.0 frame -- is joined whole and decoded once), then
-        decodes the rest of itself where it lies.  So a data frame's body that spans reads is
-        copied once more than one that does not (its first pieces; another frame's, twice),
-        never a whole read, and a frame sent in
-        n reads costs n reads' worth of copying, not n² / 2; with 64 KiB messages read 256 KiB
-        at a time, appending each read to the held octets had doubled the copying.  A frame
+        a read that brings fewer is only added as one more piece, and the one that completes
+        it joins the pieces and its own first octets straight into the body of a data frame
+        (``_complete``; any other frame -- a command, a ZMTP 1.0 frame -- is joined whole and
+        decoded once), then decodes the rest of itself where it lies.  So a data frame's body
+        that spans reads is copied once more than one that does not (its first pieces; another
+        frame's, twice), never a whole read, and a frame sent in n reads costs n reads' worth
+        of copying, not n² / 2; with 64 KiB messages read 256 KiB at a time, appending each
+        read to the held octets had doubled the copying.  A frame
         whose header is not whole or not checked yet (the input a handshake's command left
         behind, or what was held for ZAP) is decoded from one buffer of the pieces and the read:
         a few octets, or a handshake's commands.
