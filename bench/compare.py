@@ -216,6 +216,7 @@ CASES: tuple[Case, ...] = (
     thr_case("tcp", 65536, 15_000),
     thr_case("tcp", 131072, 10_000),  # larger than a PULL's own reads lend below (engine_lent)
     thr_case("tcp", 200_000, 8_000),
+    thr_case("tcp", 4 << 20, 800),  # a body larger than one direct read (zmtp.frames)
     thr_case("tcp", 100, 120_000, frames=2),
     thr_case("ipc", 1, 800_000),
     thr_case("ipc", 100, 700_000),

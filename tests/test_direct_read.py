@@ -366,10 +366,10 @@ def read_begins(monkeypatch) -> threading.Event:
     begun = threading.Event()
     read_lent = engine_lent.LentInputMixin.read_lent
 
-    def noted(self, flags=socket.MSG_DONTWAIT):
+    def noted(self, wait_ms=0, flags=socket.MSG_DONTWAIT):
         if not flags:
             begun.set()
-        return read_lent(self, flags)
+        return read_lent(self, wait_ms, flags)
 
     monkeypatch.setattr(engine_lent.LentInputMixin, "read_lent", noted)
     return begun

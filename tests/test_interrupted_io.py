@@ -33,7 +33,7 @@ import pytest
 import zmq as libzmq
 
 import brokerless as zmq
-from brokerless.zmtp.frames import LARGE
+from brokerless.zmtp.frames import DIRECT_READ_MAX, LARGE
 from tests.security_helpers import make_keys, secure
 
 pytestmark = pytest.mark.timeout(120)
@@ -480,12 +480,13 @@ def large_stream(
         sender.join(REPLY_TIMEOUT)
 
 
-@pytest.mark.parametrize("size", [LARGE + 10, 300_000])  # (the larger one: its body read on)
+# (300,000: its body read on at once; beyond DIRECT_READ_MAX: the rest waited for in one read)
+@pytest.mark.parametrize("size", [LARGE + 10, 300_000, DIRECT_READ_MAX + 300_000])
 def test_a_large_message_read_by_an_interrupted_pull_is_not_lost(ctx, libzmq_ctx, size):
     """A PULL in the main thread reads large messages itself, into its engine's lent buffer;
     an interruption at any point of that (the read, decoding, the hand-over into the pipe, the
-    loan taken or kept, a large body's rest read on at once) leaves the message to the retried
-    ``recv``: every one whole, in order."""
+    loan taken or kept, a large body's rest read on at once or waited for) leaves the message
+    to the retried ``recv``: every one whole, in order."""
     padding = b"." * size
     with large_stream(ctx, libzmq_ctx, padding) as (pull, send):
         (pipe,) = pull._pipes

@@ -45,6 +45,7 @@ from brokerless.zmtp.frames import (
     PIECE_MIN,
     RUN_MIN,
     UNIFORM_MIN,
+    WAIT_READ_MAX,
     WINDOW,
     encode_batch,
 )
@@ -477,6 +478,35 @@ def test_a_direct_read_asks_for_no_more_than_its_bound_whatever_the_header_claim
     dec = FrameDecoder()
     dec.feed(memoryview(b"\x02" + (1 << 40).to_bytes(8, "big") + b"abc"))
     assert dec.direct_read == DIRECT_READ_MAX and dec.buffered == 12
+
+
+def test_a_body_too_large_for_a_direct_read_is_offered_whole_to_a_read_that_waits():
+    """A rest of more than DIRECT_READ_MAX would come in pieces, joined in one more copy of the
+    whole body: the decoder offers it whole (``wait_read``) to a reader that may block -- once
+    a frame, so a peer trickling it costs at most one such read -- and a read that brings all
+    of it becomes the message itself.  A header's claim is bounded by WAIT_READ_MAX."""
+    body = numbered(DIRECT_READ_MAX + 3000, 7)
+    head = wire(body)[:9]
+    dec = FrameDecoder()
+    assert dec.feed(memoryview(head)) == [] and dec.wait_read == len(body)
+    assert dec.direct_read == DIRECT_READ_MAX
+    whole = bytes(body)
+    (got,) = dec.feed(whole)
+    assert got is whole and dec.wait_read == 0
+    dec.feed(memoryview(head + body[:10]))
+    assert dec.wait_read == len(body) - 10
+    dec.feed(body[10:5000])  # (a read that came short)
+    assert dec.wait_read == 0 and dec.direct_read == len(body) - 5000
+    assert dec.feed(body[5000:]) == [body]
+    small = numbered(DIRECT_READ_MAX, 8)
+    dec.feed(memoryview(wire(small)[:9]))
+    assert dec.wait_read == 0 and dec.direct_read == DIRECT_READ_MAX  # (one direct read)
+    dec = FrameDecoder()
+    dec.feed(memoryview(b"\x02" + (1 << 40).to_bytes(8, "big") + b"abc"))
+    assert dec.wait_read == WAIT_READ_MAX
+    dec = FrameDecoder()
+    dec.feed(memoryview(b"\x06" + (DIRECT_READ_MAX + 10).to_bytes(8, "big")))  # a command
+    assert dec.wait_read == 0
 
 
 @FAST

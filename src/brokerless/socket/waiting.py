@@ -182,12 +182,14 @@ class WaitingMixin(SocketState):
             lane.reader_waiting = False
 
     def _poll_lent(self, loan: InputLoan, poller: select.poll, wait_ms: int) -> None:
-        """Wait for the lent connection or the mailbox, and read what came.  A call of its own:
+        """Wait for the lent connection or the mailbox, and read what came (the rest of a large
+        body waited for within what is left of ``wait_ms``).  A call of its own:
         a signal that came as the wait in the read timed out (no EINTR, the handler not run
         yet) has its handler run as this begins, not once the poll ends."""
+        deadline = Deadline(wait_ms)
         for fd, _ in poller.poll(wait_ms):
             if fd == loan.fileno:
-                loan.read_lent()
+                loan.read_lent(deadline.wait_ms() or 0)
             else:
                 self._mailbox.clear_fd()
 

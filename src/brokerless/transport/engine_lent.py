@@ -21,7 +21,11 @@ it as the kernel holds, and then the next header alone, as the connection asks (
 at once by its body's read when the kernel holds all of it (``read_lent``), and however much of
 an unfinished message has come, the borrower keeps the input to its end: a bound on that (twice
 LARGE) handed large messages to the I/O thread halfway, and cost 200 kB messages a third of
-their rate once their bodies were read on their own (BENCHMARKS.md, *Wire throughput*).
+their rate once their bodies were read on their own (BENCHMARKS.md, *Wire throughput*).  A rest
+larger than one direct read (``wait_read``) is waited for in one read, within what is left of
+the ``recv``'s timeout and :data:`WAIT_READ_MS` at a time, so the body is the ``bytes`` that
+read made: in direct reads its pieces were joined in one more copy of the whole (4 MiB
+messages 1.4-1.5x as fast).
 
 A request and its reply alternate, so the input is usually borrowed again within one round
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
@@ -72,7 +76,8 @@ wait.  The descriptor is made blocking at the first such wait and stays so: ever
 or write of it passes MSG_DONTWAIT -- the I/O thread may write a PING or the rest of a large
 message while the borrower waits, and nobody but that borrower may ever wait for the peer --
 so nothing relies on O_NONBLOCK (making it non-blocking again after each wait put two
-``fcntl`` calls on the path of every reply: 5-13% of a round trip).
+``fcntl`` calls on the path of every reply: 5-13% of a round trip).  Any borrower waits in the
+read for the rest of a body too large for one direct read (above), the same way.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ import os
 import struct
 import time
 from collections.abc import Iterator
-from socket import MSG_DONTWAIT, SO_RCVTIMEO, SOL_SOCKET
+from socket import MSG_DONTWAIT, MSG_WAITALL, SO_RCVTIMEO, SOL_SOCKET
 from typing import Any
 
 from ..io.thread import READ_BUFFER_SIZE
@@ -92,6 +97,9 @@ from .engine_state import EngineState
 #: How long a kept loan may go unborrowed before the I/O thread takes it back (seconds; see
 #: the module docstring).
 LOAN_IDLE = 0.01
+#: The longest one read waits for the rest of a large body (ms; ``read_lent``): the borrower
+#: looks at its mailbox -- ``term()``, a close -- between such reads.
+WAIT_READ_MS = 20
 
 
 class LentInputMixin(EngineState):
@@ -218,18 +226,24 @@ class LentInputMixin(EngineState):
         passes, then decode it as ``read_lent`` does (the borrowing thread of a lock-step
         socket: see "Waiting in the read" in the module docstring); whether anything came --
         octets, or the end of the stream."""
+        self._set_rcvtimeo(wait_ms)
+        return self.read_lent(wait_ms, 0)
+
+    def _set_rcvtimeo(self, wait_ms: int) -> None:
+        """Let a read that waits (``flags`` without MSG_DONTWAIT) wait ``wait_ms`` at most."""
         if self._rcvtimeo != wait_ms:
             if self._rcvtimeo < 0:  # the first such wait: blocking from now on
                 os.set_blocking(self.fileno, True)
             self.sock.setsockopt(SOL_SOCKET, SO_RCVTIMEO, _timeval(wait_ms))
             self._rcvtimeo = wait_ms
-        return self.read_lent(0)
 
-    def read_lent(self, flags: int = MSG_DONTWAIT) -> bool:
+    def read_lent(self, wait_ms: int = 0, flags: int = MSG_DONTWAIT) -> bool:
         """Read and decode what the descriptor holds, into the pipe (the borrowing thread,
         after its poll said readable; see the module docstring for what is left to the I/O
         thread, and "Interruptions" in :mod:`.engine_state` for why each step is written as it
-        is); whether anything came.  ``flags`` 0: wait in the read (``await_lent``).
+        is); whether anything came.  ``wait_ms``: how long the read of a large body's rest may
+        wait (-1: WAIT_READ_MS at a time; 0: it may not).  ``flags`` 0: wait in the first read
+        (``await_lent``).
 
         A read that completed no message and left the connection asking for the rest of a
         large body (a header read alone, a body come short) is followed at once, with no poll
@@ -237,18 +251,21 @@ class LentInputMixin(EngineState):
         its body are usually both there already (a poll and a turn through the borrower's wait
         saved for each large message).  If only some of it is there, the poll lets more come
         first: so the reads on end with the message, and the mailbox is looked at between
-        messages (reading on whatever part had come measured the same, 0.92-1.09)."""
-        came = self._read_lent_once(flags, False)
+        messages (reading on whatever part had come measured the same, 0.92-1.09).  A rest too
+        large for one such read (``wait_read``) is waited for in one read instead, up to
+        ``wait_ms``, so the body is the very ``bytes`` that read made, not pieces joined."""
+        came = self._read_lent_once(flags, False, wait_ms)
         if came is _NOTHING:
             return False
         while came is _READ_ON:
-            came = self._read_lent_once(MSG_DONTWAIT, True)
+            came = self._read_lent_once(MSG_DONTWAIT, True, wait_ms)
         return True
 
-    def _read_lent_once(self, flags: int, direct_only: bool) -> object:
+    def _read_lent_once(self, flags: int, direct_only: bool, wait_ms: int) -> object:
         """One read of ``read_lent``: _NOTHING, _CAME, or _READ_ON (something came, and the
         rest of a large body is wanted next).  ``direct_only``: read only the rest of a large
-        body, and only if the kernel holds all of it (or DIRECT_READ_MAX)."""
+        body, and only if the kernel holds all of it (or DIRECT_READ_MAX) -- unless it is
+        waited for (``wait_ms``)."""
         if not self.alive:
             return _NOTHING
         got = self._got
@@ -258,7 +275,12 @@ class LentInputMixin(EngineState):
         buffer = None
         try:
             try:  # (what recv returns is kept, whatever comes next)
-                direct = self._direct_size(direct_only)
+                direct = conn.wait_read if wait_ms else 0
+                if direct:  # all the rest of a large body, waited for (see read_lent)
+                    self._set_rcvtimeo(WAIT_READ_MS if wait_ms < 0 else min(wait_ms, WAIT_READ_MS))
+                    flags = MSG_WAITALL
+                else:
+                    direct = self._direct_size(direct_only)
                 if direct_only and not direct:
                     return _NOTHING
                 if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)

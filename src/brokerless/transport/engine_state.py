@@ -127,6 +127,11 @@ class Wire(Protocol):
         """Octets the next read takes as ``bytes`` of their own (0: a read into a buffer)."""
 
     @property
+    def wait_read(self) -> int:
+        """Octets a read that may wait takes as ``bytes`` of their own (0: as ``direct_read``
+        says)."""
+
+    @property
     def read_limit(self) -> int:
         """The most octets the next read into a buffer takes (0: no limit)."""
 

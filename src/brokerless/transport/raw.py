@@ -55,7 +55,7 @@ class RawConnection:
     zap_waiting = False
     has_output = False  # (nothing is queued but messages)
     large_frames = False  # (nor frames)
-    direct_read = read_limit = 0  # (every read goes into the buffer, whole)
+    direct_read = wait_read = read_limit = 0  # (every read goes into the buffer, whole)
 
     def opening(self) -> list[Any]:
         """What the engine delivers when the connection is made: the event that makes the

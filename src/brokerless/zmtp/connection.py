@@ -273,6 +273,13 @@ class Connection:
         return self.decoder.direct_read
 
     @property
+    def wait_read(self) -> int:
+        """How many octets a reader that may block should wait for in one read: the whole rest
+        of a body larger than a direct read takes (see
+        :attr:`~brokerless.zmtp.frames.FrameDecoder.wait_read`); else 0."""
+        return self.decoder.wait_read
+
+    @property
     def read_limit(self) -> int:
         """The most octets the next read into the buffer should take (0: no limit)."""
         return self.decoder.read_limit

@@ -275,6 +275,16 @@ class FrameDecoder:
             return 0
         return min(missing, DIRECT_READ_MAX)
 
+    @property
+    def wait_read(self) -> int:
+        """How many octets a reader that may block should wait for in one read (see "Large
+        bodies" in ``feed``): the whole rest of a held data frame, at most WAIT_READ_MAX, when it
+        is more than DIRECT_READ_MAX and no read of its own has brought any of it yet; else 0."""
+        missing = self._missing
+        if missing <= DIRECT_READ_MAX or len(self._held) != 1 or not self._plain(self._held[0]):
+            return 0
+        return min(missing, WAIT_READ_MAX)
+
     def cut_runs(self) -> None:
         """From now on hand no :class:`Run` on: every frame comes out on its own (an encrypting
         connection's frames are boxes that it opens one by one, not messages)."""
@@ -358,7 +368,10 @@ class FrameDecoder:
         at a time, and no more than the kernel holds), each one piece as it is (short ones
         merged), and after the read that completes it only the next frame's header
         (``read_limit``): so a large body read whole after its header is handed on as the very
-        object the read made, with no copy and no piece made and freed.
+        object the read made, with no copy and no piece made and freed.  A body whose rest is
+        more than DIRECT_READ_MAX would come in pieces, joined in one more copy of all of it; a
+        reader that may block instead waits for all of that rest in one read (``wait_read``,
+        offered once a frame: a read of it that came short leaves the rest to direct reads).
         """
         out: list[Any] = []
         self.commands = self.runs = self.large = False
@@ -610,6 +623,10 @@ PIECE_MIN = 4096
 #: (``recv`` makes its ``bytes`` at the size asked for, before the octets come), so a header's
 #: claim costs nothing ahead of what the peer actually sends.
 DIRECT_READ_MAX = 1 << 20
+#: The most a read that waits for a large body asks for (``wait_read``).  Its ``bytes`` is made
+#: at that size before the octets come -- address space the kernel backs with memory only as
+#: they are written -- and shrunk to what came.
+WAIT_READ_MAX = 1 << 26
 
 
 def _uniform_run(view: bytes, pos: int, end: int, head: int) -> int:
