@@ -11,6 +11,7 @@ peer leaving is still seen.  The peers are libzmq's (pyzmq), so the same tests h
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -235,6 +236,117 @@ def test_a_large_body_that_comes_late_is_read_whole(make, tmp_path, monkeypatch)
         sender.join(DEADLINE)
     assert reads.asked[0] == len(msg), "the rest was not waited for in one read"
     assert len(reads.returned[0]) < len(msg)
+
+
+@contextmanager
+def stalled_pull(make, tmp_path, monkeypatch, **options) -> Iterator[tuple[Any, socket.socket]]:
+    """A PULL whose thread keeps its input, and its raw peer, after a 3 MiB frame's header:
+    the PULL's next ``recv`` reads that header alone (the message before ended with a body
+    read on its own), and then waits for the body's rest -- a rest of more than one direct
+    read."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000), **options)
+    path = f"{tmp_path}/pull"
+    pull.bind(f"ipc://{path}")
+    with raw_push(pull, path) as peer:
+        peer.sendall(long_frame(message(7, 3 * DIRECT_READ_MAX))[:9])
+        yield pull, peer
+
+
+def test_a_peer_trickling_a_large_body_costs_recv_only_its_rcvtimeo(make, tmp_path, monkeypatch):
+    """A peer sends a large body an octet every 2 ms: the PULL waits in a read for the rest
+    once a frame, not once for every read that came short -- short pieces were merged into the
+    frame's first, which kept offering the wait, and ``recv`` with RCVTIMEO 50 ms gave up only
+    after seconds (41 s at an octet every 10 ms), ``term()`` as late."""
+    with stalled_pull(make, tmp_path, monkeypatch) as (pull, peer):
+        stop = threading.Event()
+
+        def trickle() -> None:
+            while not stop.wait(0.002):
+                peer.sendall(b"x")
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        try:
+            pull.rcvtimeo = 50
+            began = time.monotonic()
+            with pytest.raises(zmq.Again):
+                pull.recv()
+            waited = time.monotonic() - began
+        finally:
+            stop.set()
+            trickler.join(DEADLINE)
+    assert waited < 1.0, f"recv gave up after {waited:.2f} s, its RCVTIMEO 0.05 s"
+
+
+@pytest.mark.parametrize("come", [0, 3000], ids=["nothing", "some"])
+def test_a_signal_that_returns_does_not_keep_recv_waiting_for_a_large_body(
+    make, tmp_path, monkeypatch, come
+):
+    """Python restarts a read that a signal cut short before anything came, with SO_RCVTIMEO's
+    whole wait again: under a signal every 5 ms whose handler returns, a read waiting for a
+    large body's rest kept ``recv`` (and ``term()``) waiting for ever once the peer stalled.
+    The read waits only when the kernel holds some of the rest (a signal then ends it with
+    what came), and ``recv`` gives up at its RCVTIMEO."""
+    signals: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda number, _: signals.append(number))
+    stop = threading.Event()
+    main = threading.get_ident()
+
+    def signal_often() -> None:  # (SIGALRM is pytest-timeout's)
+        while not stop.wait(0.005):
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+    try:
+        with stalled_pull(make, tmp_path, monkeypatch) as (pull, peer):
+            peer.sendall(b"y" * come)
+            signaller = threading.Thread(target=signal_often, daemon=True)
+            signaller.start()
+            pull.rcvtimeo = 100
+            began = time.monotonic()
+            with pytest.raises(zmq.Again):
+                pull.recv()
+            waited = time.monotonic() - began
+            stop.set()
+            signaller.join(DEADLINE)
+    finally:
+        stop.set()
+        signal.signal(signal.SIGUSR1, previous)
+    assert signals, "no signal came while recv waited"
+    assert waited < 2.0, f"recv gave up after {waited:.2f} s, its RCVTIMEO 0.1 s"
+
+
+def test_a_peer_streaming_a_large_body_is_not_dropped_by_heartbeats(make, tmp_path, monkeypatch):
+    """While the PULL's thread waits in a read for a large body's rest, what comes goes into
+    that read, unseen by the heartbeat's peek: a live peer sending steadily was dropped as
+    silent (HEARTBEAT_IVL 20 ms, HEARTBEAT_TIMEOUT 40 ms, a wait longer than both), and the
+    message it was sending lost."""
+    monkeypatch.setattr(engine_lent, "WAIT_READ_MS", 300)
+    with stalled_pull(make, tmp_path, monkeypatch, HEARTBEAT_IVL=20, HEARTBEAT_TIMEOUT=40) as (
+        pull,
+        peer,
+    ):
+        wire = long_frame(message(7, 3 * DIRECT_READ_MAX))[9:]
+        sent = [message(8 + i, 3 * DIRECT_READ_MAX) for i in range(2)]
+        wire += b"".join(map(long_frame, sent))
+        stop = threading.Event()
+
+        def stream() -> None:  # 64 KiB every 2 ms: never silent for long
+            for at in range(0, len(wire), 64 * 1024):
+                try:
+                    peer.sendall(wire[at : at + 64 * 1024])
+                except OSError:  # (dropped)
+                    return
+                if stop.wait(0.002):
+                    return
+
+        sender = threading.Thread(target=stream, daemon=True)
+        sender.start()
+        try:
+            assert [pull.recv() for _ in range(3)] == [message(7, 3 * DIRECT_READ_MAX), *sent]
+        finally:
+            stop.set()
+            sender.join(DEADLINE)
 
 
 def test_a_wait_for_a_large_body_ends_with_rcvtimeo(make, tmp_path, monkeypatch):

@@ -498,6 +498,10 @@ def test_a_body_too_large_for_a_direct_read_is_offered_whole_to_a_read_that_wait
     dec.feed(body[10:5000])  # (a read that came short)
     assert dec.wait_read == 0 and dec.direct_read == len(body) - 5000
     assert dec.feed(body[5000:]) == [body]
+    dec.feed(memoryview(head))
+    dec.feed(body[:1])  # (one octet: even a piece too short to keep alone ends the offer)
+    assert dec.wait_read == 0 and dec.direct_read == DIRECT_READ_MAX
+    assert dec.feed(body[1:2]) == [] and dec.feed(body[2:]) == [body]
     small = numbered(DIRECT_READ_MAX, 8)
     dec.feed(memoryview(wire(small)[:9]))
     assert dec.wait_read == 0 and dec.direct_read == DIRECT_READ_MAX  # (one direct read)

@@ -73,7 +73,8 @@ class InputLoan(Protocol):
 
     def read_lent(self, wait_ms: int = 0) -> bool:
         """Read and decode what the descriptor holds, into the pipe, the rest of a large body
-        waited for up to ``wait_ms`` (-1: no limit; 0: not at all); whether anything came."""
+        waited for up to ``wait_ms`` (-1: no limit of the caller's, only the transport's own
+        bound on one wait; 0: not at all); whether anything came."""
 
     def await_lent(self, wait_ms: int) -> bool:
         """``read_lent``, waiting in the read itself up to ``wait_ms`` for something to

@@ -120,6 +120,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         self._got = deque()
         self._lent_buffer: memoryview | None = None
         self._rcvtimeo = -1
+        self._read_until = 0.0
         self._zap = None
         self._peer_address: bytes | None = None
 

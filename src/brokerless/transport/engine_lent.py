@@ -25,7 +25,9 @@ their rate once their bodies were read on their own (BENCHMARKS.md, *Wire throug
 larger than one direct read (``wait_read``) is waited for in one read, within what is left of
 the ``recv``'s timeout and :data:`WAIT_READ_MS` at a time, so the body is the ``bytes`` that
 read made: in direct reads its pieces were joined in one more copy of the whole (4 MiB
-messages 1.4-1.5x as fast).
+messages 1.4-1.5x as fast).  It is waited for once a frame, and only when the kernel holds
+some of it already (``_wait_size``); while it lasts, heartbeats take the peer for alive
+(``_read_until``: what comes goes into that read, where a peek does not see it).
 
 A request and its reply alternate, so the input is usually borrowed again within one round
 trip: a borrower may *keep* the loan when it is done (``return_input(keep=True)``), and the
@@ -261,6 +263,20 @@ class LentInputMixin(EngineState):
             came = self._read_lent_once(MSG_DONTWAIT, True, wait_ms)
         return True
 
+    def _wait_size(self, wait_ms: int) -> int:
+        """How many octets the next read should wait for (0: none; see ``read_lent``): the
+        whole rest of a large body, if ``wait_ms`` allows a wait and the kernel holds some of
+        it already -- then a signal ends the read with what came (a read that got nothing is
+        restarted by Python, SO_RCVTIMEO and all, and a signal every few ms kept it waiting for
+        ever).  The descriptor is set to wait for at most ``wait_ms`` (-1: WAIT_READ_MS)."""
+        size = self.conn.wait_read if wait_ms else 0
+        if not size or not self._queued():
+            return 0
+        wait = WAIT_READ_MS if wait_ms < 0 else min(wait_ms, WAIT_READ_MS)
+        self._set_rcvtimeo(wait)
+        self._read_until = time.monotonic() + wait / 1000
+        return size
+
     def _read_lent_once(self, flags: int, direct_only: bool, wait_ms: int) -> object:
         """One read of ``read_lent``: _NOTHING, _CAME, or _READ_ON (something came, and the
         rest of a large body is wanted next).  ``direct_only``: read only the rest of a large
@@ -275,9 +291,8 @@ class LentInputMixin(EngineState):
         buffer = None
         try:
             try:  # (what recv returns is kept, whatever comes next)
-                direct = conn.wait_read if wait_ms else 0
+                direct = self._wait_size(wait_ms)
                 if direct:  # all the rest of a large body, waited for (see read_lent)
-                    self._set_rcvtimeo(WAIT_READ_MS if wait_ms < 0 else min(wait_ms, WAIT_READ_MS))
                     flags = MSG_WAITALL
                 else:
                     direct = self._direct_size(direct_only)

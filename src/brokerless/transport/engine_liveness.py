@@ -62,8 +62,10 @@ class LivenessMixin(EngineState):
 
     def _silent_for(self, limit: float) -> bool:
         """Nothing came from the peer for ``limit`` seconds, and nothing of its waits unread
-        (see the module docstring): an error or the end of the stream is left to the read."""
-        if time.monotonic() - self._last_rx < limit:
+        (see the module docstring): an error or the end of the stream is left to the read.
+        Nor while the socket's thread waits in a read for a large body's rest, which takes in
+        what comes unseen by the peek, nor for ``limit`` after that wait's end."""
+        if time.monotonic() - max(self._last_rx, self._read_until) < limit:
             return False
         try:
             self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)  # (see engine_lent)

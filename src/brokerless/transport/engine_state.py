@@ -203,6 +203,13 @@ class EngineState:
     #: The SO_RCVTIMEO last set for a lent read that waits (ms; -1: none yet, the descriptor
     #: still non-blocking; see "Waiting in the read" in :mod:`.engine_lent`).
     _rcvtimeo: int
+    #: When the last wait for a large body's rest (see :mod:`.engine_lent`) ends at the latest:
+    #: until then what the peer sends goes straight into that read, unseen by a peek.
+    _read_until: float
+
+    def _queued(self) -> int:
+        """How many octets the kernel holds for the descriptor now (FIONREAD)."""
+        return int.from_bytes(fcntl.ioctl(self.fileno, termios.FIONREAD, _INT), sys.byteorder)
 
     def _direct_size(self, whole: bool = False) -> int:
         """How many octets to read next as ``bytes`` of their own: what the connection asks
@@ -215,7 +222,7 @@ class EngineState:
         wanted = self.conn.direct_read
         if not wanted:
             return 0
-        queued = int.from_bytes(fcntl.ioctl(self.fileno, termios.FIONREAD, _INT), sys.byteorder)
+        queued = self._queued()
         if queued < wanted:
             return 0 if whole else queued
         return wanted

@@ -279,7 +279,8 @@ class FrameDecoder:
     def wait_read(self) -> int:
         """How many octets a reader that may block should wait for in one read (see "Large
         bodies" in ``feed``): the whole rest of a held data frame, at most WAIT_READ_MAX, when it
-        is more than DIRECT_READ_MAX and no read of its own has brought any of it yet; else 0."""
+        is more than DIRECT_READ_MAX and no read has added to the frame since the one that began
+        it (one piece held: the first is never merged with another); else 0."""
         missing = self._missing
         if missing <= DIRECT_READ_MAX or len(self._held) != 1 or not self._plain(self._held[0]):
             return 0
@@ -384,8 +385,10 @@ class FrameDecoder:
                 self._held, self._held_len = [], 0
             elif len(data) < missing:
                 held = self._held
-                if len(data) < PIECE_MIN and len(held[-1]) < PIECE_MIN:
-                    held[-1] += data  # (small pieces merged: see PIECE_MIN)
+                # (small pieces merged, see PIECE_MIN -- but never into the first, so that
+                # one piece held means no read since the one that began it: see wait_read)
+                if len(held) > 1 and len(data) < PIECE_MIN and len(held[-1]) < PIECE_MIN:
+                    held[-1] += data
                 else:
                     held.append(bytes(data))
                 self._held_len += len(data)
