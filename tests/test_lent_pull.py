@@ -113,16 +113,12 @@ def test_a_pull_reads_a_large_message_to_its_end_itself(make, lmake, address, mo
 def test_a_large_message_all_in_is_read_in_one_turn_of_the_wait(make, tmp_path, monkeypatch):
     """After a large body the PULL's thread reads the next header alone; when the kernel holds
     the rest of that message, it reads the body at once too: one poll a message, not two."""
-    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
-    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
-    path = f"{tmp_path}/pull"
-    pull.bind(f"ipc://{path}")
     polls = []
     poll_lent = WaitingMixin._poll_lent
     monkeypatch.setattr(
         WaitingMixin, "_poll_lent", lambda *args: (polls.append(1), poll_lent(*args))[1]
     )
-    with raw_push(pull, path) as peer:
+    with raw_pair(make, tmp_path, monkeypatch) as (pull, peer):
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * DIRECT_MIN)
         del polls[:]
         for i in range(10):  # each fits in the peer's SO_SNDBUF: all of it is in before recv
@@ -135,6 +131,18 @@ def test_a_large_message_all_in_is_read_in_one_turn_of_the_wait(make, tmp_path, 
 def long_frame(body: bytes) -> bytes:
     """``body`` as one long frame, the message's last."""
     return b"\x02" + len(body).to_bytes(8, "big") + body
+
+
+@contextmanager
+def raw_pair(make, tmp_path, monkeypatch, **options) -> Iterator[tuple[Any, socket.socket]]:
+    """A PULL bound at an ipc path, its thread keeping its input (and the I/O thread's timer
+    never taking it back), and its raw PUSH peer (``raw_push``)."""
+    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000), **options)
+    path = f"{tmp_path}/pull"
+    pull.bind(f"ipc://{path}")
+    with raw_push(pull, path) as peer:
+        yield pull, peer
 
 
 @contextmanager
@@ -214,15 +222,11 @@ def test_a_body_larger_than_a_direct_read_is_the_bytes_of_one_read(
 def test_a_large_body_that_comes_late_is_read_whole(make, tmp_path, monkeypatch):
     """The read that waits for a large body's rest ends before all of it came: the rest is
     read as it comes, and the message arrives whole."""
-    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
     monkeypatch.setattr(engine_lent, "WAIT_READ_MS", 5)
-    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
-    path = f"{tmp_path}/pull"
-    pull.bind(f"ipc://{path}")
     msg = message(7, 3 * DIRECT_READ_MAX)
     wire = long_frame(msg)
     part = 9 + DIRECT_READ_MAX
-    with raw_push(pull, path) as peer, noting_reads(pull) as reads:
+    with raw_pair(make, tmp_path, monkeypatch) as (pull, peer), noting_reads(pull) as reads:
 
         def send_in_two() -> None:
             peer.sendall(wire[:part])
@@ -244,11 +248,7 @@ def stalled_pull(make, tmp_path, monkeypatch, **options) -> Iterator[tuple[Any, 
     the PULL's next ``recv`` reads that header alone (the message before ended with a body
     read on its own), and then waits for the body's rest -- a rest of more than one direct
     read."""
-    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
-    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000), **options)
-    path = f"{tmp_path}/pull"
-    pull.bind(f"ipc://{path}")
-    with raw_push(pull, path) as peer:
+    with raw_pair(make, tmp_path, monkeypatch, **options) as (pull, peer):
         peer.sendall(long_frame(message(7, 3 * DIRECT_READ_MAX))[:9])
         yield pull, peer
 
@@ -352,13 +352,9 @@ def test_a_peer_streaming_a_large_body_is_not_dropped_by_heartbeats(make, tmp_pa
 def test_a_wait_for_a_large_body_ends_with_rcvtimeo(make, tmp_path, monkeypatch):
     """The read that waits for a large body's rest waits no longer than ``recv`` may: a peer
     that stops halfway costs the PULL its RCVTIMEO, then Again."""
-    monkeypatch.setattr(engine_lent, "LOAN_IDLE", 3600.0)
     monkeypatch.setattr(engine_lent, "WAIT_READ_MS", 60_000)
-    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
-    path = f"{tmp_path}/pull"
-    pull.bind(f"ipc://{path}")
     msg = message(7, 3 * DIRECT_READ_MAX)
-    with raw_push(pull, path) as peer:
+    with raw_pair(make, tmp_path, monkeypatch) as (pull, peer):
         peer.sendall(long_frame(msg)[: 9 + 100_000])
         pull.rcvtimeo = 300
         began = time.monotonic()
