@@ -4,9 +4,11 @@ paragraph) executed as written, ``list``, ``run --ui`` and ``ui``, Ctrl-C."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .ports import free_port
-from .test_cli import BROKERLESS, ENV, interrupt, started
+from .test_cli import BROKERLESS, ENV, finish, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -165,6 +167,27 @@ def test_stream_ui_keeps_the_page_after_the_run_until_ctrl_c():
         interrupt(process)
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+
+
+@pytest.mark.timeout(120)
+def test_stream_ui_ends_on_a_ctrl_c_that_another_thread_takes():
+    """The kernel hands a process's SIGINT to any thread that does not block it, and Python
+    runs the handler in the main thread when that thread next wakes.  The page's wait for
+    Ctrl-C had no timeout, so a SIGINT taken by another thread left the command asleep for
+    ever (seen once in a full run: still running 30 s after Ctrl-C).  Sent to another thread
+    on purpose here, it ends the command as a Ctrl-C does."""
+    port = free_port()
+    with started(
+        "stream", "ui", "brokerless.stream.examples:word_count", "--port", str(port)
+    ) as process:
+        assert process.stderr.readline().decode().startswith("topology UI:")
+        assert process.stderr.readline().decode().startswith("done: the final figures stay")
+        others = [int(t) for t in os.listdir(f"/proc/{process.pid}/task") if int(t) != process.pid]
+        assert others, "no thread but the main one"
+        assert ctypes.CDLL(None, use_errno=True).tgkill(process.pid, others[0], signal.SIGINT) == 0
+        _, err = finish(process, timeout=10)
+    assert process.returncode == 130, err.decode()
+    assert b"Traceback" not in err, err.decode()
 
 
 def endless():

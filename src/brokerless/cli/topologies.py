@@ -307,8 +307,17 @@ def ui(options: RunOptions, port: int, host: str) -> int:
         options.wait(handle)
         handle.stop()
         click.echo(f"done: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
-        threading.Event().wait()
+        _until_ctrl_c()
     return 0
+
+
+def _until_ctrl_c() -> None:
+    """Wait for Ctrl-C (KeyboardInterrupt), waking now and then: the kernel may hand SIGINT to
+    any thread, and Python runs the handler in the main thread only when that thread next
+    wakes -- an untimed wait would sleep through it for ever."""
+    idle = threading.Event()
+    while True:
+        idle.wait(0.2)
 
 
 @stream.command(
