@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import selectors
+import signal
 import socket
 import threading
 from collections.abc import Iterator
@@ -237,3 +238,18 @@ def test_a_burst_sent_to_a_peer_of_the_same_context_arrives_in_one_piece(transpo
     finally:
         context.destroy(linger=0)
     assert whole >= 17, f"only {whole} of 20 bursts were there once the first was received"
+
+
+def test_signals_sent_to_the_process_never_go_to_an_io_thread(io):
+    """As libzmq's I/O threads, an I/O thread blocks the signals sent to the process (Ctrl-C's
+    SIGINT, SIGTERM), so the kernel hands them to a thread that can run Python's handler at
+    once: taken by an I/O thread, a Ctrl-C waited for the main thread to wake, and a main thread
+    asleep in an untimed ``recv`` never did.  Faults in the thread itself stay unblocked."""
+    blocked = set()
+
+    def note(_: object) -> None:
+        blocked.update(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    io.call_and_wait(note)
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1} <= blocked
+    assert not blocked & {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE}

@@ -37,6 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+import signal
 import threading
 import time
 import traceback
@@ -185,6 +186,7 @@ class IOThread:
             )
 
     def _run(self) -> None:
+        _block_signals()
         self._keep_to_cpus()
         poll = self._poller.poll
         mailbox = self._mailbox
@@ -236,3 +238,17 @@ class IOThread:
             else:
                 timer.callback = None
                 self._guarded(callback)
+
+
+#: Signals a fault in the thread itself raises: never blocked (the kernel would kill the
+#: process outright, before faulthandler could say where).
+_FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT}
+
+
+def _block_signals() -> None:
+    """Keep signals sent to the process (Ctrl-C's SIGINT, SIGTERM) away from this thread, as
+    libzmq's I/O threads do: the kernel hands such a signal to any thread that does not block
+    it, and Python runs the handler in the main thread only when that thread next wakes -- a
+    main thread asleep in an untimed ``recv`` would sleep through a Ctrl-C taken here."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals() - _FAULTS)
