@@ -26,7 +26,7 @@ larger than one direct read (``wait_read``) is waited for in one read, within wh
 the ``recv``'s timeout and :data:`WAIT_READ_MS` at a time, so the body is the ``bytes`` that
 read made: in direct reads its pieces were joined in one more copy of the whole (4 MiB
 messages 1.4-1.5x as fast).  It is waited for once a frame, and only when the kernel holds
-some of it already (``_wait_size``); while it lasts, heartbeats take the peer for alive
+some of it already (``_direct_size``); while it lasts, heartbeats take the peer for alive
 (``_read_until``: what comes goes into that read, where a peek does not see it).
 
 A request and its reply alternate, so the input is usually borrowed again within one round
@@ -94,6 +94,7 @@ from typing import Any
 from ..io.thread import READ_BUFFER_SIZE
 from ..mailbox import WAKE
 from ..zmtp import TRAFFIC, ProtocolError
+from ..zmtp.frames import DIRECT_READ_MAX
 from .engine_state import EngineState
 
 #: How long a kept loan may go unborrowed before the I/O thread takes it back (seconds; see
@@ -263,19 +264,15 @@ class LentInputMixin(EngineState):
             came = self._read_lent_once(MSG_DONTWAIT, True, wait_ms)
         return True
 
-    def _wait_size(self, wait_ms: int) -> int:
-        """How many octets the next read should wait for (0: none; see ``read_lent``): the
-        whole rest of a large body, if ``wait_ms`` allows a wait and the kernel holds some of
-        it already -- then a signal ends the read with what came (a read that got nothing is
-        restarted by Python, SO_RCVTIMEO and all, and a signal every few ms kept it waiting for
-        ever).  The descriptor is set to wait for at most ``wait_ms`` (-1: WAIT_READ_MS)."""
-        size = self.conn.wait_read if wait_ms else 0
-        if not size or not self._queued():
-            return 0
+    def _wait_for_rest(self, wait_ms: int) -> None:
+        """Set the descriptor to wait at most ``wait_ms`` (-1: WAIT_READ_MS) for the whole rest
+        of a large body (see ``read_lent``).  Only when the kernel holds some of it already
+        (``_direct_size``): a signal then ends the read with what came, where a read that got
+        nothing is restarted by Python, SO_RCVTIMEO and all -- a signal every few ms kept it
+        waiting for ever."""
         wait = WAIT_READ_MS if wait_ms < 0 else min(wait_ms, WAIT_READ_MS)
         self._set_rcvtimeo(wait)
         self._read_until = time.monotonic() + wait / 1000
-        return size
 
     def _read_lent_once(self, flags: int, direct_only: bool, wait_ms: int) -> object:
         """One read of ``read_lent``: _NOTHING, _CAME, or _READ_ON (something came, and the
@@ -291,11 +288,10 @@ class LentInputMixin(EngineState):
         buffer = None
         try:
             try:  # (what recv returns is kept, whatever comes next)
-                direct = self._wait_size(wait_ms)
-                if direct:  # all the rest of a large body, waited for (see read_lent)
+                direct = self._direct_size(direct_only, wait_ms)
+                if direct > DIRECT_READ_MAX:  # all the rest of a large body, waited for
+                    self._wait_for_rest(wait_ms)
                     flags = MSG_WAITALL
-                else:
-                    direct = self._direct_size(direct_only)
                 if direct_only and not direct:
                     return _NOTHING
                 if direct:  # the rest of a large body, as bytes of its own (see zmtp.frames)

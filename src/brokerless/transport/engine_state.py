@@ -207,22 +207,26 @@ class EngineState:
     #: until then what the peer sends goes straight into that read, unseen by a peek.
     _read_until: float
 
-    def _queued(self) -> int:
-        """How many octets the kernel holds for the descriptor now (FIONREAD)."""
-        return int.from_bytes(fcntl.ioctl(self.fileno, termios.FIONREAD, _INT), sys.byteorder)
-
-    def _direct_size(self, whole: bool = False) -> int:
+    def _direct_size(self, whole: bool = False, wait_ms: int = 0) -> int:
         """How many octets to read next as ``bytes`` of their own: what the connection asks
         for (the rest of a large body; see "Large bodies" in :mod:`brokerless.zmtp.frames`),
         but no more than the kernel holds now (FIONREAD) -- 0 when it reports none (``whole``:
         less than all that is asked), or nothing is asked: then a read into a buffer.  A
         ``recv`` makes its ``bytes`` at the size asked for and shrinks it to what came, and a
         large one shrunk stayed a memory mapping of its own: a peer trickling a large body in
-        small writes made the receiver hold 2-3x the octets in as many mappings as reads."""
-        wanted = self.conn.direct_read
+        small writes made the receiver hold 2-3x the octets in as many mappings as reads.
+        ``wait_ms`` (a lent read that may wait): the whole rest of a body too large for one
+        direct read, more than DIRECT_READ_MAX, when the kernel holds some of it already -- a
+        read the caller waits for (see :mod:`.engine_lent`)."""
+        conn = self.conn
+        wanted = conn.direct_read
         if not wanted:
             return 0
-        queued = self._queued()
+        queued = int.from_bytes(fcntl.ioctl(self.fileno, termios.FIONREAD, _INT), sys.byteorder)
+        if wait_ms and queued:
+            rest = conn.wait_read
+            if rest:
+                return rest
         if queued < wanted:
             return 0 if whole else queued
         return wanted
