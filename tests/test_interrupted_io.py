@@ -437,6 +437,63 @@ def test_a_message_queued_by_an_interrupted_inproc_send_wakes_its_reader(ctx):
     push.close()
 
 
+#: What a PUB's thread runs to send one message to its subscribers.
+FANNING_OUT = (
+    os.path.join(SRC, "socket", "messages.py"),
+    os.path.join(SRC, "patterns", "pubsub.py"),
+    STRATEGIES,
+    *WAKING,
+)
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [b"", b"t"],  # everything: the fan-out fast path (write_all); a topic: Distributor.send_to
+    ids=["everything", "a-topic"],
+)
+def test_a_message_fanned_out_by_an_interrupted_pub_send_reaches_every_subscriber_or_none(
+    ctx, topic
+):
+    """A PUB sends to three inproc SUBs: an interruption at any point of the send leaves the
+    message with every subscriber or with none, each getting it once -- libzmq's send is all or
+    nothing; here one that went into a subscriber's pipe is sent, and the rest get it too
+    (a retried send would give that one a second copy)."""
+    pub = ctx.socket(zmq.PUB)
+    pub.bind("inproc://interrupted-fan-out")
+    subs = []
+    for _ in range(3):
+        sub = ctx.socket(zmq.SUB)
+        sub.rcvtimeo = int(REPLY_TIMEOUT * 1000)
+        sub.setsockopt(zmq.SUBSCRIBE, topic)
+        sub.connect("inproc://interrupted-fan-out")
+        subs.append(sub)
+    waiting = list(subs)
+    deadline = time.monotonic() + REPLY_TIMEOUT
+    while waiting:  # until the PUB has every subscription (each SUB gets a message)
+        assert time.monotonic() < deadline, "the subscriptions never reached the PUB"
+        pub.send(b"t-warm")
+        waiting = [sub for sub in waiting if not sub.poll(10)]
+    for sub in subs:
+        while sub.poll(0):
+            sub.recv()
+
+    def trial(injector: Injector, k: int) -> None:
+        body = b"t%d" % k
+        interrupted(lambda: pub.send(body), injector, k)
+        pub.send(b"t-end")
+        got = []
+        for sub in subs:
+            before_end = []
+            while (msg := sub.recv()) != b"t-end":
+                before_end.append(msg)
+            got.append(before_end)
+        assert got in ([[body]] * 3, [[]] * 3), f"interrupted at {injector.where}: {got}"
+
+    assert every_point(trial, FANNING_OUT) >= 20  # (29 and 35: several points a subscriber)
+    for sock in (pub, *subs):
+        sock.close()
+
+
 @contextmanager
 def large_stream(
     ctx: zmq.Context, libzmq_ctx: libzmq.Context, padding: bytes

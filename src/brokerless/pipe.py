@@ -238,14 +238,14 @@ class Pipe:
     """One end of a pipe pair, used by exactly one owner."""
 
     __slots__ = (
-        "_in",
-        "_out",
         "_owner_ref",
         "_source_ref",
         "data",
         "endpoint",
         "greeted",
+        "inbound",
         "metadata",
+        "outbound",
         "peer",
         "peer_routing_id",
         "routing_id",
@@ -253,8 +253,11 @@ class Pipe:
     )
 
     def __init__(self, inbound: Lane, outbound: Lane) -> None:
-        self._in = inbound
-        self._out = outbound
+        #: The lane this end reads (for a reader that takes messages itself: ``Socket.recv``).
+        self.inbound = inbound
+        #: The lane this end writes (for a writer that queues messages itself: ``Socket.send``;
+        #: it must not while ``terminating``, nor past the HWM, nor on a conflating lane).
+        self.outbound = outbound
         self._owner_ref: Any = None
         self.peer: Pipe | None = None
         #: The routing id the peer announced (its ROUTING_ID option), b"" when it set none.
@@ -272,7 +275,7 @@ class Pipe:
         self._source_ref: weakref.ref[InputSource] | None = None
 
     def __repr__(self) -> str:
-        return f"<Pipe {self.endpoint or '?'} in={len(self._in.q)} out={len(self._out.q)}>"
+        return f"<Pipe {self.endpoint or '?'} in={len(self.inbound.q)} out={len(self.outbound.q)}>"
 
     @property
     def owner(self) -> Any:
@@ -284,17 +287,6 @@ class Pipe:
     @owner.setter
     def owner(self, owner: Any) -> None:
         self._owner_ref = None if owner is None else weakref.ref(owner)
-
-    @property
-    def inbound(self) -> Lane:
-        """The lane this end reads (for a reader that takes messages itself: ``Socket.recv``)."""
-        return self._in
-
-    @property
-    def outbound(self) -> Lane:
-        """The lane this end writes (for a writer that queues messages itself: ``Socket.send``;
-        it must not while ``terminating``, nor past the HWM, nor on a conflating lane)."""
-        return self._out
 
     @property
     def source(self) -> InputSource | None:
@@ -309,14 +301,14 @@ class Pipe:
 
     def peer_gone(self) -> bool:
         """The peer closed its end (its delimiter is queued), e.g. before we attached."""
-        q = self._in.q
+        q = self.inbound.q
         return bool(q) and q[-1] is DELIMITER
 
     # -- reading ---------------------------------------------------------------------------
 
     def read(self) -> Any:
         """The next whole message, or None when the pipe is empty (or just terminated)."""
-        lane = self._in
+        lane = self.inbound
         q = lane.q
         try:
             msg = q.popleft()
@@ -344,7 +336,7 @@ class Pipe:
     def read_many(self, limit: int) -> list[Any]:
         """Up to ``limit`` whole messages; like :meth:`read`, an empty result (or one that
         emptied the pipe) marks the reader asleep, and the end of the stream is reported."""
-        lane = self._in
+        lane = self.inbound
         q = lane.q
         popleft = q.popleft
         out: list[Any] = []
@@ -373,7 +365,7 @@ class Pipe:
         next message is signalled; without, the reader stays awake and writers keep not
         signalling.  Returns whether the reader is now asleep (else the caller arranges the
         next read)."""
-        lane = self._in
+        lane = self.inbound
         q = lane.q
         n = min(limit, len(q))
         if n and n == len(q) and q[-1] is DELIMITER:  # (nothing is written after it)
@@ -392,18 +384,18 @@ class Pipe:
     def hold_reader_awake(self) -> None:
         """The reader is about to look at this end by its own means (it reads the connection
         that feeds it): writers need not signal it until it next finds the end empty."""
-        self._in.reader_asleep = False
+        self.inbound.reader_asleep = False
 
     def _wake_writer_if_drained(self) -> None:
         """After a batch read: wake a writer blocked at the HWM once down to the low-water
         mark (``read`` does the same inline: it runs once per message)."""
-        lane = self._in
+        lane = self.inbound
         if lane.writer_blocked and lane.depth() <= lane.lwm:
             lane.wake_writer()
 
     def check_read(self) -> bool:
         """Whether a message is ready; marks the reader asleep when there is none."""
-        lane = self._in
+        lane = self.inbound
         q = lane.q
         if q:
             if q[0] is DELIMITER:
@@ -436,7 +428,7 @@ class Pipe:
         """Whether a message can be written now (under HWM and peer still there)."""
         if self.terminating:
             return False
-        lane = self._out
+        lane = self.outbound
         if lane.hwm and lane.depth() >= lane.hwm and not lane.conflate:
             lane.writer_blocked = True
             if lane.depth() >= lane.hwm:
@@ -446,7 +438,7 @@ class Pipe:
 
     def write(self, msg: Any) -> bool:
         """Queue one whole message if the peer is there and the HWM allows; wake the reader."""
-        lane = self._out
+        lane = self.outbound
         full = lane.hwm and len(lane.q) + lane.run_in - lane.run_out >= lane.hwm
         if self.terminating or (full and not self.check_write()):
             return False
@@ -473,7 +465,7 @@ class Pipe:
         """Queue whole messages in order, as many as the HWM allows; returns how many items
         were taken.  ``runs``: :class:`Run` items may be among them (each admitted as one
         item, counted as its messages)."""
-        lane = self._out
+        lane = self.outbound
         n = 0
         if not (self.terminating or lane.conflate):
             n = len(msgs)
@@ -500,7 +492,7 @@ class Pipe:
         what it did not take is still there, whatever happens.  False when some are left there
         (the HWM: the writer is then marked blocked, as ``write`` does; or the pipe ended).
         For pipes without conflation (a session lends no input into one)."""
-        lane = self._out
+        lane = self.outbound
         while not self.terminating:
             room = count if not lane.hwm else min(count, lane.hwm - lane.depth())
             if room > 0:
@@ -516,7 +508,7 @@ class Pipe:
 
     def force_write(self, msg: Any) -> None:
         """Queue a control message past the HWM (subscriptions, greetings, probes)."""
-        lane = self._out
+        lane = self.outbound
         try:
             lane.q.append(msg)
             if lane.reader_asleep:
@@ -527,16 +519,16 @@ class Pipe:
 
     def pending_in(self) -> int:
         """Messages waiting to be read (the delimiter not counted)."""
-        lane = self._in
+        lane = self.inbound
         n = lane.depth()
         return n - 1 if lane.q and lane.q[-1] is DELIMITER else n
 
     def pending_out(self) -> int:
-        return len(self._out.q)
+        return len(self.outbound.q)
 
     def drop_inbound(self) -> None:
         """Discard everything queued for this end (used when it is dropped unread)."""
-        lane = self._in
+        lane = self.inbound
         q = lane.q
         while q:
             item = q.popleft()
@@ -556,17 +548,17 @@ class Pipe:
         if self.terminating:
             return
         self.terminating = True
-        self._out.conflate = False
+        self.outbound.conflate = False
         # The delimiter goes in first: a peer attached later finds it (``peer_gone``); one
         # already attached is told.  An owner that attaches concurrently sees one or the other.
-        self._out.q.append(DELIMITER)
-        self._out.reader_asleep = False
+        self.outbound.q.append(DELIMITER)
+        self.outbound.reader_asleep = False
         self._notify_peer(PIPE_TERM)
 
     def process_pipe_term(self) -> bool:
         """The peer closed its end.  Returns True when nothing is left to read."""
         self.terminating = True
-        q = self._in.q
+        q = self.inbound.q
         if (len(q) == 1 and q[0] is DELIMITER) or not q:
             q.clear()
             return True
@@ -574,31 +566,52 @@ class Pipe:
 
     def set_writer_hwm(self, hwm: int) -> None:
         """This end's owner changed its SNDHWM."""
-        self._out.set_hwms(writer_hwm=hwm)
+        self.outbound.set_hwms(writer_hwm=hwm)
 
     def set_reader_hwm(self, hwm: int) -> None:
         """This end's owner changed its RCVHWM."""
-        self._in.set_hwms(reader_hwm=hwm)
+        self.inbound.set_hwms(reader_hwm=hwm)
 
 
 def write_all(ends: tuple[tuple[Pipe, Lane], ...], msg: Any) -> bool:
     """Queue one single-part message in every end's outbound lane -- when each has room under
     its HWM and none is terminating; else queue nothing and return False (the caller then
     writes end by end, as :meth:`Pipe.write` decides for each).  ``ends`` pairs each pipe with
-    its outbound lane, none of them conflating (a PUB's fan-out: ``Pattern.broadcast``)."""
+    its outbound lane, none of them conflating (a PUB's fan-out: ``Pattern.broadcast``).
+
+    All or nothing, as libzmq's send: an exception from a signal handler once the message went
+    into one lane (see "Interruptions" in :mod:`brokerless.transport.engine_state`) lets it go
+    into the others too before it propagates (``fan_out_rest``)."""
     for pipe, lane in ends:
         hwm = lane.hwm
         if pipe.terminating or (hwm and len(lane.q) + lane.run_in - lane.run_out >= hwm):
             return False
-    for _, lane in ends:
-        try:
+    taken = 0  # the lanes the message went into
+    try:
+        for _, lane in ends:
+            taken += 1  # (with the append: no point between where a handler runs)
             lane.q.append(msg)
             if lane.reader_asleep:
                 lane.wake_reader()
-        except BaseException:  # interrupted once it went in (see Pipe.write): this end's
-            lane.wake_reader()  # reader is woken; the ends after it miss the message
-            raise
+    except BaseException:
+        if taken:
+            ends[taken - 1][1].wake_reader()  # (cut short as it began, maybe: a spare is
+            fan_out_rest([lane for _, lane in ends[taken:]], msg)  # harmless)
+        raise
     return True
+
+
+def fan_out_rest(lanes: list[Lane], msg: Any) -> None:
+    """The rest of a fan-out an exception from a signal handler cut short once its message went
+    into a subscriber's pipe: the message goes into ``lanes`` too (each had room when the
+    fan-out began, or is one a write would have taken it into), each reader woken -- once in one
+    subscriber's pipe the message is sent, and a retried send would give that one a second copy.
+    A second interruption while this runs is not covered: the lanes after it miss the
+    message."""
+    for lane in lanes:
+        lane.q.append(msg)
+        if lane.reader_asleep:
+            lane.wake_reader()
 
 
 def pipepair(

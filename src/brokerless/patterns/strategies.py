@@ -8,9 +8,10 @@ case never scans idle pipes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from ..pipe import Pipe
+from ..pipe import Lane, Pipe
 
 
 class ActiveList:
@@ -157,9 +158,30 @@ class Distributor:
             self.pipes.remove(pipe)
 
     @staticmethod
-    def send_to(msg: Any, pipes: Any) -> None:
-        for pipe in pipes:
-            pipe.write(msg)  # a pipe at its HWM misses this one
+    def send_to(msg: Any, pipes: Iterable[Pipe]) -> None:
+        """Write ``msg`` to each of ``pipes``; a pipe at its HWM misses it.  All or nothing, as
+        libzmq's send: an exception from a signal handler once the message went into one pipe
+        (see "Interruptions" in :mod:`brokerless.transport.engine_state`) lets it go to the
+        rest too before it propagates -- once in one subscriber's pipe it is sent, and a
+        retried send would give that one a second copy (``write_all`` does the same; a second
+        interruption while it does is not covered)."""
+        sent = 0  # pipes it went into
+        lane: Lane | None = None  # the outbound lane of the pipe being written,
+        queued = 0  # and how many messages Pipe.write had queued in it before
+        rest = iter(pipes)
+        try:
+            for pipe in rest:
+                lane = pipe.outbound
+                queued = lane.queued
+                sent += pipe.write(msg)
+        except BaseException:
+            went_in = lane is not None and lane.queued != queued
+            if sent or went_in:
+                if lane is not None and not went_in:
+                    pipe.write(msg)
+                for pipe in rest:
+                    pipe.write(msg)
+            raise
 
     def send_to_all(self, msg: Any) -> None:
         self.send_to(msg, self.pipes)

@@ -38,7 +38,9 @@ octets or messages leaves them, whatever comes, in one place the I/O thread look
 
 The socket's own reads and writes of its pipes do the same where they wake the other side: a
 wake-up cut short is sent again, and a ``recv`` interrupted as it wakes the connection puts its
-message back.  ``tests/test_interrupted_io.py`` raises an exception at each such point in turn.
+message back; a PUB's fan-out cut short once its message went into one subscriber's pipe goes
+on to the rest (``write_all``, ``Distributor.send_to``: a send is all or nothing, as libzmq's).
+``tests/test_interrupted_io.py`` raises an exception at each such point in turn.
 Not covered: the socket's own bookkeeping above its pipes -- an interrupted ``send`` may have
 queued its message before the socket's state (a REQ's) shows it; the message a ``recv`` has
 just taken to return is the caller's (with pyzmq too the interrupt can come right after
