@@ -36,6 +36,7 @@ from brokerless.zmtp import (
     UnexpectedFrame,
     encode_message,
 )
+from brokerless.zmtp.encoder import UNIFORM_MIN, encode_batch
 from brokerless.zmtp.frames import (
     COMMAND,
     DIRECT_MIN,
@@ -44,10 +45,8 @@ from brokerless.zmtp.frames import (
     LONG,
     PIECE_MIN,
     RUN_MIN,
-    UNIFORM_MIN,
     WAIT_READ_MAX,
     WINDOW,
-    encode_batch,
 )
 from brokerless.zmtp.frames_v1 import V1FrameDecoder
 

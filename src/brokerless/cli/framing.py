@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..zmtp.encoder import encode_message
 from ..zmtp.errors import ProtocolError
-from ..zmtp.frames import FrameDecoder, encode_message
+from ..zmtp.frames import FrameDecoder
 
 Message = list[bytes]
 

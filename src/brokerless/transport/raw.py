@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..constants import SocketOption, SocketType
 from ..zmtp import Ready
 from ..zmtp.connection import ERROR_STATE, TRAFFIC
-from ..zmtp.frames import encode_batch
+from ..zmtp.encoder import encode_batch
 from .engine import Engine
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from .connection import (
     Connection,
     State,
 )
+from .encoder import encode_message
 from .errors import (
     AuthenticationFailed,
     HandshakeError,
@@ -25,7 +26,7 @@ from .errors import (
     ZapUnavailable,
 )
 from .events import Ping, Pong, Ready
-from .frames import MAX_FRAME_SIZE, FrameDecoder, encode_message
+from .frames import MAX_FRAME_SIZE, FrameDecoder
 from .greeting import Protocol
 from .mechanisms.zap import ZapRequest
 from .peers import VALID_PEERS

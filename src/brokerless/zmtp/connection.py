@@ -83,6 +83,7 @@ from .commands import (
     parse_ping,
     ping_data,
 )
+from .encoder import encode_batch, encode_command, encode_message
 from .errors import (
     AuthenticationFailed,
     HandshakeError,
@@ -92,7 +93,7 @@ from .errors import (
     ProtocolError,
 )
 from .events import Ping, Pong, Ready
-from .frames import FrameDecoder, encode_batch, encode_command, encode_message
+from .frames import FrameDecoder
 from .frames_v1 import V1FrameDecoder, encode_message_v1
 from .greeting import Greeting, GreetingExchange, Protocol
 from .mechanisms import Mechanism, NullMechanism
@@ -209,7 +210,7 @@ class Connection:
             self._framing(out, msg)
 
     def encode_batch(self, msgs: list[Any], zero_copy_min: int, as_buffer: Any = None) -> list[Any]:
-        """The wire form of ``msgs`` as few buffers (see :func:`.frames.encode_batch`)."""
+        """The wire form of ``msgs`` as few buffers (see :func:`.encoder.encode_batch`)."""
         if self.state is not TRAFFIC:
             raise RuntimeError(f"cannot send messages in state {self.state}")
         return encode_batch(msgs, zero_copy_min, as_buffer, self._batch_encoder)
