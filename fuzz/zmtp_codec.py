@@ -61,7 +61,7 @@ from brokerless.zmtp import (
     encode_message,
 )
 from brokerless.zmtp.commands import command_body, encode_metadata
-from brokerless.zmtp.frames import encode_command
+from brokerless.zmtp.encoder import encode_command
 from brokerless.zmtp.frames_v1 import encode_message_v1
 from brokerless.zmtp.greeting import rest_of_greeting, signature
 from brokerless.zmtp.mechanisms import PlainClient, PlainServer, curve
