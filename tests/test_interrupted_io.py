@@ -20,6 +20,7 @@ arrive once, in order, over a connection that keeps working.
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import sys
@@ -160,6 +161,50 @@ def every_point(
         points = max(points, injector.reached)
         k += 1
     return points
+
+
+class SecondInterruption:
+    """Wraps ``owner``'s method ``name`` -- the handling of a first interruption -- so that a
+    trial can interrupt it too, at its ``at``-th point (once; 0: not at all); ``reached`` says
+    how many points the handling then reached (none if it did not run)."""
+
+    def __init__(self, owner: Any, name: str) -> None:
+        self.injector = Injector()
+        self.at = self.reached = 0
+        handling = getattr(owner, name)
+
+        def handled_again(*args: Any) -> Any:
+            at, self.at = self.at, 0
+            if not at:
+                return handling(*args)
+            injector = self.injector
+            injector.left, injector.reached, injector.where = at, 0, None
+            sys.setprofile(injector._profile)
+            try:
+                return handling(*args)
+            finally:
+                sys.setprofile(None)
+                self.reached = injector.reached
+
+        setattr(owner, name, handled_again)
+
+    def each_point(self, trial: Callable[[int, int], object], first: Injector) -> tuple[int, int]:
+        """``trial(0, 0)``, counting the points ``first`` reaches; then ``trial(k, j)`` for every
+        one of them ``k`` and every point ``j`` its handling reaches.  Returns how many first
+        points there were, and how many second interruptions were made."""
+        trial(0, 0)
+        points = first.reached
+        made = 0
+        for k in range(1, points + 1):
+            j = 1
+            while True:
+                self.at, self.reached = j, 0
+                trial(k, j)
+                if self.reached < j:  # (no j-th point in the handling, if it ran at all)
+                    break
+                made += 1
+                j += 1
+        return points, made
 
 
 @pytest.fixture
@@ -494,6 +539,61 @@ def test_a_message_fanned_out_by_an_interrupted_pub_send_reaches_every_subscribe
         sock.close()
 
 
+class UsingTheSocket(Injector):
+    """An injector whose "signal handler" runs ``action`` before it raises."""
+
+    def __init__(self, targets: tuple[str, ...], action: Callable[[], object]) -> None:
+        super().__init__(targets)
+        self.action = action
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        try:
+            super()._profile(frame, event, arg)
+        except Interrupted:
+            sys.setprofile(None)  # (the handler's own calls are not interrupted)
+            self.action()
+            raise
+
+
+def test_a_handler_that_sends_on_the_pub_it_interrupted_gets_its_own_exception_back(ctx):
+    """A signal handler that uses the PUB it interrupted mid-fan-out (a farewell message, as a
+    SIGTERM handler may send) while a new subscription comes in: not covered by the fan-out's
+    all-or-nothing (``Distributor.send_to``), but the handler's exception is what propagates --
+    not a RuntimeError from the subscribers' set changing under the fan-out's completion."""
+    pub = ctx.socket(zmq.PUB)
+    pub.bind("inproc://interrupted-by-a-handler")
+    subs = []
+    for _ in range(4):
+        sub = ctx.socket(zmq.SUB)
+        sub.connect("inproc://interrupted-by-a-handler")
+        subs.append(sub)
+    for sub in subs[:3]:
+        sub.setsockopt(zmq.SUBSCRIBE, b"t")
+    waiting = subs[:3]
+    deadline = time.monotonic() + REPLY_TIMEOUT
+    while waiting:  # until the PUB has those subscriptions
+        assert time.monotonic() < deadline, "the subscriptions never reached the PUB"
+        pub.send(b"t-warm")
+        waiting = [sub for sub in waiting if not sub.poll(10)]
+    late = subs[3]
+    joins = itertools.cycle([zmq.SUBSCRIBE, zmq.UNSUBSCRIBE])
+
+    def farewell() -> None:
+        late.setsockopt(next(joins), b"t")  # (the PUB takes it in as it sends: the set of
+        pub.send(b"t-bye")  # "t"'s subscribers changes)
+
+    injector = UsingTheSocket(FANNING_OUT, farewell)
+    with injector.at(0):  # (counts the points)
+        pub.send(b"t-message")
+    points = injector.reached
+    assert points >= 10
+    for k in range(1, points + 1):
+        with injector.at(k), pytest.raises(Interrupted):  # (a RuntimeError fails the test)
+            pub.send(b"t-message")
+    for sock in (pub, *subs):
+        sock.close()
+
+
 @contextmanager
 def large_stream(
     ctx: zmq.Context, libzmq_ctx: libzmq.Context, padding: bytes
@@ -568,30 +668,13 @@ def test_a_second_interruption_while_the_first_is_handled_loses_nothing(ctx, lib
         (pipe,) = pull._pipes
         engine = pipe.source.engine
         loans = engine._loans
-        handling = engine._interrupted_read
-        second = Injector()
-        nested = {"at": 0, "reached": 0}
-
-        def interrupted_again(saved: Any, taken: Any) -> None:
-            """The handler, with a second interruption at its ``at``-th point (once)."""
-            at, nested["at"] = nested["at"], 0
-            if not at:
-                return handling(saved, taken)
-            second.left, second.reached, second.where = at, 0, None
-            sys.setprofile(second._profile)
-            try:
-                return handling(saved, taken)
-            finally:
-                sys.setprofile(None)
-                nested["reached"] = second.reached
-
-        engine._interrupted_read = interrupted_again
+        again = SecondInterruption(engine, "_interrupted_read")
+        second = again.injector
         first = Injector()
         sent = 0
 
         def trial(k: int, j: int) -> None:
             nonlocal sent
-            nested["at"], nested["reached"] = j, 0
             sent += 1
             body = b"%d:" % sent + padding
             send(first, body)
@@ -601,19 +684,9 @@ def test_a_second_interruption_while_the_first_is_handled_loses_nothing(ctx, lib
                 pytest.fail(f"lost: interrupted at {first.where}, then at {second.where}")
             assert got == body, f"interrupted at {first.where}, then at {second.where}"
 
-        trial(0, 0)
-        points = first.reached
+        points, made = again.each_point(trial, first)
         assert points > 20
-        handled = 0
-        for k in range(1, points + 1):
-            j = 1
-            while True:
-                trial(k, j)
-                if nested["reached"] < j:  # (no j-th point in the handling, if it ran at all)
-                    break
-                handled += 1
-                j += 1
-        assert handled > 20  # (second interruptions made)
+        assert made > 20
         assert engine._loans > loans
 
 
@@ -666,6 +739,49 @@ def test_a_message_written_by_an_interrupted_send_arrives_once(ctx, libzmq_ctx, 
         assert got == body, f"interrupted at {injector.where}"
 
     assert every_point(trial) > 10
+    push.send(b"end")
+    assert received.get(timeout=REPLY_TIMEOUT) == b"end"  # (nothing twice before it)
+    collector.join(REPLY_TIMEOUT)
+
+
+def test_a_second_interruption_while_a_direct_write_is_cut_short_loses_nothing(ctx, libzmq_ctx):
+    """A signal that comes while the first one's exception cuts a direct write short lands in
+    that handling (``_direct_cut_short``, ``out_lock`` held): for every point of a PUSH's
+    direct write, and every point of the handling that follows, a second interruption there
+    still sends the message once, lets the lock go (held, it stalled the connection's I/O
+    thread for good) and leaves the connection working."""
+    pull = libzmq_ctx.socket(libzmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    received: queue.Queue[bytes] = queue.Queue()
+    collector = serve(pull, received.put)
+    push = ctx.socket(zmq.PUSH)
+    push.linger = 5000
+    push.connect(f"tcp://127.0.0.1:{port}")
+    push.send(b"first")
+    assert received.get(timeout=REPLY_TIMEOUT) == b"first"
+    (pipe,) = push._pipes
+    engine = pipe.peer.owner.engine
+    again = SecondInterruption(engine, "_direct_cut_short")
+    second = again.injector
+    first = Injector()
+    sent = 0
+
+    def trial(k: int, j: int) -> None:
+        nonlocal sent
+        engine.io.call_and_wait(lambda _: None)  # its turn after the last write: idle
+        sent += 1
+        body = b"%d" % sent
+        interrupted(lambda: push.send(body), first, k)  # (every point is past queueing it)
+        assert not engine.out_lock._is_owned(), f"{first.where}, then {second.where}"
+        try:
+            got = received.get(timeout=REPLY_TIMEOUT)
+        except queue.Empty:
+            pytest.fail(f"lost: interrupted at {first.where}, then at {second.where}")
+        assert got == body, f"interrupted at {first.where}, then at {second.where}"
+
+    points, made = again.each_point(trial, first)
+    assert points > 10
+    assert made > 50  # (33 and 208 here)
     push.send(b"end")
     assert received.get(timeout=REPLY_TIMEOUT) == b"end"  # (nothing twice before it)
     collector.join(REPLY_TIMEOUT)

@@ -163,7 +163,8 @@ class Lane:
         self.run_out = 0
         #: Messages ``Pipe.write`` has queued, counted just before each goes in, with no point
         #: between where a signal handler runs: a writer whose ``write`` was cut short by one
-        #: tells from it whether its message went in (a REP's reply, ``Rep.xsend``).
+        #: tells from it whether its message went in (a REP's reply, ``Rep.xsend``; a PUB's
+        #: fan-out, ``Distributor.send_to``).
         self.queued = 0
 
     def depth(self) -> int:
@@ -507,7 +508,8 @@ class Pipe:
         return False
 
     def force_write(self, msg: Any) -> None:
-        """Queue a control message past the HWM (subscriptions, greetings, probes)."""
+        """Queue a message past the HWM (subscriptions, greetings, probes; the rest of a fan-out
+        cut short, ``write_all``)."""
         lane = self.outbound
         try:
             lane.q.append(msg)
@@ -581,7 +583,10 @@ def write_all(ends: tuple[tuple[Pipe, Lane], ...], msg: Any) -> bool:
 
     All or nothing, as libzmq's send: an exception from a signal handler once the message went
     into one lane (see "Interruptions" in :mod:`brokerless.transport.engine_state`) lets it go
-    into the others too before it propagates (``fan_out_rest``)."""
+    into the others too before it propagates -- once in one subscriber's pipe it is sent, and a
+    retried send would give that one a second copy.  (Each had room when the fan-out began.  A
+    second interruption while the rest go in is not covered: the ends after it miss the
+    message.)"""
     for pipe, lane in ends:
         hwm = lane.hwm
         if pipe.terminating or (hwm and len(lane.q) + lane.run_in - lane.run_out >= hwm):
@@ -594,24 +599,12 @@ def write_all(ends: tuple[tuple[Pipe, Lane], ...], msg: Any) -> bool:
             if lane.reader_asleep:
                 lane.wake_reader()
     except BaseException:
-        if taken:
-            ends[taken - 1][1].wake_reader()  # (cut short as it began, maybe: a spare is
-            fan_out_rest([lane for _, lane in ends[taken:]], msg)  # harmless)
+        if taken:  # it went in: the reader of the lane it was at is woken (a spare wake-up is
+            ends[taken - 1][1].wake_reader()  # harmless), and the rest get it too
+            for pipe, _ in ends[taken:]:
+                pipe.force_write(msg)
         raise
     return True
-
-
-def fan_out_rest(lanes: list[Lane], msg: Any) -> None:
-    """The rest of a fan-out an exception from a signal handler cut short once its message went
-    into a subscriber's pipe: the message goes into ``lanes`` too (each had room when the
-    fan-out began, or is one a write would have taken it into), each reader woken -- once in one
-    subscriber's pipe the message is sent, and a retried send would give that one a second copy.
-    A second interruption while this runs is not covered: the lanes after it miss the
-    message."""
-    for lane in lanes:
-        lane.q.append(msg)
-        if lane.reader_asleep:
-            lane.wake_reader()
 
 
 def pipepair(

@@ -8,7 +8,7 @@ case never scans idle pipes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..pipe import Lane, Pipe
@@ -142,6 +142,16 @@ class FairQueue(ActiveList):
         return False
 
 
+def _left_in(rest: Iterator[Pipe]) -> list[Pipe]:
+    """What an iteration over a set of pipes has not reached yet; none when the set changed
+    meanwhile (the socket used by a signal handler that cut the iteration short: not covered,
+    and the handler's exception, not Python's RuntimeError, is what propagates)."""
+    try:
+        return list(rest)
+    except RuntimeError:  # "Set changed size during iteration"
+        return []
+
+
 class Distributor:
     """Fan-out to a set of pipes; a pipe at its HWM misses the message (PUB, XPUB, XSUB)."""
 
@@ -163,8 +173,10 @@ class Distributor:
         libzmq's send: an exception from a signal handler once the message went into one pipe
         (see "Interruptions" in :mod:`brokerless.transport.engine_state`) lets it go to the
         rest too before it propagates -- once in one subscriber's pipe it is sent, and a
-        retried send would give that one a second copy (``write_all`` does the same; a second
-        interruption while it does is not covered)."""
+        retried send would give that one a second copy (``write_all`` does the same).  Not
+        covered: a second interruption while the rest are written, and a signal handler that
+        uses the socket it interrupted (its own sends come first; a subscription it takes in
+        changes ``pipes``) -- then subscribers after that point may miss the message."""
         sent = 0  # pipes it went into
         lane: Lane | None = None  # the outbound lane of the pipe being written,
         queued = 0  # and how many messages Pipe.write had queued in it before
@@ -176,11 +188,11 @@ class Distributor:
                 sent += pipe.write(msg)
         except BaseException:
             went_in = lane is not None and lane.queued != queued
-            if sent or went_in:
-                if lane is not None and not went_in:
+            if sent or went_in:  # it is sent: the pipe it was at and the rest get it too
+                if not went_in:
                     pipe.write(msg)
-                for pipe in rest:
-                    pipe.write(msg)
+                for other in _left_in(rest):
+                    other.write(msg)
             raise
 
     def send_to_all(self, msg: Any) -> None:

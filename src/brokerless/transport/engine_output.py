@@ -88,13 +88,26 @@ class OutputMixin(EngineState):
             lock.release()
         except BaseException:
             if lock._is_owned():  # type: ignore[attr-defined]  # (what Condition uses)
-                if wire is not None:
-                    taken.clear()
-                    self._queue_unsent(wire)
-                self.io.call_soon(self._after_direct)
-                lock.release()
+                try:
+                    self._direct_cut_short(wire)
+                except BaseException:  # a second interruption, in the first one's handling:
+                    self._direct_cut_short(wire)  # again (a third still lets the lock go)
+                    raise
+                finally:
+                    lock.release()
             raise
         return True
+
+    def _direct_cut_short(self, wire: list[Any] | None) -> None:
+        """An exception from a signal handler cut ``try_direct_output`` short with ``out_lock``
+        held: the messages it took, or what of their ``wire`` form it did not write, go to the
+        I/O thread, which is asked to write them.  Each step can be done twice: an interruption
+        of this is handled by running it again -- and whatever comes, the lock is let go (held,
+        it stalled the connection's I/O thread for good)."""
+        if wire is not None:
+            self._taken.clear()
+            self._queue_unsent(wire)
+        self.io.call_soon(self._after_direct)
 
     def _queue_unsent(self, wire: list[Any]) -> None:
         """Queue what of a direct write's ``wire`` its ``sendmsg`` (what it wrote is in

@@ -44,9 +44,9 @@ on to the rest (``write_all``, ``Distributor.send_to``: a send is all or nothing
 Not covered: the socket's own bookkeeping above its pipes -- an interrupted ``send`` may have
 queued its message before the socket's state (a REQ's) shows it; the message a ``recv`` has
 just taken to return is the caller's (with pyzmq too the interrupt can come right after
-libzmq returned it); and of the commands a socket's mailbox brings, only wake-ups and
+libzmq returned it); of the commands a socket's mailbox brings, only wake-ups and
 activations stay queued until handled (a new connection's ATTACH or a pipe's end, cut short,
-is lost).
+is lost); and a handler that uses the socket it interrupted meets it half-way through.
 """
 
 from __future__ import annotations
