@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 
 _PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal
+#: The longest a wait for Ctrl-C sleeps at a time (seconds): the kernel may hand SIGINT to any
+#: thread, and Python runs the handler in the main thread only when that thread next wakes.
+_WAKE_EVERY = 0.2
 _EXAMPLES = "brokerless.stream.examples"
 
 
@@ -149,8 +152,8 @@ class RunOptions:
             idle = threading.Event()
             while deadline is None or time.monotonic() < deadline:
                 run.errors()  # lets a multi-process run take in its workers' reports
-                left = 0.2 if deadline is None else max(0.0, deadline - time.monotonic())
-                idle.wait(min(0.2, left))
+                left = _WAKE_EVERY if deadline is None else max(0.0, deadline - time.monotonic())
+                idle.wait(min(_WAKE_EVERY, left))
         finally:
             if shown is not None:
                 shown.close()
@@ -312,12 +315,11 @@ def ui(options: RunOptions, port: int, host: str) -> int:
 
 
 def _until_ctrl_c() -> None:
-    """Wait for Ctrl-C (KeyboardInterrupt), waking now and then: the kernel may hand SIGINT to
-    any thread, and Python runs the handler in the main thread only when that thread next
-    wakes -- an untimed wait would sleep through it for ever."""
+    """Wait for Ctrl-C (KeyboardInterrupt), waking every ``_WAKE_EVERY``: an untimed wait would
+    sleep through a SIGINT another thread took for ever."""
     idle = threading.Event()
     while True:
-        idle.wait(0.2)
+        idle.wait(_WAKE_EVERY)
 
 
 @stream.command(
