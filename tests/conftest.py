@@ -62,6 +62,7 @@ _BROKERLESS_ONLY = [
     "test_fuzz_*.py",
     "test_internal_limits.py",
     "test_mailbox.py",
+    "test_options_vs_libzmq.py",
 ]
 collect_ignore_glob = _BROKERLESS_ONLY if AGAINST_PYZMQ else []
 

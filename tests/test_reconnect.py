@@ -399,3 +399,76 @@ def test_disconnect_closes_the_connection(make, tmp_path, transport):
             wait_closed(raw, poke=lambda: push.poll(0, zmq.POLLIN))
         readable, _, _ = select.select([listener], [], [], 0.3)
         assert not readable, "the disconnected socket connected again"
+
+
+# -- (e) reconnection turned off -----------------------------------------------------------------
+
+
+def next_event(monitor) -> int:
+    """The next monitor event's number, within the monitor's RCVTIMEO."""
+    return int(recv_monitor_message(monitor)["event"])
+
+
+def events_until(monitor, last: int) -> list[int]:
+    """Monitor events up to and including ``last`` (each within the monitor's RCVTIMEO)."""
+    seen = [next_event(monitor)]
+    while seen[-1] != last:
+        seen.append(next_event(monitor))
+    return seen
+
+
+@pytest.mark.parametrize("ivl", [-1, 0])
+def test_with_reconnect_ivl_off_a_lost_connection_is_not_remade_and_its_pipe_goes(
+    make, address, ivl
+):
+    """RECONNECT_IVL -1 is libzmq's "no reconnection" (0 acts the same in libzmq 4.3): when the
+    peer goes, no retry is scheduled (no CONNECT_RETRIED), and the endpoint ends with its pipe,
+    so a DEALER has no peer left to send to (EAGAIN), as with libzmq.  Before, -1 was refused,
+    and with 0 the pipe outlived its connection: messages sent into it were lost."""
+    where = address("tcp")
+    peer_ctx = libzmq.Context()
+    server = peer_ctx.socket(libzmq.ROUTER)
+    server.linger = 0
+    server.bind(where)
+    dealer = make(zmq.DEALER, RECONNECT_IVL=ivl)
+    assert dealer.reconnect_ivl == ivl
+    monitor = dealer.get_monitor_socket()
+    monitor.rcvtimeo = int(DEADLINE * 1000)
+    dealer.connect(where)
+    events_until(monitor, zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    peer_ctx.destroy(linger=0)  # the peer goes
+    assert events_until(monitor, zmq.EVENT_DISCONNECTED)[-1] == zmq.EVENT_DISCONNECTED
+    deadline = time.monotonic() + DEADLINE
+    while dealer.poll(0, zmq.POLLOUT):  # the pipe goes right after DISCONNECTED is reported
+        assert time.monotonic() < deadline, "the lost connection's pipe is still writable"
+        monitor.poll(10)  # (a bounded wait: the monitor has nothing more to say)
+    with pytest.raises(zmq.Again):
+        dealer.send(b"no peer", zmq.NOBLOCK)
+
+    peer_ctx = libzmq.Context()  # a peer at the same address is not reconnected to
+    try:
+        server = peer_ctx.socket(libzmq.ROUTER)
+        server.linger = 0
+        server.bind(where)
+        assert not monitor.poll(500), "an event after DISCONNECTED: a reconnection attempt"
+        assert not server.poll(0)
+    finally:
+        peer_ctx.destroy(linger=0)
+
+
+def test_a_refused_connection_is_reported_closed_then_retried_or_not(make, address):
+    """Each refused attempt's socket is reported CLOSED, then the retry CONNECT_RETRIED, as
+    libzmq's monitor does; with RECONNECT_IVL -1 the attempt is not retried."""
+    where = address("tcp")  # nobody listens there
+    retrying = make(zmq.DEALER, RECONNECT_IVL=50)
+    once = make(zmq.DEALER, RECONNECT_IVL=-1)
+    monitors = []
+    for sock in (retrying, once):
+        monitor = sock.get_monitor_socket()
+        monitor.rcvtimeo = int(DEADLINE * 1000)
+        monitors.append(monitor)
+        sock.connect(where)
+    seen = events_until(monitors[0], zmq.EVENT_CONNECT_RETRIED)
+    assert seen[-2:] == [zmq.EVENT_CLOSED, zmq.EVENT_CONNECT_RETRIED]
+    assert events_until(monitors[1], zmq.EVENT_CLOSED)[-1] == zmq.EVENT_CLOSED
+    assert not monitors[1].poll(300), "an attempt retried with RECONNECT_IVL -1"

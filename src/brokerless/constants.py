@@ -413,12 +413,21 @@ NOT_HONOURED: dict[SocketOption, str] = {
 
 @dataclass(frozen=True, slots=True)
 class OptionSpec:
-    """What one socket option holds: value type, default, and who may set or read it."""
+    """What one socket option holds: value type, default, who may set or read it, and for an
+    int the values libzmq 4.3 takes (others are EINVAL): from ``low`` to ``high``, in a C
+    integer of ``bits`` (beyond it OverflowError, as pyzmq's conversion); a ``flag`` takes any
+    value and reads back 0 or 1; with a ``step`` the value is kept in those units, cut toward
+    zero (HEARTBEAT_TTL: deciseconds), and ``low``/``high`` bound what is kept."""
 
     kind: type  # int or bytes
     default: int | bytes
     settable: bool = True
     gettable: bool = True
+    low: int | None = None
+    high: int | None = None
+    flag: bool = False
+    bits: int = 32
+    step: int = 1
 
 
 _O = SocketOption
@@ -427,68 +436,68 @@ _INT, _BYTES = int, bytes
 #: Every option brokerless accepts.  Options a transport uses (reconnect, heartbeat, tcp
 #: keep-alive, ...) are stored now and honoured by the transport that needs them.
 OPTIONS: dict[SocketOption, OptionSpec] = {
-    _O.AFFINITY: OptionSpec(_INT, 0),
+    _O.AFFINITY: OptionSpec(_INT, 0, bits=64),
     _O.ROUTING_ID: OptionSpec(_BYTES, b""),
     _O.SUBSCRIBE: OptionSpec(_BYTES, b"", gettable=False),
     _O.UNSUBSCRIBE: OptionSpec(_BYTES, b"", gettable=False),
-    _O.RATE: OptionSpec(_INT, 100),
-    _O.RECOVERY_IVL: OptionSpec(_INT, 10000),
-    _O.SNDBUF: OptionSpec(_INT, -1),
-    _O.RCVBUF: OptionSpec(_INT, -1),
+    _O.RATE: OptionSpec(_INT, 100, low=1),
+    _O.RECOVERY_IVL: OptionSpec(_INT, 10000, low=0),
+    _O.SNDBUF: OptionSpec(_INT, -1, low=-1),
+    _O.RCVBUF: OptionSpec(_INT, -1, low=-1),
     _O.RCVMORE: OptionSpec(_INT, 0, settable=False),
     _O.FD: OptionSpec(_INT, -1, settable=False),
     _O.EVENTS: OptionSpec(_INT, 0, settable=False),
     _O.TYPE: OptionSpec(_INT, 0, settable=False),
-    _O.LINGER: OptionSpec(_INT, -1),
-    _O.RECONNECT_IVL: OptionSpec(_INT, 100),
+    _O.LINGER: OptionSpec(_INT, -1, low=-1),
+    _O.RECONNECT_IVL: OptionSpec(_INT, 100, low=-1),
     # libzmq's default is 100; a Python accept loop is slower than libzmq's, so the kernel's
     # queue has to absorb a burst of connections (beyond it, peers retry their SYNs after 1 s).
-    _O.BACKLOG: OptionSpec(_INT, _socket.SOMAXCONN),
-    _O.RECONNECT_IVL_MAX: OptionSpec(_INT, 0),
-    _O.MAXMSGSIZE: OptionSpec(_INT, -1),
-    _O.SNDHWM: OptionSpec(_INT, 1000),
-    _O.RCVHWM: OptionSpec(_INT, 1000),
-    _O.MULTICAST_HOPS: OptionSpec(_INT, 1),
-    _O.RCVTIMEO: OptionSpec(_INT, -1),
-    _O.SNDTIMEO: OptionSpec(_INT, -1),
-    _O.IPV4ONLY: OptionSpec(_INT, 1),
+    _O.BACKLOG: OptionSpec(_INT, _socket.SOMAXCONN, low=0),
+    _O.RECONNECT_IVL_MAX: OptionSpec(_INT, 0, low=0),
+    _O.MAXMSGSIZE: OptionSpec(_INT, -1, bits=64),
+    _O.SNDHWM: OptionSpec(_INT, 1000, low=0),
+    _O.RCVHWM: OptionSpec(_INT, 1000, low=0),
+    _O.MULTICAST_HOPS: OptionSpec(_INT, 1, low=1),
+    _O.RCVTIMEO: OptionSpec(_INT, -1, low=-1),
+    _O.SNDTIMEO: OptionSpec(_INT, -1, low=-1),
+    _O.IPV4ONLY: OptionSpec(_INT, 1, low=0, high=1),
     _O.LAST_ENDPOINT: OptionSpec(_BYTES, b"", settable=False),
-    _O.ROUTER_MANDATORY: OptionSpec(_INT, 0, gettable=False),
-    _O.TCP_KEEPALIVE: OptionSpec(_INT, -1),
-    _O.TCP_KEEPALIVE_CNT: OptionSpec(_INT, -1),
-    _O.TCP_KEEPALIVE_IDLE: OptionSpec(_INT, -1),
-    _O.TCP_KEEPALIVE_INTVL: OptionSpec(_INT, -1),
-    _O.IMMEDIATE: OptionSpec(_INT, 0),
-    _O.XPUB_VERBOSE: OptionSpec(_INT, 0, gettable=False),
-    _O.IPV6: OptionSpec(_INT, 0),
+    _O.ROUTER_MANDATORY: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.TCP_KEEPALIVE: OptionSpec(_INT, -1, low=-1, high=1),
+    _O.TCP_KEEPALIVE_CNT: OptionSpec(_INT, -1, low=-1),
+    _O.TCP_KEEPALIVE_IDLE: OptionSpec(_INT, -1, low=-1),
+    _O.TCP_KEEPALIVE_INTVL: OptionSpec(_INT, -1, low=-1),
+    _O.IMMEDIATE: OptionSpec(_INT, 0, low=0, high=1),
+    _O.XPUB_VERBOSE: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.IPV6: OptionSpec(_INT, 0, low=0, high=1),
     _O.MECHANISM: OptionSpec(_INT, 0, settable=False),
     # Security (see brokerless.security: setting one may change MECHANISM, as in libzmq).
-    _O.PLAIN_SERVER: OptionSpec(_INT, 0),
+    _O.PLAIN_SERVER: OptionSpec(_INT, 0, low=0, high=1),
     _O.PLAIN_USERNAME: OptionSpec(_BYTES, b""),
     _O.PLAIN_PASSWORD: OptionSpec(_BYTES, b""),
-    _O.CURVE_SERVER: OptionSpec(_INT, 0),
+    _O.CURVE_SERVER: OptionSpec(_INT, 0, low=0, high=1),
     # Keys are write-only through pyzmq: libzmq returns them only into a 32- or 41-octet
     # buffer, and pyzmq reads options into 255 octets, so reading one is EINVAL there too.
     _O.CURVE_PUBLICKEY: OptionSpec(_BYTES, bytes(32), gettable=False),
     _O.CURVE_SECRETKEY: OptionSpec(_BYTES, bytes(32), gettable=False),
     _O.CURVE_SERVERKEY: OptionSpec(_BYTES, bytes(32), gettable=False),
     _O.ZAP_DOMAIN: OptionSpec(_BYTES, b""),
-    _O.ZAP_ENFORCE_DOMAIN: OptionSpec(_INT, 0),
+    _O.ZAP_ENFORCE_DOMAIN: OptionSpec(_INT, 0, flag=True),
     # "X-name:value" properties sent in the handshake (stored as a dict of name -> value).
     _O.METADATA: OptionSpec(_BYTES, b"", gettable=False),
-    _O.PROBE_ROUTER: OptionSpec(_INT, 0, gettable=False),
-    _O.REQ_CORRELATE: OptionSpec(_INT, 0, gettable=False),
-    _O.REQ_RELAXED: OptionSpec(_INT, 0, gettable=False),
-    _O.CONFLATE: OptionSpec(_INT, 0),
-    _O.ROUTER_HANDOVER: OptionSpec(_INT, 0, gettable=False),
-    _O.TOS: OptionSpec(_INT, 0),
+    _O.PROBE_ROUTER: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.REQ_CORRELATE: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.REQ_RELAXED: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.CONFLATE: OptionSpec(_INT, 0, low=0, high=1),
+    _O.ROUTER_HANDOVER: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.TOS: OptionSpec(_INT, 0, low=0),
     _O.CONNECT_ROUTING_ID: OptionSpec(_BYTES, b"", gettable=False),
-    _O.HANDSHAKE_IVL: OptionSpec(_INT, 30000),
+    _O.HANDSHAKE_IVL: OptionSpec(_INT, 30000, low=0),
     # Stored as libzmq stores them: only transports brokerless does not have (pgm, norm, udp)
     # read the multicast ones, and the fast path is Windows's.
-    _O.MULTICAST_MAXTPDU: OptionSpec(_INT, 1500),
-    _O.MULTICAST_LOOP: OptionSpec(_INT, 1),
-    _O.LOOPBACK_FASTPATH: OptionSpec(_INT, 0),
+    _O.MULTICAST_MAXTPDU: OptionSpec(_INT, 1500, low=1),
+    _O.MULTICAST_LOOP: OptionSpec(_INT, 1, flag=True),
+    _O.LOOPBACK_FASTPATH: OptionSpec(_INT, 0, flag=True),
     # NOT_HONOURED: the default reads back, any other value is refused.
     _O.SOCKS_PROXY: OptionSpec(_BYTES, b""),
     _O.SOCKS_USERNAME: OptionSpec(_BYTES, b""),
@@ -496,17 +505,17 @@ OPTIONS: dict[SocketOption, OptionSpec] = {
     _O.USE_FD: OptionSpec(_INT, -1),
     _O.BINDTODEVICE: OptionSpec(_BYTES, b""),
     _O.RECONNECT_STOP: OptionSpec(_INT, 0),
-    _O.XPUB_NODROP: OptionSpec(_INT, 0, gettable=False),
-    _O.XPUB_MANUAL: OptionSpec(_INT, 0, gettable=False),
+    _O.XPUB_NODROP: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.XPUB_MANUAL: OptionSpec(_INT, 0, gettable=False, low=0),
     _O.XPUB_WELCOME_MSG: OptionSpec(_BYTES, b"", gettable=False),
-    _O.INVERT_MATCHING: OptionSpec(_INT, 0),
-    _O.HEARTBEAT_IVL: OptionSpec(_INT, 0),
-    _O.HEARTBEAT_TTL: OptionSpec(_INT, 0),
-    _O.HEARTBEAT_TIMEOUT: OptionSpec(_INT, -1),
-    _O.XPUB_VERBOSER: OptionSpec(_INT, 0, gettable=False),
-    _O.STREAM_NOTIFY: OptionSpec(_INT, 1, gettable=False),
-    _O.CONNECT_TIMEOUT: OptionSpec(_INT, 0),
-    _O.TCP_MAXRT: OptionSpec(_INT, 0),
+    _O.INVERT_MATCHING: OptionSpec(_INT, 0, flag=True),
+    _O.HEARTBEAT_IVL: OptionSpec(_INT, 0, low=0),
+    _O.HEARTBEAT_TTL: OptionSpec(_INT, 0, low=0, high=65535 * 100, step=100),
+    _O.HEARTBEAT_TIMEOUT: OptionSpec(_INT, -1, low=0),
+    _O.XPUB_VERBOSER: OptionSpec(_INT, 0, gettable=False, low=0),
+    _O.STREAM_NOTIFY: OptionSpec(_INT, 1, gettable=False, low=0, high=1),
+    _O.CONNECT_TIMEOUT: OptionSpec(_INT, 0, low=0),
+    _O.TCP_MAXRT: OptionSpec(_INT, 0, low=0),
     _O.THREAD_SAFE: OptionSpec(_INT, 0, settable=False),
 }
 

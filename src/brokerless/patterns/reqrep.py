@@ -73,7 +73,9 @@ class Dealer(Pattern):
 
 class Router(Pattern):
     socket_type = SocketType.ROUTER
-    options_accepted = frozenset({_O.ROUTER_MANDATORY, _O.ROUTER_HANDOVER, _O.PROBE_ROUTER})
+    options_accepted = frozenset(
+        {_O.ROUTER_MANDATORY, _O.ROUTER_HANDOVER, _O.PROBE_ROUTER, _O.CONNECT_ROUTING_ID}
+    )
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)
@@ -260,7 +262,8 @@ class Req(Dealer):
 
 class Rep(Router):
     socket_type = SocketType.REP
-    options_accepted = frozenset()
+    # (libzmq's REP takes its ROUTER's options; only the connection's name is honoured here)
+    options_accepted = frozenset({_O.CONNECT_ROUTING_ID})
     lock_step = borrows_input = True
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:

@@ -41,7 +41,7 @@ _O = SocketOption
 
 class Stream(Router):
     socket_type = SocketType.STREAM
-    options_accepted = frozenset({_O.STREAM_NOTIFY})
+    options_accepted = frozenset({_O.STREAM_NOTIFY, _O.CONNECT_ROUTING_ID})
 
     def __init__(self, options: dict[SocketOption, Any]) -> None:
         super().__init__(options)

@@ -17,6 +17,7 @@ from ..constants import (
     NOT_HONOURED,
     OPTIONS,
     STRING_OPTIONS,
+    OptionSpec,
     PollEvent,
     SocketOption,
     _OptType,
@@ -33,8 +34,6 @@ _O = SocketOption
 
 # Options that only some socket types accept (the pattern lists the ones it takes).
 _TYPE_SPECIFIC = frozenset().union(*(cls.options_accepted for cls in PATTERNS.values()))
-_NONNEGATIVE = frozenset({_O.SNDHWM, _O.RCVHWM, _O.RECONNECT_IVL, _O.BACKLOG, _O.HANDSHAKE_IVL})
-_MIN_MINUS_ONE = frozenset({_O.LINGER, _O.RCVTIMEO, _O.SNDTIMEO, _O.MAXMSGSIZE})
 
 
 class OptionsMixin(SocketState):
@@ -49,12 +48,13 @@ class OptionsMixin(SocketState):
         spec = OPTIONS[opt]
         if not spec.settable:
             raise ZMQError(EINVAL, f"Invalid argument: option {opt.name} is read-only")
+        value = _check_value(opt, spec, optval)  # (first: a value of the wrong type is a
+        # TypeError, as pyzmq converts it before libzmq looks at the socket type)
         if opt in _TYPE_SPECIFIC and opt not in self._pattern.options_accepted:
             raise ZMQError(
                 EINVAL,
                 f"Invalid argument: option {opt.name} does not apply to a {self._type.name} socket",
             )
-        value = _check_value(opt, spec.kind, optval)
         if opt in NOT_HONOURED and value != spec.default:
             raise ZMQError(EINVAL, _not_honoured(opt))
         if opt in SECURITY_OPTIONS:
@@ -167,29 +167,40 @@ def _known_option(option: int, optval: Any = 0) -> SocketOption:
     return opt
 
 
+def _check_int(opt: SocketOption, spec: OptionSpec, value: Any) -> int:
+    """``value`` as libzmq keeps it for ``opt`` (see :class:`~brokerless.constants.OptionSpec`)."""
+    if not isinstance(value, int):
+        raise TypeError(f"option {opt.name} takes an int, not {type(value).__name__}")
+    number = int(value)
+    limit = 1 << (spec.bits - 1)
+    if not -limit <= number < limit:
+        raise OverflowError(f"{number} does not fit the {spec.bits}-bit integer {opt.name} holds")
+    if spec.flag:
+        return int(number != 0)
+    if spec.step != 1:
+        number = int(number / spec.step) * spec.step  # (cut toward zero, as C's division)
+    if (spec.low is not None and number < spec.low) or (
+        spec.high is not None and number > spec.high
+    ):
+        bounds = f"at least {spec.low}" if spec.high is None else f"{spec.low} to {spec.high}"
+        raise ZMQError(EINVAL, f"Invalid argument: {opt.name} takes {bounds}, not {number}")
+    return number
+
+
 def _not_honoured(opt: SocketOption) -> str:
     return f"Invalid argument: {opt.name}: brokerless does not support {NOT_HONOURED[opt]}"
 
 
-def _check_value(opt: SocketOption, kind: type, value: Any) -> Any:
-    if kind is int:
-        if not isinstance(value, int):
-            raise TypeError(f"option {opt.name} takes an int, not {type(value).__name__}")
-        if (opt in _NONNEGATIVE and value < 0) or (opt in _MIN_MINUS_ONE and value < -1):
-            raise ZMQError(EINVAL, f"Invalid argument: {value} is out of range for {opt.name}")
-        return int(value)
-    if isinstance(value, str):
-        if opt in STRING_OPTIONS:
+def _check_value(opt: SocketOption, spec: OptionSpec, value: Any) -> Any:
+    if spec.kind is int:
+        return _check_int(opt, spec, value)
+    if not isinstance(value, bytes):  # (pyzmq's too: a bytearray or a view is a TypeError)
+        if isinstance(value, str) and opt in STRING_OPTIONS:
             raise TypeError(f"unicode not allowed for {opt.name}, use setsockopt_string")
-        raise TypeError(f"option {opt.name} takes bytes, not str")
-    try:
-        data = memoryview(value).tobytes()
-    except TypeError:
-        raise TypeError(f"option {opt.name} takes bytes, not {type(value).__name__}") from None
-    if opt == _O.ROUTING_ID and (not data or len(data) > 255 or data[0] == 0):
-        raise ZMQError(
-            EINVAL,
-            "Invalid argument: ROUTING_ID must be 1 to 255 bytes and must not start "
-            "with a zero byte (those are reserved for generated ids)",
-        )
+        raise TypeError(f"option {opt.name} takes bytes, not {type(value).__name__}")
+    data = bytes(value)
+    if opt == _O.ROUTING_ID and not 0 < len(data) <= 255:
+        raise ZMQError(EINVAL, "Invalid argument: ROUTING_ID must be 1 to 255 bytes")
+    if opt == _O.CONNECT_ROUTING_ID and not data:  # (a local name: no upper bound, as libzmq)
+        raise ZMQError(EINVAL, "Invalid argument: CONNECT_ROUTING_ID must not be empty")
     return data

@@ -148,8 +148,7 @@ class Connector:
         sock.setblocking(False)
         err = sock.connect_ex(addr.sockaddr)
         if err not in (0, errno.EINPROGRESS, errno.EAGAIN):
-            sock.close()
-            self.session.connect_failed()
+            self._failed(sock)
             return
         if err:
             self.session.socket.emit(Event.CONNECT_DELAYED, err, self.session.endpoint)
@@ -164,12 +163,17 @@ class Connector:
         self.sock = None
         err = sock.getsockopt(pysocket.SOL_SOCKET, pysocket.SO_ERROR)
         if err:
-            sock.close()
-            self.session.connect_failed()
+            self._failed(sock)
             return
         session = self.session
         session.socket.emit(Event.CONNECTED, sock.fileno(), session.endpoint)
         session.attach_engine(_engine(self.io, session, sock))
+
+    def _failed(self, sock: pysocket.socket) -> None:
+        """The attempt with ``sock`` failed: closed, as libzmq's monitor reports it."""
+        self.session.socket.emit(Event.CLOSED, sock.fileno(), self.session.endpoint)
+        sock.close()
+        self.session.connect_failed()
 
     def close(self) -> None:
         if self.sock is not None:

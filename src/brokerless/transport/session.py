@@ -277,6 +277,8 @@ class Session:
             self._drop_pipe()
         elif not self.closing and self.pipe is not None:
             self.pipe.hiccup()
+        if self.reconnect_ivl <= 0:  # no reconnecting: libzmq ends the endpoint, pipe and all
+            self._drop_pipe()
         self._schedule_reconnect()
 
     def output_flushed(self, engine: Engine) -> None:
@@ -294,14 +296,14 @@ class Session:
             self._schedule_reconnect()
 
     def _schedule_reconnect(self) -> None:
+        if self.reconnect_ivl <= 0 or self.connector is None:
+            self._finish()  # RECONNECT_IVL 0 or -1: no reconnecting (and no CONNECT_RETRIED)
+            return
         delay = self._backoff
         self.socket.emit(Event.CONNECT_RETRIED, int(delay * 1000), self.endpoint)
         ivl_max = self.socket.options[_O.RECONNECT_IVL_MAX] / 1000
         if ivl_max > self.reconnect_ivl:
             self._backoff = min(self._backoff * 2, ivl_max)
-        if delay <= 0 or self.connector is None:
-            self._finish()  # RECONNECT_IVL -1: no reconnecting
-            return
         self._reconnect_timer = self.io.call_later(
             delay * (1 + random.random() * 0.1), self._reconnect
         )
