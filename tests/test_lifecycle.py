@@ -8,6 +8,7 @@ socket that never gets any, so it just lets time pass (and lets libzmq's reaper 
 from __future__ import annotations
 
 import gc
+import socket as socket_module
 import subprocess
 import sys
 import textwrap
@@ -215,6 +216,42 @@ def test_messages_queued_by_a_program_that_exits_are_delivered(lmake, where, tmp
     while len(received) < 10 and pull.poll(20000):  # generous: the machine may be loaded
         received.append(pull.recv()[0])
     assert received == list(range(10))
+
+
+_SENDER_TO_NOBODY = """
+import sys
+import {module} as zmq
+
+ctx = zmq.Context()
+sock = ctx.socket(zmq.{kind})
+sock.connect(sys.argv[1])  # nobody listens there: refused, retried every 100 ms
+sock.send(b"never delivered")
+if sys.argv[2] == "closed":
+    sock.close()  # default LINGER -1: it would wait for the peer forever
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("closed", ["open", "closed"])
+@pytest.mark.parametrize("kind", ["PUSH", "DEALER", "REQ"])
+def test_a_program_whose_messages_wait_for_a_peer_that_is_down_exits_at_once(
+    kind, closed, tmp_path
+):
+    """What waits for a peer that refused the connection is dropped at exit, as pyzmq drops it
+    (it leaves its contexts to die at exit): a client that gives up on a server that is down
+    must be able to end.  Before, the exit waited for that peer forever (LINGER -1)."""
+    with socket_module.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "sender.py"
+    module = "zmq" if AGAINST_PYZMQ else "brokerless"
+    script.write_text(textwrap.dedent(_SENDER_TO_NOBODY.format(module=module, kind=kind)))
+    done = subprocess.run(
+        [sys.executable, str(script), f"tcp://127.0.0.1:{port}", closed],
+        capture_output=True,
+        timeout=30,  # (it hung here before)
+    )
+    assert (done.returncode, done.stdout) == (0, b"exiting\n"), done.stderr
 
 
 _BOUND_SENDER = """

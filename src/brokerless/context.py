@@ -4,10 +4,14 @@ There is no global state: two contexts share nothing, inproc names included.  ``
 libzmq's: sockets blocked in another thread are woken with ETERM, then it waits until every
 socket has been closed.  ``destroy()`` closes them itself first.
 
-A program that ends without closing its sockets still delivers what it queued: at interpreter
-exit every context this process left open is destroyed, which waits for each socket's LINGER
-(as libzmq does when pyzmq's context is terminated at exit; the I/O threads are daemons, so
-without this the messages would die with them).
+A program that ends without closing its sockets still delivers what it queued to connected
+peers: at interpreter exit every context this process left open is destroyed, which waits for
+each socket's LINGER (the I/O threads are daemons: without this the messages would die with
+them).  But exiting is not held up by a peer that is not there: from then on nothing is
+reconnected, and what waits for a peer that refused or lost its connection is dropped -- as
+pyzmq, which leaves its contexts to die at exit, drops it.  A connection being made still
+completes and delivers (a program that connects, sends and ends at once), or fails (within the
+kernel's connect timeout, or HANDSHAKE_IVL) and is not retried.
 
 Options are attributes too (``ctx.io_threads``; ``ctx.linger = 0`` is a default for sockets
 made afterwards): typed descriptors generated into ``option_attrs_generated.py``.  A shadow
@@ -41,7 +45,7 @@ from .transport.network import NetworkTransport
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing's from Python 3.11
 
-    from .transport.port import SocketPort, Transport
+    from .transport.port import SessionPort, SocketPort, Transport
 
 #: The class of the sockets a context makes (``zmq.Context[MySocket]``).
 _SocketT = TypeVar("_SocketT", bound="Socket[Any]", covariant=True)
@@ -113,7 +117,9 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         self._network = {name: NetworkTransport(self, name) for name in ("tcp", "ipc")}
         self._io_threads: list[IOThread] = []
         self._next_io = 0
-        self._sessions = 0  # network sessions still running (lingering ones included)
+        # Network sessions still running (lingering ones included).
+        self._sessions: set[SessionPort] = set()
+        self._exiting = False  # the interpreter is exiting (see the module docstring)
         self._pid = os.getpid()
         _open_contexts.add(self)
         for name, value in kwargs.items():
@@ -331,14 +337,24 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             self._sockets.discard(sock)
             self._all_closed.notify_all()
 
-    def _session_started(self, session: object) -> None:
+    def _session_started(self, session: SessionPort) -> None:
         with self._lock:
-            self._sessions += 1
+            self._sessions.add(session)
 
-    def _session_finished(self, session: object) -> None:
+    def _session_finished(self, session: SessionPort) -> None:
         with self._all_closed:
-            self._sessions -= 1
+            self._sessions.discard(session)
             self._all_closed.notify_all()
+
+    def _exit(self) -> None:
+        """Interpreter exit: deliver what open sockets queued, within their LINGER, but not to
+        peers that refused or lost their connection (see the module docstring)."""
+        self._exiting = True
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:  # those lingering already, for sockets closed before
+            session.exiting()
+        self.destroy()
 
     def _io_thread(self) -> IOThread:
         """An I/O thread for a new listener or connection (started on first use)."""
@@ -374,11 +390,11 @@ _open_contexts: weakref.WeakSet[Context[Any]] = weakref.WeakSet()
 
 @atexit.register
 def _destroy_open_contexts() -> None:
-    """Interpreter exit: deliver what open sockets queued, within their LINGER (module doc)."""
+    """Interpreter exit: each context this process left open ends (see ``Context._exit``)."""
     pid = os.getpid()
     for context in list(_open_contexts):
         if context._pid == pid and not context.closed:
-            context.destroy()
+            context._exit()
 
 
 #: ``zmq.Context[zmq.SyncSocket]``: what ``zmq.Context()`` is to a type checker.

@@ -169,6 +169,11 @@ class Connector:
         session.socket.emit(Event.CONNECTED, sock.fileno(), session.endpoint)
         session.attach_engine(_engine(self.io, session, sock))
 
+    @property
+    def in_progress(self) -> bool:
+        """Whether an attempt is under way (its outcome not known yet)."""
+        return self.sock is not None
+
     def _failed(self, sock: pysocket.socket) -> None:
         """The attempt with ``sock`` failed: closed, as libzmq's monitor reports it."""
         self.session.socket.emit(Event.CLOSED, sock.fileno(), self.session.endpoint)

@@ -37,8 +37,18 @@ class InprocNames(Protocol):
         """A pipe from ``owner`` to the socket bound at ``inproc://name`` (None: unbound)."""
 
 
+class SessionPort(Protocol):
+    """A network session as its context sees it."""
+
+    def exiting(self) -> None:
+        """The interpreter is exiting: give up waiting for a peer that is not connected."""
+
+
 class ContextPort(Protocol):
     """The context's services for transports (the Context implements them)."""
+
+    #: The interpreter is exiting: nothing is reconnected, nothing waits for an absent peer.
+    _exiting: bool
 
     @property
     def _inproc(self) -> InprocNames:
@@ -47,10 +57,10 @@ class ContextPort(Protocol):
     def _io_thread(self) -> IOThread:
         """An I/O thread for a new listener or connection."""
 
-    def _session_started(self, session: object) -> None:
+    def _session_started(self, session: SessionPort) -> None:
         """A network session began: ``term()`` waits until it has finished."""
 
-    def _session_finished(self, session: object) -> None:
+    def _session_finished(self, session: SessionPort) -> None:
         """A network session ended (its connection closed, its pipe flushed)."""
 
 

@@ -277,7 +277,7 @@ class Session:
             self._drop_pipe()
         elif not self.closing and self.pipe is not None:
             self.pipe.hiccup()
-        if self.reconnect_ivl <= 0:  # no reconnecting: libzmq ends the endpoint, pipe and all
+        if not self._reconnects():  # libzmq then ends the endpoint, pipe and all
             self._drop_pipe()
         self._schedule_reconnect()
 
@@ -295,9 +295,18 @@ class Session:
         else:
             self._schedule_reconnect()
 
+    def _reconnects(self) -> bool:
+        """Whether a connection lost or refused is made again: not with RECONNECT_IVL 0 or
+        -1, nor once the interpreter is exiting (see :mod:`brokerless.context`)."""
+        return (
+            self.reconnect_ivl > 0
+            and self.connector is not None
+            and not self.socket.context._exiting
+        )
+
     def _schedule_reconnect(self) -> None:
-        if self.reconnect_ivl <= 0 or self.connector is None:
-            self._finish()  # RECONNECT_IVL 0 or -1: no reconnecting (and no CONNECT_RETRIED)
+        if not self._reconnects():
+            self._finish()  # (and no CONNECT_RETRIED)
             return
         delay = self._backoff
         self.socket.emit(Event.CONNECT_RETRIED, int(delay * 1000), self.endpoint)
@@ -331,10 +340,30 @@ class Session:
 
     def _start_linger(self) -> None:
         linger = self.socket.options[_O.LINGER]
-        if linger == 0 or (self.engine is None and not self.connecting):
+        if (
+            linger == 0
+            or (self.engine is None and not self.connecting)
+            or (self.socket.context._exiting and self._between_attempts())
+        ):
             self.close()
         elif linger > 0 and self._linger_timer is None:
             self._linger_timer = self.io.call_later(linger / 1000, self.close)
+
+    def _between_attempts(self) -> bool:
+        """No connection, and none being made (a refused or lost one waits to be retried)."""
+        return self.engine is None and not (
+            self.connector is not None and self.connector.in_progress
+        )
+
+    def exiting(self) -> None:
+        """The interpreter is exiting (any thread): a session lingering for a peer it is not
+        connected to, nor connecting to, gives up, as one closing from now on does
+        (``_start_linger``); an attempt under way ends without a retry (``_reconnects``)."""
+        self.io.call_soon(self._give_up_between_attempts)
+
+    def _give_up_between_attempts(self, _: Any = None) -> None:
+        if self.closing and not self.done and self._between_attempts():
+            self.close()
 
     def _finish_if_flushed(self) -> None:
         engine = self.engine
