@@ -213,6 +213,36 @@ def test_empty_poller_returns_an_empty_list():
     assert zmq.Poller().poll(10) == []
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: zmq.Poller().poll(),
+        lambda: zmq.Poller().poll(-1),
+        lambda: zmq.zmq_poll([], -1),
+        lambda: zmq.select([], [], []),
+    ],
+    ids=["poll()", "poll(-1)", "zmq_poll", "select"],
+)
+def test_polling_nothing_without_a_timeout_returns_at_once(call):
+    """pyzmq returns at once when nothing is registered (its zmq_poll never reaches libzmq's,
+    which would sleep): a loop that polls after unregistering its last socket must not hang."""
+    done = []
+    waiter = threading.Thread(target=lambda: done.append(call()), daemon=True)
+    waiter.start()
+    waiter.join(5)
+    assert done and not any(done[0]), "polling nothing blocked"
+
+
+def test_a_poller_whose_last_socket_was_unregistered_returns_at_once(pair):
+    a, _ = pair
+    poller = zmq.Poller()
+    poller.register(a, zmq.POLLIN)
+    poller.unregister(a)
+    start = time.monotonic()
+    assert poller.poll(2000) == []
+    assert time.monotonic() - start < 1.0
+
+
 def test_poller_lists_its_registrations(pair):
     a, b = pair
     poller = zmq.Poller()

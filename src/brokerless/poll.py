@@ -100,7 +100,10 @@ class Poller:
         return os_poll
 
     def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:
-        """Wait up to ``timeout`` ms (None or negative: forever) and return (socket, events)."""
+        """Wait up to ``timeout`` ms (None or negative: forever) and return (socket, events);
+        with nothing registered, [] at once, as pyzmq's ``zmq_poll`` (libzmq's would sleep)."""
+        if not self.sockets:
+            return []
         deadline = Deadline(timeout)
         has_fds = False
         mailboxes = {}
