@@ -227,7 +227,6 @@ class NetworkTransport:
         pipes = []
         if not session.immediate and socket.socket_type != SocketType.ROUTER:
             pipe = session.make_pipe()
-            pipe.routing_id = socket.options[_O.CONNECT_ROUTING_ID]  # a STREAM's name for it
             socket.attach_pipe(pipe)
             pipes.append(pipe)
         io.call_soon(session.connector.start)

@@ -66,6 +66,11 @@ class Session:
         self.pipe: Pipe | None = None
         self.engine: Engine | None = None
         self.connector: Any = None  # set by the transport for connecting sessions
+        # CONNECT_ROUTING_ID when this connection was made (the option is cleared then): a
+        # ROUTER's or STREAM's name for the peer, each time the connection is made again.
+        self.connect_routing_id: bytes = (
+            socket.options[_O.CONNECT_ROUTING_ID] if connecting else b""
+        )
         self.closing = False
         self.done = False
         self._on_done = on_done
@@ -91,6 +96,7 @@ class Session:
         mine.owner = self
         theirs.source = self
         mine.endpoint = theirs.endpoint = self.endpoint
+        theirs.routing_id = self.connect_routing_id  # (the socket's name for this peer, if any)
         if peer is not None:
             theirs.peer_routing_id = peer.routing_id
         # The socket's greeting (subscriptions, probe, welcome) goes in now, not when the
