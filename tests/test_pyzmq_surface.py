@@ -319,6 +319,15 @@ def test_a_frame_of_what_is_not_a_buffer_is_refused_at_once():
             zmq.Frame(bad)
 
 
+def test_frames_compare_and_hash_by_identity_as_pyzmqs():
+    """pyzmq's Frame has no ``__eq__``: a frame equals itself only, and hashes, so frames serve
+    as dict keys and set members (brokerless's compared contents and was unhashable)."""
+    for module in (zmq, reference):
+        a, b = module.Frame(b"same"), module.Frame(b"same")
+        assert (a == a, a == b, a == b"same") == (True, False, False)
+        assert {a: 1, b: 2}[a] == 1 and len({a, b}) == 2
+
+
 def test_a_frame_of_a_non_contiguous_buffer_is_a_buffer_error():
     with pytest.raises(BufferError):
         zmq.Frame(memoryview(bytearray(10))[::2])

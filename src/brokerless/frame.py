@@ -191,15 +191,6 @@ class Frame:
         data = self._data
         return len(data) if data.__class__ is bytes else memoryview(data).nbytes
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Frame):
-            return self.bytes == other.bytes
-        if isinstance(other, bytes | bytearray | memoryview):
-            return self.bytes == other
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
     def set(self, option: int, value: int) -> None:
         if option == MessageOption.MORE:
             self.more = bool(value)
