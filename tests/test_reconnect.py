@@ -472,3 +472,15 @@ def test_a_refused_connection_is_reported_closed_then_retried_or_not(make, addre
     assert seen[-2:] == [zmq.EVENT_CLOSED, zmq.EVENT_CONNECT_RETRIED]
     assert events_until(monitors[1], zmq.EVENT_CLOSED)[-1] == zmq.EVENT_CLOSED
     assert not monitors[1].poll(300), "an attempt retried with RECONNECT_IVL -1"
+
+
+def test_connect_to_a_name_that_does_not_resolve_yet_succeeds_and_is_retried(make):
+    """libzmq resolves a connection's host at each attempt, so ``connect()`` to a name that is
+    not in DNS yet (a service whose pods are not up) succeeds and keeps trying; before, it
+    raised EINVAL at once (and a slow lookup blocked ``connect()``)."""
+    dealer = make(zmq.DEALER, RECONNECT_IVL=50)
+    monitor = dealer.get_monitor_socket()
+    monitor.rcvtimeo = 15_000  # (each attempt asks the resolver, which may be slow)
+    dealer.connect("tcp://not-yet-resolvable.invalid:5555")
+    for _ in range(2):
+        assert events_until(monitor, zmq.EVENT_CONNECT_RETRIED)[-1] == zmq.EVENT_CONNECT_RETRIED

@@ -40,25 +40,8 @@ class NetAddress:
 
 def parse_tcp(address: str, *, bind: bool, ipv6: bool) -> list[NetAddress]:
     """Candidate addresses for ``host:port`` (``*`` host and port allowed when binding)."""
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host:
-        raise ZMQError(EINVAL, f"Invalid argument: tcp address {address!r} needs host:port")
-    if port_text in ("*", "0") and bind:
-        port = 0
-    else:
-        try:
-            port = int(port_text)
-        except ValueError:
-            raise ZMQError(
-                EINVAL, f"Invalid argument: bad port {port_text!r} in {address!r}"
-            ) from None
-        if not 0 < port < 65536:
-            raise ZMQError(EINVAL, f"Invalid argument: port {port} out of range in {address!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
+    host, port = split_tcp(address, bind=bind)
     if host == "*":
-        if not bind:
-            raise ZMQError(EINVAL, f"Invalid argument: cannot connect to '*' in {address!r}")
         return (
             [NetAddress(pysocket.AF_INET6, ("::", port, 0, 0), "tcp")]
             if ipv6
@@ -77,6 +60,30 @@ def parse_tcp(address: str, *, bind: bool, ipv6: bool) -> list[NetAddress]:
             f"Cannot resolve tcp host {host!r} in {address!r}",
         ) from None
     return [NetAddress(info[0], info[4], "tcp") for info in infos]
+
+
+def split_tcp(address: str, *, bind: bool) -> tuple[str, int]:
+    """The host and port of ``host:port``, checked but not resolved (a connection resolves its
+    host at each attempt, as libzmq's: a name may not resolve yet when ``connect`` is called)."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not host:
+        raise ZMQError(EINVAL, f"Invalid argument: tcp address {address!r} needs host:port")
+    if port_text in ("*", "0") and bind:
+        port = 0
+    else:
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ZMQError(
+                EINVAL, f"Invalid argument: bad port {port_text!r} in {address!r}"
+            ) from None
+        if not 0 < port < 65536:
+            raise ZMQError(EINVAL, f"Invalid argument: port {port} out of range in {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "*" and not bind:
+        raise ZMQError(EINVAL, f"Invalid argument: cannot connect to '*' in {address!r}")
+    return host, port
 
 
 _SIOCGIFADDR = 0x8915

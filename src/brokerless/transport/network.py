@@ -219,7 +219,7 @@ class NetworkTransport:
 
     def connect(self, socket: SocketPort, ep: Endpoint) -> list[Pipe]:
         if ep.transport == "tcp":
-            _address.parse_tcp(ep.address, bind=False, ipv6=bool(socket.options[_O.IPV6]))
+            _address.split_tcp(ep.address, bind=False)  # (resolved by each attempt)
         io = self.context._io_thread()
         session = Session(io, socket, ep.uri, connecting=True)
         session.connector = Connector(io, session, ep)
