@@ -70,6 +70,33 @@ def test_req_send_twice_is_efsm(make, endpoint):
     assert recv_within(req) == b"answer"
 
 
+@pytest.mark.parametrize("send", ["send", "send_multipart", "sndmore"])
+def test_a_send_before_the_last_part_received_is_read_is_efsm(make, endpoint, send):
+    """libzmq's REP (and strict REQ) hands the turn over at a message's last part: a reply sent
+    while parts of the request are unread is EFSM (brokerless sent it), and so is a REQ's next
+    request while parts of the reply are; reading the rest then goes on as usual."""
+    rep = make(zmq.REP)
+    addr = bind(rep, endpoint())
+    req = make(zmq.REQ)
+    connect(req, addr)
+    early = {
+        "send": lambda sock: sock.send(b"early"),
+        "send_multipart": lambda sock: sock.send_multipart([b"early", b"er"]),
+        "sndmore": lambda sock: sock.send(b"early", zmq.SNDMORE),
+    }[send]
+
+    req.send_multipart([b"a", b"b"])
+    assert recv_within(rep) == b"a" and rep.rcvmore
+    assert_efsm(lambda: early(rep))
+    assert recv_within(rep) == b"b" and not rep.rcvmore
+    rep.send_multipart([b"x", b"y"])
+    assert recv_within(req) == b"x" and req.rcvmore
+    assert_efsm(lambda: early(req))
+    assert recv_within(req) == b"y"
+    req.send(b"next")
+    assert recv_within(rep) == b"next"
+
+
 def test_req_recv_before_send_is_efsm(make):
     req = make(zmq.REQ)
     assert_efsm(lambda: req.recv(zmq.NOBLOCK))

@@ -118,6 +118,11 @@ class Pattern:
         """Checks made at the first part of a multipart send; True when it may proceed now."""
         return self.xhas_out()
 
+    def turn_ends_with_last_part(self) -> bool:
+        """Whether a send must wait until the message received is read to its last part (REP;
+        REQ unless REQ_RELAXED): libzmq hands the turn over only there."""
+        return False
+
     def xhas_in(self) -> bool:
         return False
 

@@ -191,6 +191,9 @@ class Req(Dealer):
         self._check_send_state()
         return self.lb.has_out()
 
+    def turn_ends_with_last_part(self) -> bool:
+        return not self.options[_O.REQ_RELAXED]
+
     def xsend(self, msg: Any) -> bool:
         if self.receiving_reply:
             self._check_send_state()
@@ -274,6 +277,9 @@ class Rep(Router):
 
     def xprepare_send(self, first: Any) -> bool:
         self._check_sending()
+        return True
+
+    def turn_ends_with_last_part(self) -> bool:
         return True
 
     def _check_sending(self) -> None:

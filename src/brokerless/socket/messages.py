@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from typing import Any, Literal, overload
 
 from ..constants import Flag, SocketOption
+from ..errno import EFSM
+from ..error import ZMQError
 from ..frame import _FINISHED_TRACKER, Frame, MessageTracker
 from ..pipe import write_all
 from ..runs import Run
@@ -84,6 +86,8 @@ class MessagesMixin(WaitingMixin):
         if data.__class__ is not bytes or track:
             data = to_part(data, copy, track, self.copy_threshold)
             track = track or (data.__class__ is Frame and data.tracker is not None)
+        if self._rx_parts is not None and self._tx_parts is None:
+            self._check_turn()
         if flags & SNDMORE:
             self._send_more(data, flags)
         else:
@@ -105,6 +109,16 @@ class MessagesMixin(WaitingMixin):
         if track:
             return data.tracker if data.__class__ is Frame else _FINISHED_TRACKER
         return None
+
+    def _check_turn(self) -> None:
+        """A new message is sent while parts of the one received are unread: EFSM for a REQ or
+        REP (see ``Pattern.turn_ends_with_last_part``)."""
+        if self._pattern.turn_ends_with_last_part():
+            raise ZMQError(
+                EFSM,
+                "Operation cannot be accomplished in current state: read the rest of the "
+                f"message received (RCVMORE) before a {self._type.name} socket sends",
+            )
 
     def _send_more(self, part: Any, flags: int) -> None:
         parts = self._tx_parts
@@ -147,6 +161,8 @@ class MessagesMixin(WaitingMixin):
         if self._tx_parts is not None:
             parts = self._tx_parts + parts
             self._tx_parts = None
+        elif self._rx_parts is not None:
+            self._check_turn()
         msg = parts[0] if len(parts) == 1 else parts
         if self._commands:
             self._process_commands()
