@@ -16,6 +16,7 @@ import time
 
 import pytest
 import zmq as libzmq
+import zmq.auth.thread as libzmq_auth_thread
 from zmq.utils.monitor import recv_monitor_message
 
 import brokerless as zmq
@@ -484,3 +485,35 @@ def test_connect_to_a_name_that_does_not_resolve_yet_succeeds_and_is_retried(mak
     dealer.connect("tcp://not-yet-resolvable.invalid:5555")
     for _ in range(2):
         assert events_until(monitor, zmq.EVENT_CONNECT_RETRIED)[-1] == zmq.EVENT_CONNECT_RETRIED
+
+
+@pytest.mark.parametrize("refusal", ["socket type", "credentials"])
+def test_a_peer_that_refuses_the_handshake_is_not_reconnected_to(make, lctx, refusal):
+    """libzmq ends a connecting endpoint after a protocol error -- the peer refused our socket
+    type, or its ZAP handler our credentials -- as a new connection would only meet the same
+    refusal.  brokerless reconnected every RECONNECT_IVL, for ever.  (A connection the peer
+    closes before its READY came is a connection error, retried, by libzmq as here.)"""
+    guard = None
+    server = lctx.socket(libzmq.PULL)
+    server.linger = 0
+    if refusal == "credentials":
+        guard = libzmq_auth_thread.ThreadAuthenticator(lctx)
+        guard.start()
+        guard.configure_plain(domain="*", passwords={"admin": "secret"})
+        server.plain_server = True
+    refused = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    try:
+        port = server.bind_to_random_port("tcp://127.0.0.1")
+        client = make(zmq.SUB if refusal == "socket type" else zmq.PUSH, RECONNECT_IVL=20)
+        if refusal == "credentials":
+            client.plain_username, client.plain_password = b"admin", b"wrong"
+        monitor = client.get_monitor_socket()
+        monitor.rcvtimeo = int(DEADLINE * 1000)
+        client.connect(f"tcp://127.0.0.1:{port}")
+        while not next_event(monitor) & refused:
+            pass
+        assert not monitor.poll(500), "an attempt after the handshake was refused"
+    finally:
+        server.close(linger=0)
+        if guard is not None:
+            guard.stop()

@@ -163,13 +163,19 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             pass
 
     def fail(
-        self, reason: str, code: int = 0, event: int = Event.HANDSHAKE_FAILED_PROTOCOL
+        self,
+        reason: str,
+        code: int = 0,
+        event: int = Event.HANDSHAKE_FAILED_PROTOCOL,
+        protocol: bool = False,
     ) -> None:
         """Drop the connection (the peer's fault, or it went away); before the handshake
-        completed, ``event`` with the value ``code`` goes to the monitor (none if 0)."""
+        completed, ``event`` with the value ``code`` goes to the monitor (none if 0).
+        ``protocol``: the peer broke the protocol (a ZMTP error, a refused handshake), which
+        libzmq does not reconnect after, as it does after a connection error or a timeout."""
         if self.alive:
             self.close()
-            self.session.engine_failed(self, reason, code, event)
+            self.session.engine_failed(self, reason, code, event, protocol)
 
     @property
     def peer_address(self) -> bytes:
@@ -264,7 +270,7 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         with self.out_lock:
             self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
             self._flush()
-        self.fail(f"protocol error: {exc}", *failure_event(exc))
+        self.fail(f"protocol error: {exc}", *failure_event(exc), protocol=True)
 
     def _send_reply(self) -> None:
         with self.out_lock:

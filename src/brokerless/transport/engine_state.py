@@ -96,7 +96,9 @@ class EngineOwner(Protocol):
 
     def engine_ready(self, engine: Any, peer: Ready) -> None: ...
 
-    def engine_failed(self, engine: Any, reason: str, code: int = 0, event: int = 0) -> None: ...
+    def engine_failed(
+        self, engine: Any, reason: str, code: int = 0, event: int = 0, protocol: bool = False
+    ) -> None: ...
 
 
 class Wire(Protocol):
@@ -236,7 +238,11 @@ class EngineState:
     # Implemented by the engine or one of its parts; declared for the others to call.
 
     def fail(
-        self, reason: str, code: int = 0, event: int = Event.HANDSHAKE_FAILED_PROTOCOL
+        self,
+        reason: str,
+        code: int = 0,
+        event: int = Event.HANDSHAKE_FAILED_PROTOCOL,
+        protocol: bool = False,
     ) -> None:
         raise NotImplementedError
 

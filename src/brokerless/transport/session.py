@@ -255,9 +255,13 @@ class Session:
         reason: str,
         code: int = 0,
         event: int = Event.HANDSHAKE_FAILED_PROTOCOL,
+        protocol: bool = False,
     ) -> None:
         """The connection ended: ``reason`` says why; before the handshake completed, the
-        monitor gets ``event`` with ``code`` (a ZMTP failure code, a ZAP status), if not 0."""
+        monitor gets ``event`` with ``code`` (a ZMTP failure code, a ZAP status), if not 0.
+        After a ``protocol`` error (the peer's socket type refused, its credentials denied,
+        a malformed frame) the endpoint ends, pipe and all, as libzmq's session does: a
+        reconnection would only meet the same peer again."""
         if engine is not self.engine:
             return
         self.engine = None
@@ -268,7 +272,7 @@ class Session:
             self.socket.emit(event, code, self.endpoint)
         else:
             self.socket.emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
-        if not self.connecting or (self.closing and self.pipe is None):
+        if not self.connecting or protocol or (self.closing and self.pipe is None):
             self._drop_pipe()
             self._finish()
             return
