@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import ClassVar
 
 from .constants import Errno
+from .version import zmq_version
 
 _ZMQ_MESSAGES = {
     Errno.EFSM: "Operation cannot be accomplished in current state",
@@ -20,6 +22,34 @@ def strerror(errnum: int) -> str:
     if errnum in _ZMQ_MESSAGES:
         return _ZMQ_MESSAGES[Errno(errnum)]
     return os.strerror(errnum)
+
+
+def zmq_errno() -> int:
+    """libzmq's ``zmq_errno``: the errno of the ZMQError this thread is handling, else 0.
+
+    In libzmq this is C's thread-local ``errno``, meaningful only right after a failed call;
+    brokerless has no C layer and every failure is a ZMQError carrying its errno.  So the errno
+    is that of the exception being handled (inside ``except zmq.ZMQError:``, per thread and per
+    coroutine, as Python keeps it), and 0 anywhere else: nothing is recorded on the hot path.
+    """
+    exc = sys.exc_info()[1]
+    errno = exc.errno if isinstance(exc, ZMQError) else None
+    return errno or 0
+
+
+class DraftFDWarning(RuntimeWarning):
+    """pyzmq's warning that ``socket.FD`` on a thread-safe (draft) socket is experimental.
+
+    brokerless has no draft sockets, so never warns it; the class is here for code that
+    filters it.
+    """
+
+    def __init__(self, msg: str = "") -> None:
+        super().__init__(
+            msg
+            or "socket.FD on thread-safe (draft) sockets is experimental and may be removed; "
+            "silence this with warnings.simplefilter('ignore', zmq.error.DraftFDWarning)"
+        )
 
 
 class ZMQBaseError(Exception):
@@ -85,6 +115,29 @@ class NotDone(ZMQBaseError):
     """A tracker's wait timed out."""
 
 
+class ZMQVersionError(NotImplementedError):
+    """A feature needs a newer libzmq than the one emulated (``zmq.zmq_version()``).
+
+    As in pyzmq, a NotImplementedError and not a ZMQBaseError.
+    """
+
+    msg: str
+    min_version: str
+    version: str
+
+    def __init__(self, min_version: str, msg: str = "Feature") -> None:
+        super().__init__(min_version, msg)
+        self.msg = msg
+        self.min_version = min_version
+        self.version = zmq_version()
+
+    def __str__(self) -> str:
+        return f"{self.msg} requires libzmq >= {self.min_version}, have {self.version}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}('{self}')"
+
+
 def error(errnum: int, msg: str) -> ZMQError:
     """The typed exception for ``errnum`` carrying ``msg``."""
     cls = _TYPED.get(errnum, ZMQError)
@@ -96,3 +149,15 @@ _TYPED: dict[int, type[ZMQError]] = {
     Errno.ETERM: ContextTerminated,
     Errno.EINTR: InterruptedSystemCall,
 }
+
+__all__ = [
+    "Again",
+    "ContextTerminated",
+    "DraftFDWarning",
+    "InterruptedSystemCall",
+    "NotDone",
+    "ZMQBaseError",
+    "ZMQBindError",
+    "ZMQError",
+    "ZMQVersionError",
+]

@@ -8,6 +8,9 @@ the like work unchanged.
 
 from __future__ import annotations
 
+# Not among the exported names, as in pyzmq, but there.
+from ..constants import DeviceType as DeviceType
+from ..proxy import proxy as proxy
 from .basedevice import Device, ProcessDevice, ThreadDevice
 from .monitoredqueue import monitored_queue
 from .monitoredqueuedevice import MonitoredQueue, ProcessMonitoredQueue, ThreadMonitoredQueue
