@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from ..constants import Event, SocketOption
+from ..constants import SocketOption
 from ..errno import EACCES, EADDRINUSE, ENOENT
 from ..error import ZMQBindError, ZMQError
 from ..transport import endpoint as _endpoint
@@ -39,7 +39,6 @@ class EndpointsMixin(SocketState):
             raise
         self._bound.append(uri)
         self._options[_O.LAST_ENDPOINT] = uri.encode()
-        self._emit(Event.LISTENING, 0, uri)
         return EndpointContext(self, self.unbind, uri)
 
     def bind_to_random_port(

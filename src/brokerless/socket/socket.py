@@ -363,9 +363,7 @@ class Socket(
             self._options[_O.LINGER] = linger
         self._closed = True
         self._fault = _closed_error
-        self.context._socket_closing(self._port)
-        for uri in self._bound:
-            self._emit(Event.CLOSED, 0, uri)
+        self.context._socket_closing(self._port)  # (listeners report CLOSED as they close)
         monitor, self._port.monitor = self._port.monitor, None
         if monitor is not None:
             monitor.stop()

@@ -111,8 +111,9 @@ class Listener:
             _closed_socket_session(session)
 
     def stop_listening(self) -> None:
-        """Close the listening socket (I/O thread)."""
+        """Close the listening socket (I/O thread), as the monitor reports it."""
         self.io.unregister(self.sock)
+        self.socket.emit(Event.CLOSED, self.sock.fileno(), self.uri)
         self.sock.close()
         if self._inode is not None and self.path is not None:
             try:  # a socket that bound the same path since then keeps its file
@@ -208,6 +209,7 @@ class NetworkTransport:
         path = addr.sockaddr if isinstance(addr.sockaddr, str) else None  # ipc's file
         listener = Listener(io, socket, sock, uri, path)
         self._listeners[(id(socket), uri)] = listener
+        socket.emit(Event.LISTENING, sock.fileno(), uri)
         io.call_soon(listener.start)
         return uri
 
