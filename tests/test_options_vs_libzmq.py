@@ -5,6 +5,8 @@ set to values at and around each one's limits, must be taken, refused or read ba
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 import zmq as libzmq
 
@@ -88,3 +90,78 @@ def test_an_int_option_takes_the_values_libzmq_takes(contexts, name):
 @pytest.mark.parametrize("name", settable(bytes))
 def test_a_bytes_option_takes_the_values_libzmq_takes(contexts, name):
     compare(contexts, name, BYTES_VALUES)
+
+
+# -- context options ---------------------------------------------------------------------------
+
+CONTEXT_VALUES = [-2, -1, 0, 1, 2, 1023, 70000, 2**31]
+
+
+def context_outcome(module, option: int, value: int | None) -> str:
+    """Reading ``option`` of a fresh context (``value`` None), or setting then reading it."""
+    ctx = module.Context()
+    try:
+        if value is not None:
+            try:
+                ctx.set(option, value)
+            except module.ZMQError as exc:
+                return f"set: errno {exc.errno}"
+            except (TypeError, OverflowError) as exc:
+                return f"set: {type(exc).__name__}"
+        try:
+            return f"get: {ctx.get(option)}"
+        except module.ZMQError as exc:
+            return f"get: errno {exc.errno}"
+    finally:
+        ctx.term()
+
+
+# pyzmq's context options, and libzmq's IPV6 and BLOCKY (which pyzmq passes through).
+CONTEXT_OPTIONS = [*libzmq.ContextOption.__members__, "IPV6", "BLOCKY"]
+
+
+@pytest.mark.parametrize("name", CONTEXT_OPTIONS)
+def test_a_context_option_takes_the_values_libzmq_takes(name):
+    option = int(getattr(libzmq, name))
+    differ = []
+    for value in [None, *CONTEXT_VALUES]:
+        if (name, value) == ("THREAD_NAME_PREFIX", -1):
+            continue  # (libzmq then fails to read it back: a name prefix of -1 is "none")
+        mine = context_outcome(zmq, option, value)
+        libzmqs = context_outcome(libzmq, option, value)
+        if mine != libzmqs:
+            differ.append(f"{value!r}: libzmq {libzmqs}, brokerless {mine}")
+    assert not differ, f"{name}:\n" + "\n".join(differ)
+
+
+@pytest.mark.parametrize("module", [zmq, libzmq], ids=["brokerless", "libzmq"])
+def test_a_context_applies_its_ipv6_and_max_sockets_as_libzmq(module):
+    """The context's IPV6 is new sockets' default; MAX_SOCKETS, set before the first socket,
+    bounds how many it holds (EMFILE beyond).  brokerless refused IPV6 and ignored the bound."""
+    ctx = module.Context()
+    try:
+        ctx.set(module.IPV6, 1)
+        ctx.set(module.MAX_SOCKETS, 2)
+        first = ctx.socket(module.PUB)
+        assert first.getsockopt(module.IPV6) == 1
+        second = ctx.socket(module.PUB)  # (kept: a socket dropped is closed, and its slot freed)
+        with pytest.raises(module.ZMQError) as refused:
+            ctx.socket(module.PUB)
+        assert refused.value.errno == errno.EMFILE
+        assert not (first.closed or second.closed)
+    finally:
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("module", [zmq, libzmq], ids=["brokerless", "libzmq"])
+def test_a_terminated_context_and_a_misspelt_option_fail_as_pyzmqs(module):
+    ctx = module.Context()
+    with pytest.raises(AttributeError, match="no such option: LINGR"):
+        ctx.lingr = 0  # (a typo was kept as an attribute, and did nothing)
+    ctx.term()
+    for use in (lambda: ctx.get(module.IO_THREADS), lambda: ctx.set(module.IO_THREADS, 1)):
+        with pytest.raises(RuntimeError):
+            use()
+    with pytest.raises(module.ZMQError) as refused:
+        ctx.socket(module.PUB)
+    assert refused.value.errno == module.ENOTSUP

@@ -27,10 +27,11 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
+from errno import EMFILE  # (the system's: libzmq reports a full context so)
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .constants import ContextOption
-from .errno import EFAULT, EINVAL, EPROTONOSUPPORT, ETERM
+from .constants import ContextOption, SocketOption
+from .errno import EFAULT, EINVAL, ENOTSUP, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
 from .mailbox import Command, Mailbox
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
 _SocketT = TypeVar("_SocketT", bound="Socket[Any]", covariant=True)
 #: The options that change the I/O threads' CPU set (set only, as in libzmq)
 _AFFINITY = (ContextOption.THREAD_AFFINITY_CPU_ADD, ContextOption.THREAD_AFFINITY_CPU_REMOVE)
+#: libzmq's ZMQ_IPV6 context option (the socket option's number): new sockets' IPV6 default
+_IPV6 = int(SocketOption.IPV6)
+_INT_MAX = 2**31 - 1  # MAX_MSGSZ's default
+_MSG_T_SIZE = 64  # what libzmq's MSG_T_SIZE reads (the size of its zmq_msg_t)
 
 
 class Context(ContextOptionAttrs, Generic[_SocketT]):
@@ -64,6 +69,8 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     __slots__ = ("__dict__", "__weakref__", "_shadow_obj", "_shadowed")
     _shadow_obj: Context[Any] | int | None
     _shadowed: Context[Any] | None
+    #: Default options of sockets made afterwards (``setsockopt``, ``ctx.linger = 0``).
+    sockopts: dict[int, Any]
 
     _instance: Context[Any] | None = None
     _instance_lock = threading.Lock()
@@ -96,13 +103,18 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             raise ZMQError(
                 EINVAL, f"Invalid argument: io_threads must be an int >= 0, not {io_threads!r}"
             )
-        self._options: dict[ContextOption, int] = {
+        self._options: dict[int, int] = {
             ContextOption.IO_THREADS: io_threads,
             ContextOption.MAX_SOCKETS: 1023,
             ContextOption.SOCKET_LIMIT: 65535,
             ContextOption.BLOCKY: 1,
             ContextOption.THREAD_NAME_PREFIX: 0,
+            ContextOption.MAX_MSGSZ: _INT_MAX,
+            ContextOption.THREAD_SCHED_POLICY: -1,  # (the system's default, as libzmq reads it)
+            _IPV6: 0,
         }
+        #: MAX_SOCKETS as it was when the first socket was made (libzmq sizes its table then)
+        self._max_sockets: int | None = None
         #: THREAD_AFFINITY_CPU_ADD/_REMOVE: the CPUs the I/O threads keep to (none: any)
         self._thread_cpus: set[int] = set()
         self.sockopts: dict[int, Any] = {}
@@ -148,11 +160,23 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         """A new socket of ``socket_class`` (default ``_socket_class``); keyword arguments go
         to its constructor, as in pyzmq.  Defaults set on the context (``ctx.linger = 0``)
         apply where the socket type takes them."""
-        if self._closed or self._terminating:
-            if self._closed and self._shadowed is not None:
+        if self._closed:
+            if self._shadowed is not None:
                 raise ZMQError(EFAULT, "Bad address: the context this one shadows was terminated")
+            raise ZMQError(ENOTSUP, "Operation not supported: the context was terminated")
+        if self._terminating:
             raise error(ETERM, "Context was terminated: create a new Context")
+        if self._max_sockets is None:
+            self._max_sockets = self._options[ContextOption.MAX_SOCKETS]
+        if len(self._sockets) >= self._max_sockets:
+            raise ZMQError(
+                EMFILE,
+                f"Too many open files: the context holds its MAX_SOCKETS ({self._max_sockets}), "
+                "set before its first socket",
+            )
         sock = (socket_class or self._socket_class)(self, socket_type, **kwargs)
+        if self._options[_IPV6]:
+            sock.setsockopt(SocketOption.IPV6, 1)  # (the context's default, as libzmq's)
         for opt, value in self.sockopts.items():
             try:
                 sock.setsockopt(opt, value)
@@ -173,13 +197,27 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         return self.sockopts[option]
 
     def set(self, option: int, value: int) -> None:
-        """Set a context option (IO_THREADS, MAX_SOCKETS, BLOCKY, ...)."""
+        """Set a context option (IO_THREADS, MAX_SOCKETS, BLOCKY, ...; libzmq's IPV6 too: the
+        default of sockets made afterwards).  The values libzmq refuses are EINVAL."""
+        self._check_open()
+        if not isinstance(value, int):
+            raise TypeError(f"a context option takes an int, not {type(value).__name__}")
+        if not -(2**31) <= value < 2**31:
+            raise OverflowError(f"{value} does not fit the C int a context option holds")
+        if option in (_IPV6, ContextOption.BLOCKY):
+            if value < 0:
+                raise ZMQError(EINVAL, f"Invalid argument: option {option} takes 0 or more")
+            self._options[option] = int(value != 0)
+            return
         try:
             opt = ContextOption(option)
         except ValueError:
             raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}") from None
-        if not isinstance(value, int) or value < 0:
-            raise ZMQError(EINVAL, f"Invalid argument: {opt.name} takes an int >= 0")
+        if opt is ContextOption.MSG_T_SIZE:
+            raise ZMQError(EINVAL, "Invalid argument: MSG_T_SIZE can be read, not set")
+        low = 1 if opt is ContextOption.MAX_SOCKETS else 0
+        if value < low and opt is not ContextOption.THREAD_NAME_PREFIX:
+            raise ZMQError(EINVAL, f"Invalid argument: {opt.name} takes an int >= {low}")
         if opt in _AFFINITY:
             self._set_thread_cpu(opt, value)
         elif opt is ContextOption.THREAD_PRIORITY:
@@ -207,15 +245,29 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         self._thread_cpus.add(cpu)
 
     def get(self, option: int) -> int:
-        try:
-            opt: ContextOption | None = ContextOption(option)
-        except ValueError:
-            opt = None
-        if opt in _AFFINITY:
-            raise ZMQError(EINVAL, f"Invalid argument: {opt.name} can be set, not read (libzmq)")
-        if opt not in self._options:
+        self._check_open()
+        if option in _AFFINITY:
+            name = ContextOption(option).name
+            raise ZMQError(EINVAL, f"Invalid argument: {name} can be set, not read (libzmq)")
+        if option == ContextOption.MSG_T_SIZE:
+            return _MSG_T_SIZE
+        if option not in self._options:
             raise ZMQError(EINVAL, f"Invalid argument: unknown context option {option!r}")
-        return self._options[opt]
+        return self._options[option]
+
+    def _check_open(self) -> None:
+        if self._closed:  # (pyzmq's words; libzmq's context is gone)
+            raise RuntimeError("Context has been destroyed")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """As pyzmq's: a name that is no attribute of the context's class (nor private) is no
+        option either -- an AttributeError, so that a misspelt option is not silently kept."""
+        if not name.startswith("_") and not any(
+            name in vars(cls) or name in getattr(cls, "__annotations__", {})
+            for cls in type(self).__mro__
+        ):
+            raise AttributeError(f"{type(self).__name__} has no such option: {name.upper()}")
+        object.__setattr__(self, name, value)
 
     @property
     def closed(self) -> bool:
