@@ -328,6 +328,32 @@ def test_frames_compare_and_hash_by_identity_as_pyzmqs():
         assert {a: 1, b: 2}[a] == 1 and len({a, b}) == 2
 
 
+@pytest.mark.parametrize("module", [zmq, reference], ids=["brokerless", "pyzmq"])
+def test_trackers_of_what_was_copied_are_done_at_once_as_pyzmqs(module):
+    """A tracked frame small enough to be copied holds nothing of the caller's: pyzmq's tracker
+    is done at once, and ``wait()`` returns (brokerless's waited for the frame to be collected:
+    a wait without timeout hung).  An empty ``MessageTracker()`` is done too (it waited for
+    ever); a frame received with ``track=True`` has a tracker (it had None)."""
+    ctx = module.Context()
+    try:
+        push, pull = ctx.socket(module.PUSH), ctx.socket(module.PULL)
+        push.bind("inproc://trackers")
+        pull.connect("inproc://trackers")
+        frame = module.Frame(b"small", track=True)
+        tracker = push.send(frame)
+        assert tracker.done and frame.tracker.done
+        tracker.wait(1)
+        assert module.MessageTracker().done
+        module.MessageTracker().wait(1)
+        push.send(b"tracked on arrival")
+        received = [pull.recv(), pull.recv(copy=False, track=True)]
+        assert isinstance(received[1].tracker, module.MessageTracker)
+        big = module.Frame(b"x" * 100_000, track=True)  # shared, not copied: tracked
+        assert not push.send(big).done
+    finally:
+        ctx.destroy(linger=0)
+
+
 def test_a_frame_of_a_non_contiguous_buffer_is_a_buffer_error():
     with pytest.raises(BufferError):
         zmq.Frame(memoryview(bytearray(10))[::2])

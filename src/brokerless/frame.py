@@ -32,6 +32,7 @@ class MessageTracker:
 
     def __init__(self, *towatch: MessageTracker | Frame | threading.Event) -> None:
         self._event = threading.Event()
+        self._event.set()  # done, until it has a holder (``_hold``) or something to watch
         self._holders = 0
         self._lock = threading.Lock()
         self._watched: list[MessageTracker | threading.Event] = []
@@ -46,8 +47,6 @@ class MessageTracker:
                     f"not {type(obj).__name__}"
                 )
             self._watched.append(obj)
-        if towatch:
-            self._event.set()  # nothing of its own to wait for
 
     @property
     def done(self) -> bool:
@@ -70,6 +69,7 @@ class MessageTracker:
         """One more holder of the tracked message."""
         with self._lock:
             self._holders += 1
+            self._event.clear()
 
     def _release(self) -> None:
         """A holder let go; the last one makes the tracker done."""
@@ -79,14 +79,8 @@ class MessageTracker:
                 self._event.set()
 
 
-def _finished() -> MessageTracker:
-    tracker = MessageTracker()
-    tracker._event.set()
-    return tracker
-
-
 #: What a tracked send returns when nothing is left to track (the message was copied).
-_FINISHED_TRACKER: Final[MessageTracker] = _finished()
+_FINISHED_TRACKER: Final[MessageTracker] = MessageTracker()
 
 #: ``copy=False`` sends of fewer bytes than this are copied anyway (pyzmq's default threshold).
 COPY_THRESHOLD = 65536
@@ -131,13 +125,26 @@ class Frame:
         self.more = False
         self.tracker: MessageTracker | None = None
         if track:
+            self._track(copy, copy_threshold)
+
+    def _track(self, copy: bool | None, copy_threshold: int | None) -> None:
+        """pyzmq's tracker: done at once when the data was copied, or is small enough to be
+        (``bytes`` are kept, never copied: nothing of the caller's is held either way); else
+        done once the frame and every copy of it brokerless queued are gone."""
+        if copy is None:
+            copy = len(self) < (COPY_THRESHOLD if copy_threshold is None else copy_threshold)
+        if copy:
+            self.tracker = _FINISHED_TRACKER
+        else:
             self._hold(MessageTracker())
 
     def _hold(self, tracker: MessageTracker) -> None:
-        """Be one of ``tracker``'s holders (released when this frame goes)."""
-        tracker._hold()
+        """Be one of ``tracker``'s holders (released when this frame goes); the finished
+        tracker (a copied message's) stays done."""
         self.tracker = tracker
-        self._releases = True
+        if tracker is not _FINISHED_TRACKER:
+            tracker._hold()
+            self._releases = True
 
     @classmethod
     def _carrier(cls, data: Any, tracker: MessageTracker) -> Frame:

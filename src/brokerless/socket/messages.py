@@ -231,8 +231,12 @@ class MessagesMixin(WaitingMixin):
                 return part
             return frame_bytes(part)
         if self._wired:
-            return wired_frame(part, more, self._pattern.received_from())
-        return as_frame(part, more)
+            frame = wired_frame(part, more, self._pattern.received_from())
+        else:
+            frame = as_frame(part, more)
+        if track:  # (pyzmq's received frame has one; nothing of the sender's is held here)
+            frame.tracker = _FINISHED_TRACKER
+        return frame
 
     def _next_part(self) -> tuple[Any, bool]:
         parts = self._rx_parts
@@ -275,8 +279,13 @@ class MessagesMixin(WaitingMixin):
         last = len(parts) - 1
         if self._wired:
             source = self._pattern.received_from()
-            return [wired_frame(p, i < last, source) for i, p in enumerate(parts)]
-        return [as_frame(p, i < last) for i, p in enumerate(parts)]
+            frames = [wired_frame(p, i < last, source) for i, p in enumerate(parts)]
+        else:
+            frames = [as_frame(p, i < last) for i, p in enumerate(parts)]
+        if track:
+            for frame in frames:
+                frame.tracker = _FINISHED_TRACKER
+        return frames
 
     def recv_into(self, buffer: Any, /, *, nbytes: int = 0, flags: int = 0) -> int:
         """Receive one part into ``buffer``; returns the part's full size (the rest is cut).
