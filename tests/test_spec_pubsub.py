@@ -537,3 +537,34 @@ def test_subscription_reaches_peer_when_subscriber_binds(make, endpoint, kind):
     xpub = make(zmq.XPUB)
     xpub.connect(addr)
     assert recv_within(xpub) == b"\x01t"
+
+
+@pytest.mark.parametrize("module", ["brokerless", "libzmq"])
+def test_a_manual_xpub_hears_a_leaving_subscriber_cancel_what_it_asked_for(module):
+    """With XPUB_MANUAL, libzmq keeps what each subscriber asked for, granted or not, and
+    reports it cancelled when the subscriber goes (in topic order); brokerless reported only
+    the topics the application had granted."""
+    import zmq as libzmq
+
+    lib = zmq if module == "brokerless" else libzmq
+    ctx = lib.Context()
+    try:
+        xpub = ctx.socket(lib.XPUB)
+        xpub.setsockopt(lib.XPUB_MANUAL, 1)
+        xpub.rcvtimeo = 5000
+        port = xpub.bind_to_random_port("tcp://127.0.0.1")
+        sub = ctx.socket(lib.SUB)
+        sub.connect(f"tcp://127.0.0.1:{port}")
+        sub.subscribe(b"k")
+        sub.subscribe(b"j")
+        got = [xpub.recv(), xpub.recv()]
+        xpub.setsockopt(lib.SUBSCRIBE, b"k")  # only k is granted
+        sub.unsubscribe(b"j")
+        got.append(xpub.recv())
+        sub.subscribe(b"z")
+        got.append(xpub.recv())
+        sub.close(linger=0)
+        got += [xpub.recv(), xpub.recv()]
+        assert got == [b"\x01k", b"\x01j", b"\x00j", b"\x01z", b"\x00k", b"\x00z"]
+    finally:
+        ctx.destroy(linger=0)

@@ -56,6 +56,8 @@ class XPub(Pattern):
         self.subscriptions = SubscriptionTable()
         self.pending: deque[Any] = deque()  # subscription messages for the application
         self.last_pipe: Pipe | None = None  # who sent the last subscription (XPUB_MANUAL)
+        # XPUB_MANUAL: what each subscriber asked for (granted or not), cancelled when it goes
+        self.requested = SubscriptionTable()
         # XPUB_VERBOSE passes duplicate subscribes; XPUB_VERBOSER also every unsubscribe.
         self.verbose_subs = False
         self.verbose_unsubs = False
@@ -72,15 +74,23 @@ class XPub(Pattern):
         return True
 
     def terminated(self, pipe: Pipe) -> None:
-        """A subscriber left: its subscriptions go, reported as unsubscriptions -- each of its
-        topics with XPUB_MANUAL or XPUB_VERBOSER, else those now without a subscriber."""
+        """A subscriber left: its subscriptions go, reported as unsubscriptions (in topic
+        order, as libzmq's trie gives them) -- with XPUB_MANUAL each topic it asked for,
+        granted or not; with XPUB_VERBOSER each of its topics; else those now without a
+        subscriber."""
         self.dist.terminated(pipe)
         if self.last_pipe is pipe:
             self.last_pipe = None
-        every = self.options[_O.XPUB_MANUAL] or self.verbose_unsubs
-        topics = self.subscriptions.topics_of(pipe) if every else ()
-        emptied = self.subscriptions.rm_pipe(pipe)
-        for topic in topics if every else emptied:
+        if self.options[_O.XPUB_MANUAL]:
+            topics = self.requested.topics_of(pipe)
+            self.requested.rm_pipe(pipe)
+            self.subscriptions.rm_pipe(pipe)
+        elif self.verbose_unsubs:
+            topics = self.subscriptions.topics_of(pipe)
+            self.subscriptions.rm_pipe(pipe)
+        else:
+            topics = self.subscriptions.rm_pipe(pipe)
+        for topic in sorted(topics):
             self._deliver(bytes((CANCEL_PREFIX,)) + topic)
 
     def read_activated(self, pipe: Pipe) -> None:
@@ -99,6 +109,10 @@ class XPub(Pattern):
         topic = data[1:]
         if self.options[_O.XPUB_MANUAL]:
             self.last_pipe = pipe
+            if data[0] == SUBSCRIBE_PREFIX:
+                self.requested.add(topic, pipe)
+            else:
+                self.requested.rm(topic, pipe)
             self._deliver(data)
             return
         if data[0] == SUBSCRIBE_PREFIX:
