@@ -568,3 +568,40 @@ def test_a_manual_xpub_hears_a_leaving_subscriber_cancel_what_it_asked_for(modul
         assert got == [b"\x01k", b"\x01j", b"\x00j", b"\x01z", b"\x00k", b"\x00z"]
     finally:
         ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize(
+    ("sender", "receiver"),
+    [("brokerless", "brokerless"), ("brokerless", "libzmq"), ("libzmq", "brokerless")],
+)
+def test_subscriptions_sent_upstream_as_one_multipart_message_are_each_taken(sender, receiver):
+    """An XSUB that sends several subscriptions as the frames of one message: libzmq takes each
+    frame as a subscription (ONLY_FIRST_SUBSCRIBE is off), so the XPUB reports each and
+    delivers what matches any; other multipart messages go up whole.  brokerless passed the
+    message up whole and took none of its subscriptions."""
+    import zmq as libzmq
+
+    lib = {"brokerless": zmq, "libzmq": libzmq}
+    contexts = []
+    try:
+        xpub_lib, xsub_lib = lib[receiver], lib[sender]
+        contexts = [xpub_lib.Context(), xsub_lib.Context()]
+        xpub = contexts[0].socket(xpub_lib.XPUB)
+        xpub.rcvtimeo = 5000
+        port = xpub.bind_to_random_port("tcp://127.0.0.1")
+        xsub = contexts[1].socket(xsub_lib.XSUB)
+        xsub.rcvtimeo = 5000
+        xsub.connect(f"tcp://127.0.0.1:{port}")
+        xsub.send_multipart([b"\x01one", b"\x01two"])
+        xsub.send_multipart([b"hello", b"world"])
+        assert [xpub.recv_multipart() for _ in range(3)] == [
+            [b"\x01one"],
+            [b"\x01two"],
+            [b"hello", b"world"],
+        ]
+        for msg in (b"twofold", b"nothing", b"onex"):
+            xpub.send(msg)
+        assert [xsub.recv(), xsub.recv()] == [b"twofold", b"onex"]
+    finally:
+        for ctx in contexts:
+            ctx.destroy(linger=0)

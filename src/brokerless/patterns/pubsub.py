@@ -34,6 +34,12 @@ SUBSCRIBE_PREFIX = 1
 CANCEL_PREFIX = 0
 
 
+def _all_subscriptions(parts: list[Any]) -> bool:
+    """Whether every frame of a multipart message sent upstream is a subscription or a cancel
+    (its first octet 1 or 0): libzmq then takes each frame as one."""
+    return all((data := as_bytes(part)) and data[0] <= SUBSCRIBE_PREFIX for part in parts)
+
+
 class XPub(Pattern):
     socket_type = SocketType.XPUB
     options_accepted = frozenset(
@@ -102,6 +108,10 @@ class XPub(Pattern):
             self.pending.append(msg)
 
     def _upstream(self, pipe: Pipe, msg: Any) -> None:
+        if msg.__class__ is list and _all_subscriptions(msg):
+            for part in msg:  # each frame is one, as libzmq reads them (ONLY_FIRST_SUBSCRIBE off)
+                self._upstream(pipe, as_bytes(part))
+            return
         data = as_bytes(first_frame(msg))
         if not data or data[0] > SUBSCRIBE_PREFIX or msg.__class__ is list:
             self._deliver(msg)  # an ordinary message sent up by an XSUB
@@ -262,6 +272,10 @@ class XSub(Pattern):
                 pipe.force_write(msg)
 
     def xsend(self, msg: Any) -> bool:
+        if msg.__class__ is list and _all_subscriptions(msg):
+            for part in msg:  # each frame is one, as libzmq reads them (ONLY_FIRST_SUBSCRIBE off)
+                self.xsend(as_bytes(part))
+            return True
         data = as_bytes(first_frame(msg))
         if data and msg.__class__ is not list:
             if data[0] == SUBSCRIBE_PREFIX:
