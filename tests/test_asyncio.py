@@ -381,6 +381,114 @@ async def test_cancelled_polls_leave_nothing_queued(push_pull) -> None:
     assert len(pull._recv_futures) == 0
 
 
+def _poll_forms():
+    """Ways to wait on a socket's POLLIN, each returning the awaitable (pyzmq's API)."""
+
+    def poller(*timeout):
+        def poll(sock):
+            p = zaio.Poller()
+            p.register(sock, zmq.POLLIN)
+            return p.poll(*timeout)
+
+        return poll
+
+    long_ms = 2 * WAIT * 1000  # outlasts ``within``: only RCVTIMEO ends the wait in time
+    return {
+        "poll()": lambda sock: sock.poll(),
+        "poll(None)": lambda sock: sock.poll(None),
+        "poll(timeout)": lambda sock: sock.poll(long_ms),
+        "Poller.poll()": poller(),
+        "Poller.poll(None)": poller(None),
+        "Poller.poll(timeout)": poller(long_ms),
+    }
+
+
+@pytest.mark.parametrize("form", list(_poll_forms()))
+async def test_a_poll_for_pollin_raises_again_after_rcvtimeo(push_pull, form) -> None:
+    """pyzmq registers a poll as a receive, RCVTIMEO and all: ``zmq.Again`` when it passes."""
+    _, pull = push_pull
+    pull.rcvtimeo = 20
+    with pytest.raises(zmq.Again):
+        await within(_poll_forms()[form](pull))
+    assert len(pull._recv_futures) == 0
+
+
+async def test_the_earlier_of_the_poll_timeout_and_rcvtimeo_ends_a_poll(push_pull, make) -> None:
+    push, pull = push_pull
+    pull.rcvtimeo = int(WAIT * 1000)
+    assert await within(pull.poll(20)) == 0  # the poll's timeout first: nothing ready
+    pull.rcvtimeo = 20
+    with pytest.raises(zmq.Again):
+        await within(pull.poll(int(2 * WAIT * 1000)))
+    pull.rcvtimeo = 0  # "do not wait": Again, unless the message is there already
+    with pytest.raises(zmq.Again):
+        await within(pull.poll(int(WAIT * 1000)))
+    await within(push.send(b"x"))
+    pull.rcvtimeo = -1
+    assert await within(pull.poll(int(WAIT * 1000))) == zmq.POLLIN
+    pull.rcvtimeo = 0
+    assert await within(pull.poll(int(WAIT * 1000))) == zmq.POLLIN
+    assert await within(pull.recv()) == b"x"
+    # A sync socket in an async Poller is watched the same way.
+    sync_pull = make(zmq.PULL, RCVTIMEO=20)
+    sync_pull.bind(f"inproc://rcvtimeo-{id(sync_pull):x}")
+    poller = zaio.Poller()
+    poller.register(sync_pull, zmq.POLLIN)
+    with pytest.raises(zmq.Again):
+        await within(poller.poll(int(2 * WAIT * 1000)))
+
+
+async def test_a_poll_for_pollout_raises_again_after_sndtimeo(amake, inproc_push_pull) -> None:
+    """POLLOUT waits as a send, under SNDTIMEO; POLLIN|POLLOUT under both: the first to pass
+    raises ``zmq.Again``, even when the other direction may wait for ever."""
+    dealer = amake(zmq.DEALER)  # no peer: never writable, nothing to read
+    dealer.sndtimeo = 20
+    assert await within(dealer.poll(20)) == 0  # POLLIN only: SNDTIMEO does not apply
+    with pytest.raises(zmq.Again):
+        await within(dealer.poll(int(2 * WAIT * 1000), zmq.POLLOUT))
+    with pytest.raises(zmq.Again):
+        await within(dealer.poll(None, zmq.POLLIN | zmq.POLLOUT))
+    dealer.sndtimeo, dealer.rcvtimeo = -1, 20
+    assert await within(dealer.poll(20, zmq.POLLOUT)) == 0  # POLLOUT only: RCVTIMEO does not
+    with pytest.raises(zmq.Again):
+        await within(dealer.poll(None, zmq.POLLIN | zmq.POLLOUT))
+    assert len(dealer._recv_futures) == len(dealer._send_futures) == 0
+    push, _ = inproc_push_pull  # writable: SNDTIMEO never comes into it
+    push.sndtimeo = int(WAIT * 1000)
+    assert await within(push.poll(int(2 * WAIT * 1000), zmq.POLLOUT)) == zmq.POLLOUT
+    poller = zaio.Poller()
+    poller.register(push, zmq.POLLOUT)
+    assert await within(poller.poll()) == [(push, zmq.POLLOUT)]
+    # SNDTIMEO 0 ("do not wait"): pyzmq looks at once only for POLLIN, so a poll for POLLOUT
+    # raises Again even on a writable socket.
+    push.sndtimeo = 0
+    with pytest.raises(zmq.Again):
+        await within(push.poll(int(WAIT * 1000), zmq.POLLOUT))
+
+
+async def test_a_poll_woken_by_a_message_reports_it_though_a_later_recv_takes_it(
+    push_pull,
+) -> None:
+    """A poll resolves with the events that woke it, as pyzmq's: a recv waiting behind it may
+    take the message before the poll's future is read, and a 0 would look like a timeout."""
+    push, pull = push_pull
+    polled = asyncio.ensure_future(pull.poll(int(2 * WAIT * 1000)))
+    await asyncio.sleep(0)
+    received = pull.recv()
+    await within(push.send(b"m"))
+    assert await within(polled) == zmq.POLLIN
+    assert await within(received) == b"m"
+
+    poller = zaio.Poller()
+    poller.register(pull, zmq.POLLIN)
+    polled = asyncio.ensure_future(poller.poll(int(2 * WAIT * 1000)))
+    await asyncio.sleep(0)
+    received = pull.recv()
+    await within(push.send(b"n"))
+    assert await within(polled) == [(pull, zmq.POLLIN)]
+    assert await within(received) == b"n"
+
+
 # -- closing ------------------------------------------------------------------------------------
 
 

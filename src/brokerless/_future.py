@@ -24,6 +24,14 @@ its future is resolved: a future that was cancelled (or timed out, RCVTIMEO/SNDT
 and costs no message.  A failure of the socket itself (context terminated) is handed to every
 waiting future; ``close()`` cancels them.
 
+A poll (:class:`_AsyncPoller`, which ``Socket.poll`` uses) waits as pyzmq's does: POLLIN as a
+receive, POLLOUT as a send -- a waiter with no operation in that queue, woken in its turn (a
+receive queued before it takes a message first), under RCVTIMEO/SNDTIMEO: the first of those and
+the poll's own timeout to pass ends it, the options with ``zmq.Again``.  A 0 option does not
+wait: only POLLIN is looked at once (as pyzmq does), else Again.  The poll resolves with the
+events that woke it added to what is ready when its future is settled, for a receive queued
+behind it may take the message first: a 0 before the timeout would look like a timeout.
+
 The loop-specific part (which Future class, how to watch a descriptor, timers) is a small mixin
 in each front end; :class:`_AsyncContext` makes contexts whose ``socket()`` returns façades.
 """
@@ -42,6 +50,7 @@ from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
 from .error import Again
 from .poll import Poller as SyncPoller
+from .poll import _fileno
 from .socket import EndpointContext
 from .socket import Socket as SyncSocket
 
@@ -64,13 +73,20 @@ _PASS_BUDGET = 64
 
 class _Pending:
     """A queued call: its future, the non-blocking operation that completes it (None for a
-    poll, which only waits for readiness), and its RCVTIMEO/SNDTIMEO timer."""
+    poll, which only waits for readiness: ``wake`` resolves it), and its RCVTIMEO/SNDTIMEO
+    timer."""
 
-    __slots__ = ("future", "operation", "queued", "timer")
+    __slots__ = ("future", "operation", "queued", "timer", "wake")
 
-    def __init__(self, future: Any, operation: Callable[[], Any] | None) -> None:
+    def __init__(
+        self,
+        future: Any,
+        operation: Callable[[], Any] | None,
+        wake: Callable[[], None] | None = None,
+    ) -> None:
         self.future = future
         self.operation = operation
+        self.wake = wake
         self.timer: Any = None
         self.queued = True
 
@@ -375,15 +391,41 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
         self._get_loop()
         return future
 
-    def _add_poll_event(self, events: int, future: Any) -> None:
-        """Resolve ``future`` (to None) when ``events`` are ready; take nothing (for Poller)."""
-        for flag, queue in ((POLLIN, self._recv_futures), (POLLOUT, self._send_futures)):
-            if events & flag:
-                pending = _Pending(future, None)
-                queue.append(pending)
-                future.add_done_callback(partial(_unqueue, queue, pending))
-        self._get_loop()
+    def _add_poll_event(
+        self, events: int, future: Any, woke: Callable[[int], None] | None = None
+    ) -> bool:
+        """Resolve ``future`` (to None) when one of ``events`` is ready, calling ``woke`` with
+        it; take nothing (for Poller).  As pyzmq, POLLIN waits as a receive, POLLOUT as a send,
+        each under its timeout option: when that passes first, ``future`` fails with Again.
+        True when one of them is 0 (do not wait) and nothing was ready at once: the caller
+        fails ``future`` once every socket had its chance to be ready at once."""
+        loop = self._get_loop()
+        sock = self._shadow_sock
+        expired = False
+        for flag, queue, option in (
+            (POLLIN, self._recv_futures, RCVTIMEO),
+            (POLLOUT, self._send_futures, SNDTIMEO),
+        ):
+            if not events & flag or future.done():
+                continue
+            wake = partial(_wake_poll, future, woke, flag)
+            # pyzmq looks at once for POLLIN (as for a receive), not for POLLOUT
+            if flag == POLLIN and not queue and sock.getsockopt(EVENTS) & POLLIN:
+                wake()
+                continue
+            timeout_ms = sock.getsockopt(option)
+            if timeout_ms == 0:
+                expired = True
+                continue
+            pending = _Pending(future, None, wake)
+            if timeout_ms > 0:
+                pending.timer = self._call_later(
+                    loop, timeout_ms / 1000, partial(_time_out, future)
+                )
+            queue.append(pending)
+            future.add_done_callback(partial(_unqueue, queue, pending))
         self._schedule_pass()
+        return expired
 
     def _handle_events(self) -> None:
         """One pass: serve both queues while EVENTS allows (see the module doc)."""
@@ -419,7 +461,7 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
             if pending.operation is None:  # a poll: ready, nothing taken
                 queue.popleft()
                 pending.queued = False
-                pending.future.set_result(None)
+                cast(Callable[[], None], pending.wake)()
                 continue
             outcome = _run(pending.operation)
             if _would_block(outcome):
@@ -478,6 +520,13 @@ def _time_out(future: Any) -> None:
         future.set_exception(Again())
 
 
+def _wake_poll(future: Any, woke: Callable[[int], None] | None, flag: int) -> None:
+    if not future.done():
+        if woke is not None:
+            woke(flag)
+        future.set_result(None)
+
+
 class _Failed:
     """An operation's exception, as :func:`_run` returns it."""
 
@@ -534,23 +583,34 @@ class _AsyncPoller(_Async, SyncPoller):
             self._attempt_poll(future)
             return future
         loop = self._default_loop()
-        watcher = self._Future()  # resolved (to None) by the first socket or fd that is ready
+        # Resolved (to None) by the first socket or fd that is ready, or by the timeout; failed
+        # with Again by a socket's RCVTIMEO/SNDTIMEO.
+        watcher = self._Future()
         raw: list[Any] = []
         wrapped: list[_AsyncSocket] = []
+        woken: dict[Any, int] = {}  # registered socket -> the event that woke the poll
+        expired = False
 
         def wake(*_: Any) -> None:
             if not watcher.done():
                 watcher.set_result(None)
 
-        for sock, mask in self.sockets:
-            if isinstance(sock, SyncSocket):
+        def woke(registered: Any, flag: int) -> None:
+            woken[registered] = woken.get(registered, 0) | flag
+
+        for registered, mask in self.sockets:
+            if isinstance(registered, SyncSocket):
+                sock = registered
                 if not isinstance(sock, _AsyncSocket):  # a sync socket: watch it for this call
                     sock = self._socket_class.from_socket(sock)
                     wrapped.append(sock)
-                sock._add_poll_event(mask, watcher)
+                if sock._add_poll_event(mask, watcher, partial(woke, registered)):
+                    expired = True
             else:
-                raw.append(sock)
-                self._watch_raw(loop, sock, mask, wake)
+                raw.append(registered)
+                self._watch_raw(loop, registered, mask, wake)
+        if expired:  # a zero RCVTIMEO/SNDTIMEO, and no socket was ready at once
+            _time_out(watcher)
 
         def finish(_: Any) -> None:
             for fd in raw:
@@ -564,7 +624,7 @@ class _AsyncPoller(_Async, SyncPoller):
             elif watcher.exception() is not None:
                 future.set_exception(watcher.exception())
             else:
-                self._attempt_poll(future)
+                self._attempt_poll(future, woken)
 
         watcher.add_done_callback(finish)
         if timeout is not None and timeout > 0:
@@ -578,8 +638,20 @@ class _AsyncPoller(_Async, SyncPoller):
         future.add_done_callback(stop_watching)
         return future
 
-    def _attempt_poll(self, future: Any) -> None:
-        _settle(future, _run(partial(SyncPoller.poll, self, 0)))
+    def _attempt_poll(self, future: Any, woken: dict[Any, int] | None = None) -> None:
+        """Settle ``future`` with what is ready now, and with the events that woke the poll
+        (``woken``): a call queued behind the poll may have taken its message since."""
+        outcome = _run(partial(SyncPoller.poll, self, 0))
+        if woken and outcome.__class__ is not _Failed:
+            ready = dict(outcome)
+            for sock, flag in woken.items():
+                ready[sock] = ready.get(sock, 0) | flag
+            outcome = []
+            for registered, _ in self.sockets:  # in registration order, as poll gives them
+                key = registered if isinstance(registered, SyncSocket) else _fileno(registered)
+                if key in ready:
+                    outcome.append((key, ready.pop(key)))
+        _settle(future, outcome)
         for sock, _ in self.sockets:  # polling consumed their FD's signals: look for them
             if isinstance(sock, _AsyncSocket):
                 sock._schedule_pass()
