@@ -310,6 +310,26 @@ def test_a_socket_dropped_open_is_closed_with_a_resource_warning(ctx):
     assert any(issubclass(w.category, ResourceWarning) for w in caught)
 
 
+@pytest.mark.parametrize("module", [zmq, reference], ids=["brokerless", "pyzmq"])
+def test_a_closed_socket_keeps_its_type_and_refuses_its_descriptor_as_pyzmqs(module):
+    """After ``close``: ``sock.type`` still answers (cleanup and logging code reads it; it
+    raised ENOTSOCK), ``fileno()`` is ENOTSOCK (it gave -1); ``close(linger="x")`` is a
+    TypeError that leaves the socket open (it closed it)."""
+    ctx = module.Context()
+    try:
+        sock = ctx.socket(module.DEALER)
+        with pytest.raises(TypeError):
+            sock.close(linger="x")
+        assert not sock.closed
+        sock.close()
+        assert sock.type == module.DEALER
+        with pytest.raises(module.ZMQError) as refused:
+            sock.fileno()
+        assert refused.value.errno == module.ENOTSOCK
+    finally:
+        ctx.destroy(linger=0)
+
+
 # -- frames and trackers ---------------------------------------------------------------------
 
 

@@ -177,7 +177,17 @@ class Socket(
 
     def fileno(self) -> int:
         """The mailbox file descriptor (readable when the socket may have news)."""
+        self._check_alive()
         return self._mailbox.fileno()
+
+    @property
+    def type(self) -> int:
+        """The socket type (readable after ``close`` too, as pyzmq's; read-only: EINVAL)."""
+        return self._type
+
+    @type.setter
+    def type(self, value: int) -> None:
+        self.setsockopt(_O.TYPE, value)
 
     def __repr__(self) -> str:
         """pyzmq's ``<zmq.Socket(zmq.PUSH) at 0x…>``, then where it is bound and connected,
@@ -357,6 +367,8 @@ class Socket(
 
     def close(self, linger: int | None = None) -> None:
         """Close the socket; queued messages already handed to inproc peers stay theirs."""
+        if linger is not None and not isinstance(linger, int):
+            raise TypeError(f"linger takes an int (ms), not {type(linger).__name__}")
         if self._closed:
             return
         if linger is not None:
