@@ -663,3 +663,21 @@ def test_a_sync_context_that_made_an_async_socket_terminates_once_it_is_closed()
     terminator.join(WAIT)
     assert not terminator.is_alive(), "term() waits for a socket that was closed"
     assert sock.closed
+
+
+async def test_a_receive_or_a_poll_on_a_closed_socket_fails_at_the_call(amake) -> None:
+    """As pyzmq's: ``recv``/``recv_multipart`` raise ENOTSOCK and ``poll`` ENOTSUP when called
+    on a closed socket (they returned failed futures, and a future not awaited then logged
+    "exception was never retrieved"); a ``send``'s future fails with ENOTSOCK."""
+    sock = amake(zmq.PULL)
+    sock.close()
+    for receive in (sock.recv, sock.recv_multipart):
+        with pytest.raises(zmq.ZMQError) as refused:
+            receive()
+        assert refused.value.errno == zmq.ENOTSOCK
+    with pytest.raises(zmq.ZMQError) as refused:
+        sock.poll()
+    assert refused.value.errno == zmq.ENOTSUP
+    with pytest.raises(zmq.ZMQError) as refused:
+        await within(sock.send(b"x"))
+    assert refused.value.errno == zmq.ENOTSOCK

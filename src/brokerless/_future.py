@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .constants import Event, Flag, PollEvent, SocketOption
 from .context import Context as SyncContext
-from .error import Again
+from .errno import ENOTSUP
+from .error import Again, ZMQError
 from .poll import Poller as SyncPoller
 from .poll import _fileno
 from .socket import EndpointContext
@@ -327,8 +328,9 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
 
     def poll(self, timeout: int | None = None, flags: int = POLLIN) -> Any:
         """A future of this socket's events among ``flags`` within ``timeout`` ms (None: no
-        limit); 0 when none came in time."""
-        self._shadow_sock._check_alive()
+        limit); 0 when none came in time.  On a closed socket: ENOTSUP at once, as pyzmq's."""
+        if self._shadow_sock.closed:
+            raise ZMQError(ENOTSUP, "Operation not supported: the socket is closed")
         poller = self._poller_class()
         poller.register(self, flags)
         poll_future = poller.poll(timeout)
@@ -358,6 +360,8 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
     # -- the queues -------------------------------------------------------------------------
 
     def _add_recv_event(self, kind: str, flags: int, *args: Any, **kwargs: Any) -> Any:
+        self._shadow_sock._check_alive()  # (a receive on a closed socket fails at the call, as
+        # pyzmq's; a send's future fails)
         op = partial(getattr(self._shadow_sock, kind), *args, flags=flags | NOBLOCK, **kwargs)
         return self._add_event(self._recv_futures, op, flags, RCVTIMEO)
 
