@@ -111,15 +111,21 @@ def parse_ipc(address: str) -> NetAddress:
     """A path, ``@name`` (Linux abstract namespace), or ``*`` (a fresh temporary path)."""
     if address == "*":
         address = os.path.join(tempfile.mkdtemp(prefix="brokerless-"), "socket")
+    check_ipc_path(address)
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    return NetAddress(pysocket.AF_UNIX, address, "ipc")
+
+
+def check_ipc_path(address: str) -> None:
+    """ENAMETOOLONG for a path that ``sockaddr_un`` cannot hold (checked by ``connect`` too,
+    as libzmq's)."""
     if len(address.encode()) > IPC_PATH_MAX_LEN:
         raise ZMQError(
             ENAMETOOLONG,
             f"File name too long: ipc path {address!r} is longer than IPC_PATH_MAX_LEN "
             f"({IPC_PATH_MAX_LEN} bytes, the size of sockaddr_un.sun_path)",
         )
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    return NetAddress(pysocket.AF_UNIX, address, "ipc")
 
 
 def listen(addr: NetAddress, backlog: int) -> pysocket.socket:

@@ -222,6 +222,8 @@ class NetworkTransport:
     def connect(self, socket: SocketPort, ep: Endpoint) -> list[Pipe]:
         if ep.transport == "tcp":
             _address.split_tcp(ep.address, bind=False)  # (resolved by each attempt)
+        else:
+            _address.check_ipc_path(ep.address)
         io = self.context._io_thread()
         session = Session(io, socket, ep.uri, connecting=True)
         session.connector = Connector(io, session, ep)
