@@ -466,3 +466,26 @@ def test_heartbeats_keep_a_live_connection_up(
         assert libzmq.EVENT_DISCONNECTED not in seen, (side, seen)
     theirs.disable_monitor()
     ours.disable_monitor()
+
+
+@pytest.mark.parametrize(("client", "server"), [("brokerless", "libzmq"), ("libzmq", "brokerless")])
+def test_a_connection_from_a_source_address_comes_from_it(client, server):
+    """zmq_tcp(7)'s ``tcp://source;address``: the connection's socket is bound to the source
+    (here 127.0.0.2, any port) first, so the peer sees that address; brokerless refused the
+    endpoint (EINVAL)."""
+    lib = {"brokerless": zmq, "libzmq": libzmq}
+    contexts = [lib[server].Context(), lib[client].Context()]
+    try:
+        router = contexts[0].socket(lib[server].ROUTER)
+        router.rcvtimeo = 5000
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        dealer = contexts[1].socket(lib[client].DEALER)
+        where = f"tcp://127.0.0.2:0;127.0.0.1:{port}"
+        dealer.connect(where)
+        assert dealer.last_endpoint == where.encode()
+        dealer.send(b"from the source")
+        *_, body = router.recv_multipart(copy=False)
+        assert (body.bytes, body.get("Peer-Address")) == (b"from the source", "127.0.0.2")
+    finally:
+        for ctx in contexts:
+            ctx.destroy(linger=0)

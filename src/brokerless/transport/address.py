@@ -62,6 +62,14 @@ def parse_tcp(address: str, *, bind: bool, ipv6: bool) -> list[NetAddress]:
     return [NetAddress(info[0], info[4], "tcp") for info in infos]
 
 
+def split_source(address: str) -> tuple[str | None, str]:
+    """A tcp connection's ``source;address`` (zmq_tcp(7)): the address to bind the connection's
+    socket to first (an interface or address, and a port, 0 or ``*`` for any), if one is given,
+    and the address to connect to."""
+    source, sep, target = address.rpartition(";")
+    return (source, target) if sep else (None, address)
+
+
 def split_tcp(address: str, *, bind: bool) -> tuple[str, int]:
     """The host and port of ``host:port``, checked but not resolved (a connection resolves its
     host at each attempt, as libzmq's: a name may not resolve yet when ``connect`` is called)."""

@@ -133,20 +133,28 @@ class Connector:
         self.sock: pysocket.socket | None = None
 
     def start(self, _: Any = None) -> None:
-        opts = self.session.socket.options
+        ipv6 = bool(self.session.socket.options[_O.IPV6])
+        source = None
         try:
             if self.ep.transport == "ipc":
-                candidates = [_address.parse_ipc(self.ep.address)]
+                addr = _address.parse_ipc(self.ep.address)
             else:
-                candidates = _address.parse_tcp(
-                    self.ep.address, bind=False, ipv6=bool(opts[_O.IPV6])
-                )
+                src_text, target = _address.split_source(self.ep.address)
+                addr = _address.parse_tcp(target, bind=False, ipv6=ipv6)[0]
+                if src_text is not None:  # bound to first, of the target's family
+                    sources = _address.parse_tcp(src_text, bind=True, ipv6=ipv6)
+                    source = next((a for a in sources if a.family == addr.family), sources[0])
         except ZMQError:
             self.session.connect_failed()  # e.g. a name that does not resolve yet
             return
-        addr = candidates[0]
         sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
         sock.setblocking(False)
+        if source is not None:
+            try:
+                sock.bind(source.sockaddr)
+            except OSError:
+                self._failed(sock)
+                return
         err = sock.connect_ex(addr.sockaddr)
         if err not in (0, errno.EINPROGRESS, errno.EAGAIN):
             self._failed(sock)
@@ -220,8 +228,11 @@ class NetworkTransport:
         listener.io.call_and_wait(listener.close)  # the endpoint is free when unbind returns
 
     def connect(self, socket: SocketPort, ep: Endpoint) -> list[Pipe]:
-        if ep.transport == "tcp":
-            _address.split_tcp(ep.address, bind=False)  # (resolved by each attempt)
+        if ep.transport == "tcp":  # (resolved by each attempt)
+            source, target = _address.split_source(ep.address)
+            _address.split_tcp(target, bind=False)
+            if source is not None:
+                _address.split_tcp(source, bind=True)
         else:
             _address.check_ipc_path(ep.address)
         io = self.context._io_thread()
