@@ -34,20 +34,26 @@ DIFFERENT = {
 LONG_TEXT = {"PLAIN_USERNAME", "PLAIN_PASSWORD", "ZAP_DOMAIN"}
 
 
+def attempt(module, call) -> tuple[str | None, object]:
+    """(how ``call`` failed, as text to compare; None) or (None, what it returned)."""
+    try:
+        return None, call()
+    except module.ZMQError as exc:
+        return f"errno {exc.errno}", None
+    except (TypeError, OverflowError) as exc:
+        return type(exc).__name__, None
+
+
 def outcome(module, ctx, kind: str, option: int, value) -> str:
     """What setting ``option`` to ``value`` on a fresh ``kind`` socket does, then reading it."""
     sock = ctx.socket(getattr(module, kind))
     try:
-        try:
-            sock.setsockopt(option, value)
-        except module.ZMQError as exc:
-            return f"set: errno {exc.errno}"
-        except (TypeError, OverflowError) as exc:
-            return f"set: {type(exc).__name__}"
-        try:
-            got = sock.getsockopt(option)
-        except module.ZMQError as exc:
-            return f"set; get: errno {exc.errno}"
+        failed, _ = attempt(module, lambda: sock.setsockopt(option, value))
+        if failed:
+            return f"set: {failed}"
+        failed, got = attempt(module, lambda: sock.getsockopt(option))
+        if failed:
+            return f"set; get: {failed}"
         return f"set; get: {bytes(got) if isinstance(got, bytes) else int(got)!r}"
     finally:
         sock.close(linger=0)
@@ -102,16 +108,11 @@ def context_outcome(module, option: int, value: int | None) -> str:
     ctx = module.Context()
     try:
         if value is not None:
-            try:
-                ctx.set(option, value)
-            except module.ZMQError as exc:
-                return f"set: errno {exc.errno}"
-            except (TypeError, OverflowError) as exc:
-                return f"set: {type(exc).__name__}"
-        try:
-            return f"get: {ctx.get(option)}"
-        except module.ZMQError as exc:
-            return f"get: errno {exc.errno}"
+            failed, _ = attempt(module, lambda: ctx.set(option, value))
+            if failed:
+                return f"set: {failed}"
+        failed, got = attempt(module, lambda: ctx.get(option))
+        return f"get: {failed or got}"
     finally:
         ctx.term()
 
