@@ -80,7 +80,9 @@ def load_impl_or_exit(name: str, required: Iterable[str] = ("Context",)) -> Modu
 
 def describe(impl: ModuleType) -> dict[str, str]:
     """Module name, version(s) and where it was imported from."""
-    info = {"impl": impl.__name__, "version": str(getattr(impl, "__version__", "?"))}
+    # (brokerless's own release; its __version__ is the pyzmq API it implements)
+    version = getattr(impl, "BROKERLESS_VERSION", None) or getattr(impl, "__version__", "?")
+    info = {"impl": impl.__name__, "version": str(version)}
     zmq_version = getattr(impl, "zmq_version", None)
     if callable(zmq_version):
         info["libzmq"] = str(zmq_version())

@@ -508,7 +508,7 @@ def versions(spark_version: str) -> str:
 
     return (
         f"Python {platform.python_version()} ({platform.python_implementation()}); "
-        f"brokerless {brokerless.__version__}; pyzmq {zmq.__version__} "
+        f"brokerless {brokerless.BROKERLESS_VERSION}; pyzmq {zmq.__version__} "
         f"(libzmq {zmq.zmq_version()}); Spark {spark_version}"
     )
 

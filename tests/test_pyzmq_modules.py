@@ -295,6 +295,23 @@ def test_version_functions():
     assert zmq.zmq_version() == ".".join(map(str, zmq.zmq_version_info()))
 
 
+def test_the_pyzmq_version_is_the_one_whose_api_is_offered():
+    """Code written for pyzmq picks a path by its version (``zmq.pyzmq_version_info() >= (17,
+    0)``, ``LooseVersion(zmq.__version__) <= "14.5.0"``): it must find the pyzmq API it gets,
+    27.3.0's, not brokerless's own release number (0.1.0 took pyzmq < 14 paths)."""
+    import zmq as reference
+
+    assert zmq.__version__ == zmq.pyzmq_version() == reference.__version__ == "27.3.0"
+    assert zmq.pyzmq_version_info() == reference.pyzmq_version_info() == (27, 3, 0)
+
+
+@pytest.mark.beyond_pyzmq
+def test_brokerless_own_release_is_the_package_version():
+    from importlib.metadata import version
+
+    assert version("brokerless") == zmq.BROKERLESS_VERSION
+
+
 @pytest.mark.beyond_libzmq
 @pytest.mark.parametrize("name", ["get_includes", "get_library_dirs"])
 def test_what_needs_libzmq_says_it_is_not_there(name):

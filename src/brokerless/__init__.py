@@ -298,6 +298,7 @@ from .socket import Socket, SyncSocket
 from .sugar import Stopwatch
 from .transport.address import IPC_PATH_MAX_LEN
 from .version import (
+    BROKERLESS_VERSION,
     LIBZMQ_COMPAT,
     __revision__,
     __version__,
@@ -329,6 +330,7 @@ def get_library_dirs() -> list[str]:
 
 
 __all__ = [
+    "BROKERLESS_VERSION",
     "COPY_THRESHOLD",
     "DRAFT_API",
     "IPC_PATH_MAX_LEN",

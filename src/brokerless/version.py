@@ -1,14 +1,22 @@
-"""brokerless's version, and the libzmq version whose behaviour it follows (pyzmq's names).
+"""Versions, by pyzmq's names: of the pyzmq API brokerless offers, and of the libzmq whose
+behaviour it follows.
 
-``pyzmq_version()`` is brokerless's own version: brokerless stands in for pyzmq, with
-pyzmq 27's API.  ``zmq_version()`` is the libzmq release whose behaviour it reproduces.
+``__version__`` and ``pyzmq_version()`` answer with the pyzmq release whose API brokerless
+implements (27.3.0): code written for pyzmq checks them to choose a path
+(``zmq.pyzmq_version_info() >= (17, 0)``, ``LooseVersion(zmq.__version__) <= "14.5.0"``), and
+must take the one for the API it gets -- as PyMySQL answers MySQLdb's ``version_info``.
+brokerless's own release is :data:`BROKERLESS_VERSION` (the package's version).
+``zmq_version()`` is the libzmq release whose behaviour it reproduces.
 """
 
 from __future__ import annotations
 
 import re
 
-__version__ = "0.1.0"
+#: brokerless's own release.
+BROKERLESS_VERSION = "0.1.0"
+#: The pyzmq release whose API brokerless implements (see the module docstring).
+__version__ = "27.3.0"
 #: The source revision (pyzmq's name); empty for a release.
 __revision__ = ""
 
@@ -32,12 +40,12 @@ LIBZMQ_COMPAT = (4, 3, 5)
 
 
 def pyzmq_version() -> str:
-    """brokerless's version as a string (with the revision, when there is one)."""
+    """The pyzmq version whose API brokerless implements (with the revision, if one)."""
     return f"{__version__}+{__revision__[:6]}" if __revision__ else __version__
 
 
 def pyzmq_version_info() -> tuple[int, int, int] | tuple[int, int, int, float]:
-    """brokerless's version as numbers (see :data:`version_info`)."""
+    """The same as numbers (see :data:`version_info`)."""
     return version_info
 
 
@@ -51,6 +59,7 @@ def zmq_version() -> str:
 
 
 __all__ = [
+    "BROKERLESS_VERSION",
     "__revision__",
     "__version__",
     "pyzmq_version",
