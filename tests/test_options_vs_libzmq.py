@@ -166,3 +166,20 @@ def test_a_terminated_context_and_a_misspelt_option_fail_as_pyzmqs(module):
     with pytest.raises(module.ZMQError) as refused:
         ctx.socket(module.PUB)
     assert refused.value.errno == module.ENOTSUP
+
+
+@pytest.mark.parametrize("option", ["LINGER", None, 2**31, -(2**31) - 1])
+def test_an_option_that_is_no_c_int_fails_as_in_pyzmq(contexts, option):
+    """An option named by a string, or a number no C int holds: TypeError or OverflowError,
+    for sockets and contexts alike, as pyzmq's (brokerless said EINVAL)."""
+    ours, theirs = contexts
+    calls = {
+        "setsockopt": lambda mod, ctx: ctx.socket(mod.DEALER).setsockopt(option, 0),
+        "getsockopt": lambda mod, ctx: ctx.socket(mod.DEALER).getsockopt(option),
+        "ctx.set": lambda mod, ctx: ctx.set(option, 1),
+        "ctx.get": lambda mod, ctx: ctx.get(option),
+    }
+    for name, call in calls.items():
+        mine = attempt(zmq, lambda call=call: call(zmq, ours))[0]
+        libzmqs = attempt(libzmq, lambda call=call: call(libzmq, theirs))[0]
+        assert mine == libzmqs, f"{name}({option!r}): libzmq {libzmqs}, brokerless {mine}"

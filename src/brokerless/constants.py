@@ -411,6 +411,17 @@ NOT_HONOURED: dict[SocketOption, str] = {
 }
 
 
+def c_int(value: object, what: str, bits: int = 32) -> int:
+    """``value`` as the C integer of ``bits`` pyzmq hands libzmq (an option's number, or its
+    value): TypeError if it is not an int, OverflowError if it does not fit."""
+    if not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    limit = 1 << (bits - 1)
+    if not -limit <= value < limit:
+        raise OverflowError(f"{what} {value} does not fit a {bits}-bit C integer")
+    return int(value)
+
+
 @dataclass(frozen=True, slots=True)
 class OptionSpec:
     """What one socket option holds: value type, default, who may set or read it, and for an

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from errno import EMFILE  # (the system's: libzmq reports a full context so)
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .constants import ContextOption, SocketOption
+from .constants import ContextOption, SocketOption, c_int
 from .errno import EFAULT, EINVAL, ENOTSUP, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
@@ -200,10 +200,8 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         """Set a context option (IO_THREADS, MAX_SOCKETS, BLOCKY, ...; libzmq's IPV6 too: the
         default of sockets made afterwards).  The values libzmq refuses are EINVAL."""
         self._check_open()
-        if not isinstance(value, int):
-            raise TypeError(f"a context option takes an int, not {type(value).__name__}")
-        if not -(2**31) <= value < 2**31:
-            raise OverflowError(f"{value} does not fit the C int a context option holds")
+        c_int(option, "a context option (zmq.IO_THREADS, ...)")
+        c_int(value, "a context option's value")
         if option in (_IPV6, ContextOption.BLOCKY):
             if value < 0:
                 raise ZMQError(EINVAL, f"Invalid argument: option {option} takes 0 or more")
@@ -246,6 +244,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
 
     def get(self, option: int) -> int:
         self._check_open()
+        c_int(option, "a context option (zmq.IO_THREADS, ...)")
         if option in _AFFINITY:
             name = ContextOption(option).name
             raise ZMQError(EINVAL, f"Invalid argument: {name} can be set, not read (libzmq)")

@@ -21,6 +21,7 @@ from ..constants import (
     PollEvent,
     SocketOption,
     _OptType,
+    c_int,
 )
 from ..errno import EINVAL
 from ..error import ZMQError
@@ -148,6 +149,7 @@ class OptionsMixin(SocketState):
 def _known_option(option: int, optval: Any = 0) -> SocketOption:
     """The option ``option`` names, if brokerless has it; else EINVAL saying why (or, as
     pyzmq, TypeError for a non-int value of a number nobody knows)."""
+    c_int(option, "a socket option (zmq.LINGER, ...)")
     try:
         opt = SocketOption(option)
     except ValueError:
@@ -169,12 +171,7 @@ def _known_option(option: int, optval: Any = 0) -> SocketOption:
 
 def _check_int(opt: SocketOption, spec: OptionSpec, value: Any) -> int:
     """``value`` as libzmq keeps it for ``opt`` (see :class:`~brokerless.constants.OptionSpec`)."""
-    if not isinstance(value, int):
-        raise TypeError(f"option {opt.name} takes an int, not {type(value).__name__}")
-    number = int(value)
-    limit = 1 << (spec.bits - 1)
-    if not -limit <= number < limit:
-        raise OverflowError(f"{number} does not fit the {spec.bits}-bit integer {opt.name} holds")
+    number = c_int(value, f"the value of option {opt.name}", spec.bits)
     if spec.flag:
         return int(number != 0)
     if spec.step != 1:
