@@ -27,8 +27,8 @@ DIFFERENCES: list[tuple[str, str, str]] = [
     (
         "`get_includes()`, `get_library_dirs()`",
         "libzmq's and pyzmq's headers, the bundled libzmq",
-        "NotImplementedError saying why: there are no headers or library to build against "
-        "(2 suite tests)",
+        "NotImplementedError saying why: there are no headers or library to build against (2 "
+        "suite tests)",
     ),
     (
         "Cython API (`zmq.backend.cython`), shadowing a foreign `zmq_ctx`/socket pointer",
@@ -46,10 +46,27 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "not honoured: read back their default, any other value is EINVAL naming what is missing",
     ),
     (
+        "`bind` to an ipc path another socket listens on",
+        "removes the path and binds it (the other listener is left unreachable)",
+        "EADDRINUSE; a path left by a listener that is gone is removed and bound, as libzmq",
+    ),
+    (
+        "ROUTER_MANDATORY, ROUTER_HANDOVER, PROBE_ROUTER on a REP",
+        "taken (libzmq's REP is a ROUTER inside)",
+        "EINVAL: a REP here takes only CONNECT_ROUTING_ID of its ROUTER's options",
+    ),
+    (
         "zero-copy bookkeeping (`zmq.utils.garbage.gc.refs`, refcounts of a `copy=False` buffer)",
         "a thread holds each buffer until libzmq frees the message",
-        "no such thread: the message holds its buffer, `refs` stays empty (3 suite tests "
-        "assert pyzmq's exact refcounts)",
+        "no such thread: the message holds its buffer, `refs` stays empty (3 suite tests assert "
+        "pyzmq's exact refcounts)",
+    ),
+    (
+        "`zmq.__version__`, `pyzmq_version()`",
+        "pyzmq's release",
+        "the pyzmq release whose API brokerless implements, 27.3.0, so that code choosing a "
+        "path by pyzmq's version takes the one for the API it gets; brokerless's own release is "
+        "`brokerless.BROKERLESS_VERSION`",
     ),
     (
         "`Frame(b)` of a `bytes` object",
@@ -62,8 +79,8 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "libzmq's I/O thread runs beside Python",
         "the I/O thread shares the GIL: a subscription made just before a publish in the same "
         "process usually misses it (`test_log.py::test_blank_root_topic` publishes within "
-        "microseconds), and a burst sent right after a send that waited for its peer arrives "
-        "in two reads, the first message alone (`test_zmqstream.py::test_shadow_socket_close` "
+        "microseconds), and a burst sent right after a send that waited for its peer arrives in "
+        "two reads, the first message alone (`test_zmqstream.py::test_shadow_socket_close` "
         "expects the rest queued behind it): each passes now and then",
     ),
     (
@@ -75,6 +92,13 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "RCVTIMEO/SNDTIMEO in `zmq.green`",
         "ignored (warns)",
         "honoured (warns on set and read, as pyzmq)",
+    ),
+    (
+        "context THREAD_SCHED_POLICY, THREAD_PRIORITY, THREAD_NAME_PREFIX",
+        "applied to libzmq's threads",
+        "accepted and read back as libzmq does, not applied: the I/O threads keep the process's "
+        "scheduling and their names (`brokerless-io-N`). THREAD_AFFINITY_CPU_ADD/_REMOVE are "
+        "applied, as libzmq's: I/O threads started afterwards keep to the CPUs added",
     ),
 ]
 
