@@ -76,6 +76,21 @@ def test_an_ipc_path_too_long_is_refused_naming_the_limit(make, how):
     assert str(zmq.IPC_PATH_MAX_LEN) in info.value.strerror
 
 
+@pytest.mark.parametrize(
+    "args", [(), (errno.EAGAIN,), (errno.EINVAL, "bad"), ("just a text",)], ids=repr
+)
+def test_an_error_keeps_the_arguments_it_was_made_with_as_pyzmqs(args):
+    """``args`` are what the error was made with (``ZMQError(EAGAIN).args == (EAGAIN,)``:
+    code reads ``e.args[0]``; brokerless kept only the text), and one made with nothing has
+    libzmq's errno, 0, "Success" (it had None and an empty text)."""
+    mine, theirs = zmq.ZMQError(*args), reference.ZMQError(*args)
+    assert mine.args == theirs.args
+    if args:
+        assert (mine.errno, str(mine)) == (theirs.errno, str(theirs))
+    else:  # pyzmq's reads libzmq's errno as left by this process's last call: 0 in a fresh one
+        assert (mine.errno, str(mine)) == (0, "Success")
+
+
 def test_zmqerror_zero_is_success():
     assert str(zmq.ZMQError(0)) == "Success" == zmq.strerror(0)
 

@@ -71,12 +71,14 @@ class ZMQError(ZMQBaseError):
 
     def __init__(self, errno: int | str | None = None, msg: str | None = None) -> None:
         if isinstance(errno, str):
-            errno, msg = None, errno if msg is None else msg
-        if errno is None:
-            errno = self.default_errno
+            errno, msg = self.default_errno, errno if msg is None else msg
+        elif errno is None:  # (pyzmq's: libzmq's errno, 0 -- "Success" -- when there is none)
+            errno = self.default_errno if self.default_errno is not None else zmq_errno()
         text = msg if msg is not None else (strerror(errno) if errno is not None else "")
-        # First: OSError's __init__ (InterruptedSystemCall's base) resets errno and strerror.
-        super().__init__(text)
+        # ``args`` stay what the error was made with, as pyzmq's (``ZMQError(EAGAIN).args``
+        # is ``(EAGAIN,)``).  First: OSError's __init__ (InterruptedSystemCall's base) resets
+        # errno and strerror.
+        super().__init__(*self.args)
         self.errno = errno
         self.strerror = text
 
