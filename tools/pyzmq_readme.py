@@ -62,6 +62,12 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "pyzmq's exact refcounts)",
     ),
     (
+        "IMMEDIATE over inproc, and CONFLATE set by an inproc binder only",
+        "ignored: messages queue to a peer not bound yet; only the connecter's CONFLATE counts",
+        "honoured, as the options say: with IMMEDIATE nothing queues before the binder exists "
+        "(a blocking send waits for it), and either side's CONFLATE conflates",
+    ),
+    (
         "`zmq.__version__`, `pyzmq_version()`",
         "pyzmq's release",
         "the pyzmq release whose API brokerless implements, 27.3.0, so that code choosing a "
