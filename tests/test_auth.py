@@ -549,3 +549,37 @@ def test_curve_keygen_refuses_a_bad_secret_with_a_usage_error():
     result = keygen("--secret", "not a key")
     assert result.returncode == 2
     assert "--secret must be a secret key of 40 Z85 characters" in result.stderr
+
+
+# -- pyzmq's policy hooks ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["brokerless", "pyzmq"])
+def test_a_subclass_that_overrides_a_policy_hook_decides(ctx, lctx, module):
+    """pyzmq's authenticators decide through ``_authenticate_plain`` and ``_authenticate_curve``,
+    which subclasses override (a password store, a revocation list).  brokerless's called
+    methods of its own, so an override was ignored: a revoked key got in, and a password the
+    override accepts was refused."""
+    mod, context = (zmq, ctx) if module == "brokerless" else (libzmq, lctx)
+    base = ThreadAuthenticator if module == "brokerless" else libzmq_auth_thread.ThreadAuthenticator
+
+    class Policy(base):
+        async def _authenticate_curve(self, domain, client_key):
+            return False, b"revoked"
+
+        def _authenticate_plain(self, domain, username, password):
+            return password == "hashed-elsewhere", b"no"
+
+    auth = Policy(context)
+    auth.start()
+    try:
+        auth.configure_curve(domain="*", location=mod.auth.CURVE_ALLOW_ANY)
+        server, client = sockets(mod, context)
+        curve(server, client, mod.curve_keypair(), mod.curve_keypair())
+        assert handshake(server, client) == REFUSED  # let in before
+        server, client = sockets(mod, context)
+        plain(server, client, b"admin", b"hashed-elsewhere")
+        assert handshake(server, client) == SUCCEEDED  # refused before: no passwords configured
+        assert user_id(server, client) == "admin"
+    finally:
+        auth.stop()

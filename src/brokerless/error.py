@@ -70,8 +70,10 @@ class ZMQError(ZMQBaseError):
     default_errno: ClassVar[int | None] = None
 
     def __init__(self, errno: int | str | None = None, msg: str | None = None) -> None:
-        if isinstance(errno, str):
-            errno, msg = self.default_errno, errno if msg is None else msg
+        if isinstance(errno, str):  # the message in the errno's place
+            if msg is None:
+                msg = errno
+            errno = self.default_errno
         elif errno is None:  # (pyzmq's: libzmq's errno, 0 -- "Success" -- when there is none)
             errno = self.default_errno if self.default_errno is not None else zmq_errno()
         text = msg if msg is not None else (strerror(errno) if errno is not None else "")

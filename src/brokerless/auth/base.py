@@ -183,7 +183,7 @@ class Authenticator:
         )
         try:
             status, text, user_id = await self._decide(
-                domain.decode(self.encoding, "replace") or "*",
+                domain.decode(self.encoding, "replace"),
                 address.decode(self.encoding, "replace"),
                 mechanism,
                 msg[6:],
@@ -198,7 +198,10 @@ class Authenticator:
     async def _decide(
         self, domain: str, address: str, mechanism: bytes, credentials: list[bytes]
     ) -> tuple[bytes, bytes, str]:
-        """(status, status text, user id) for one request."""
+        """(status, status text, user id) for one request.  Each mechanism's decision is
+        pyzmq's hook -- ``_authenticate_plain``, ``_authenticate_curve``,
+        ``_authenticate_gssapi`` -- so a subclass that overrides one (a password store, a
+        revocation list) decides, as with pyzmq."""
         refused = self._refused_address(address)
         if refused is not None:
             return _REFUSED, refused, ""
@@ -210,15 +213,22 @@ class Authenticator:
                 self.log.error("Invalid PLAIN credentials: %r", credentials)
                 return _REFUSED, b"Invalid credentials", ""
             username, password = (c.decode(self.encoding, "replace") for c in credentials)
-            reason = self._plain_refusal(domain, username, password)
-            return (_REFUSED, reason, "") if reason else (_OK, b"OK", username)
+            allowed, reason = self._authenticate_plain(domain, username, password)
+            return (_OK, b"OK", username) if allowed else (_REFUSED, reason, "")
         if mechanism == b"CURVE":
             if len(credentials) != 1 or len(credentials[0]) != 32:
                 self.log.error("Invalid CURVE credentials: %r", credentials)
                 return _REFUSED, b"Invalid credentials", ""
             key = credentials[0]
-            reason = await self._curve_refusal(domain, key)
-            return (_REFUSED, reason, "") if reason else (_OK, b"OK", self.curve_user_id(key))
+            allowed, reason = await self._authenticate_curve(domain, key)
+            return (_OK, b"OK", self.curve_user_id(key)) if allowed else (_REFUSED, reason, "")
+        if mechanism == b"GSSAPI":  # (brokerless's sockets never ask it: no GSSAPI here)
+            if len(credentials) != 1:
+                self.log.error("Invalid GSSAPI credentials: %r", credentials)
+                return _REFUSED, b"Invalid credentials", ""
+            allowed, reason = self._authenticate_gssapi(domain, credentials[0])
+            principal = credentials[0].decode("utf8", "replace")
+            return (_OK, b"OK", principal) if allowed else (_REFUSED, reason, "")
         self.log.debug("DENIED (unsupported mechanism %r)", mechanism)
         return _REFUSED, b"Unsupported mechanism", ""
 
@@ -237,8 +247,10 @@ class Authenticator:
             self.log.debug("PASSED (not denied) address=%s", address)
         return None
 
-    def _plain_refusal(self, domain: str, username: str, password: str) -> bytes | None:
-        """Why PLAIN refuses these credentials, or None."""
+    def _authenticate_plain(self, domain: str, username: str, password: str) -> tuple[bool, bytes]:
+        """PLAIN's decision (pyzmq's hook): (allowed, reason).  An empty domain is ``*``."""
+        domain = domain or "*"
+        reason: bytes
         if not self.passwords:
             reason = b"No passwords defined"
         elif domain not in self.passwords:
@@ -252,16 +264,18 @@ class Authenticator:
             reason = b"Invalid password"
         else:
             self.log.debug("ALLOWED (PLAIN) domain=%s username=%s", domain, username)
-            return None
+            return True, b"OK"
         self.log.debug("DENIED (PLAIN) domain=%s username=%s: %s", domain, username, reason)
-        return reason
+        return False, reason
 
-    async def _curve_refusal(self, domain: str, key: bytes) -> bytes | None:
-        """Why CURVE refuses the client's public key (32 octets), or None."""
+    async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
+        """CURVE's decision on the client's public key, 32 octets (pyzmq's hook): (allowed,
+        reason).  An empty domain is ``*``."""
+        domain = domain or "*"
         if self.allow_any:
             self.log.debug("ALLOWED (CURVE allow any client)")
-            return None
-        z85_key = z85.encode(key)
+            return True, b"OK"
+        z85_key = z85.encode(client_key)
         reason: bytes | None
         if self.credentials_providers:
             how = "CURVE auth_callback"
@@ -282,10 +296,20 @@ class Authenticator:
                 reason = None if keys.get(z85_key) else b"Unknown key"
         verdict = "ALLOWED" if reason is None else f"DENIED {reason.decode()}"
         self.log.debug("%s (%s) domain=%s client_key=%s", verdict, how, domain, z85_key)
-        return reason
+        return (True, b"OK") if reason is None else (False, reason)
+
+    def _authenticate_gssapi(self, domain: str, principal: bytes) -> tuple[bool, bytes]:
+        """GSSAPI's decision (pyzmq's hook): the GSSAPI service has authenticated the
+        principal already."""
+        self.log.debug("ALLOWED (GSSAPI) domain=%s principal=%s", domain, principal)
+        return True, b"OK"
 
     def _send_zap_reply(
-        self, request_id: bytes, status_code: bytes, status_text: bytes, user_id: str = ""
+        self,
+        request_id: bytes,
+        status_code: bytes,
+        status_text: bytes,
+        user_id: str = "anonymous",
     ) -> None:
         """Send the ZAP reply (no metadata); the user id goes only with status 200."""
         user = user_id.encode(self.encoding, "replace") if status_code == _OK else b""
