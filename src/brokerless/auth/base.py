@@ -198,10 +198,9 @@ class Authenticator:
     async def _decide(
         self, domain: str, address: str, mechanism: bytes, credentials: list[bytes]
     ) -> tuple[bytes, bytes, str]:
-        """(status, status text, user id) for one request.  Each mechanism's decision is
-        pyzmq's hook -- ``_authenticate_plain``, ``_authenticate_curve``,
-        ``_authenticate_gssapi`` -- so a subclass that overrides one (a password store, a
-        revocation list) decides, as with pyzmq."""
+        """(status, status text, user id) for one request.  PLAIN's and CURVE's decisions are
+        pyzmq's hooks -- ``_authenticate_plain``, ``_authenticate_curve`` -- so a subclass that
+        overrides one (a password store, a revocation list) decides, as with pyzmq."""
         refused = self._refused_address(address)
         if refused is not None:
             return _REFUSED, refused, ""
@@ -222,13 +221,7 @@ class Authenticator:
             key = credentials[0]
             allowed, reason = await self._authenticate_curve(domain, key)
             return (_OK, b"OK", self.curve_user_id(key)) if allowed else (_REFUSED, reason, "")
-        if mechanism == b"GSSAPI":  # (brokerless's sockets never ask it: no GSSAPI here)
-            if len(credentials) != 1:
-                self.log.error("Invalid GSSAPI credentials: %r", credentials)
-                return _REFUSED, b"Invalid credentials", ""
-            allowed, reason = self._authenticate_gssapi(domain, credentials[0])
-            principal = credentials[0].decode("utf8", "replace")
-            return (_OK, b"OK", principal) if allowed else (_REFUSED, reason, "")
+        # GSSAPI too (pyzmq lets it in unchecked): brokerless has no GSSAPI to vouch for it.
         self.log.debug("DENIED (unsupported mechanism %r)", mechanism)
         return _REFUSED, b"Unsupported mechanism", ""
 
@@ -297,12 +290,6 @@ class Authenticator:
         verdict = "ALLOWED" if reason is None else f"DENIED {reason.decode()}"
         self.log.debug("%s (%s) domain=%s client_key=%s", verdict, how, domain, z85_key)
         return (True, b"OK") if reason is None else (False, reason)
-
-    def _authenticate_gssapi(self, domain: str, principal: bytes) -> tuple[bool, bytes]:
-        """GSSAPI's decision (pyzmq's hook): the GSSAPI service has authenticated the
-        principal already."""
-        self.log.debug("ALLOWED (GSSAPI) domain=%s principal=%s", domain, principal)
-        return True, b"OK"
 
     def _send_zap_reply(
         self,
