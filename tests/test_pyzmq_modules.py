@@ -317,3 +317,35 @@ def test_brokerless_own_release_is_the_package_version():
 def test_what_needs_libzmq_says_it_is_not_there(name):
     with pytest.raises(NotImplementedError, match="no libzmq"):
         getattr(zmq, name)()
+
+
+@pytest.mark.parametrize("module", ["brokerless", "pyzmq"])
+def test_a_connection_whose_handshake_fails_is_reported_disconnected_too(module):
+    """libzmq reports a failed handshake (HANDSHAKE_FAILED_*) and then the connection's end
+    (DISCONNECTED), so code that counts connections up at ACCEPTED/CONNECTED and down at
+    DISCONNECTED sees them go; brokerless reported the failure only."""
+    import socket
+
+    import zmq as reference
+
+    lib = zmq if module == "brokerless" else reference
+    ctx = lib.Context()
+    try:
+        server = ctx.socket(lib.PULL)
+        server.plain_server = True
+        events = server.get_monitor_socket()
+        events.rcvtimeo = 5000
+        port = server.bind_to_random_port("tcp://127.0.0.1")
+        client = ctx.socket(lib.PUSH)  # NULL against PLAIN: refused
+        client.connect(f"tcp://127.0.0.1:{port}")
+        with socket.create_connection(("127.0.0.1", port)) as raw:  # no ZMTP at all
+            raw.sendall(b"\xff" + bytes(8))
+        seen: list[int] = []
+        while seen.count(int(lib.EVENT_DISCONNECTED)) < 2:
+            frames = events.recv_multipart()
+            seen.append(int.from_bytes(frames[0][:2], "little"))
+        failed = lib.EVENT_HANDSHAKE_FAILED_PROTOCOL | lib.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        assert seen.count(int(lib.EVENT_ACCEPTED)) == 2
+        assert sum(1 for event in seen if event & failed) == 2
+    finally:
+        ctx.destroy(linger=0)

@@ -512,6 +512,7 @@ def test_a_peer_that_refuses_the_handshake_is_not_reconnected_to(make, lctx, ref
         client.connect(f"tcp://127.0.0.1:{port}")
         while not next_event(monitor) & refused:
             pass
+        assert next_event(monitor) == zmq.EVENT_DISCONNECTED  # (the connection ends, as said)
         assert not monitor.poll(500), "an attempt after the handshake was refused"
     finally:
         server.close(linger=0)

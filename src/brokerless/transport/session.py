@@ -266,12 +266,13 @@ class Session:
             return
         self.engine = None
         self.last_error = reason
-        if engine.conn.peer is not None:  # the handshake had completed (a fault may follow)
-            self.socket.emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
-        elif code:
-            self.socket.emit(event, code, self.endpoint)
-        else:
-            self.socket.emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
+        if engine.conn.peer is None:  # the handshake failed: said first, as libzmq does
+            if code:
+                self.socket.emit(event, code, self.endpoint)
+            else:
+                self.socket.emit(Event.HANDSHAKE_FAILED_NO_DETAIL, 0, self.endpoint)
+        # Every connection the monitor saw made is seen to end, handshake or not.
+        self.socket.emit(Event.DISCONNECTED, engine.fileno, self.endpoint)
         if not self.connecting or protocol or (self.closing and self.pipe is None):
             self._drop_pipe()
             self._finish()
