@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import zmq as libzmq
+import zmq.auth.certs as libzmq_auth_certs
 import zmq.auth.thread as libzmq_auth_thread
 
 import brokerless as zmq
@@ -583,3 +584,25 @@ def test_a_subclass_that_overrides_a_policy_hook_decides(ctx, lctx, module):
         assert user_id(server, client) == "admin"
     finally:
         auth.stop()
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        'curve\n    public-key = "{public}"\n    secret-key = "{secret}"\n',  # czmq's
+        'curve\npublic-key = "{public}"\nsecret-key = "{secret}"\n',  # not indented
+        'public-key = "{public}"\nsecret-key = "{secret}"\n',  # no section
+        '\ufeff#   a comment\ncurve\n    public-key = "{public}"\n',  # a BOM, public only
+        "  curve\n  public-key = '{public}'\n",  # an indented section name, single quotes
+    ],
+    ids=["czmq", "unindented", "no-section", "bom", "indented-section"],
+)
+def test_a_certificate_pyzmq_reads_is_read_the_same(tmp_path, layout):
+    """pyzmq reads a key line wherever it stands; brokerless read it only in an indented
+    ``curve`` section, so a hand-written certificate that works with pyzmq (and, loaded from
+    a directory, every other key of the domain with it) was refused."""
+    public, secret = zmq.curve_keypair()
+    path = tmp_path / "hand.key_secret"
+    path.write_text(layout.format(public=public.decode(), secret=secret.decode()), "utf-8")
+    assert load_certificate(path) == libzmq_auth_certs.load_certificate(str(path))
+    assert load_certificate(path)[0] == public

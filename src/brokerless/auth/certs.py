@@ -112,19 +112,20 @@ def load_certificate(filename: StrPath) -> tuple[bytes, bytes | None]:
     """
     if not os.path.isfile(filename):
         raise OSError(f"Invalid certificate file: {filename}")
+    # As pyzmq reads one: a ``public-key``/``secret-key`` line counts wherever it stands --
+    # in the ``curve`` section as czmq writes it, unindented, or in no section at all.
     keys: dict[str, bytes] = {}
-    section = ""
-    for line in Path(filename).read_text(encoding="utf-8", errors="replace").splitlines():
+    text = Path(filename).read_text(encoding="utf-8-sig", errors="replace")
+    for line in text.splitlines():
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):  # Z85 has "#": no comments after values
-            continue
-        if not line[0].isspace():  # a top-level section name
-            section = stripped
+        if stripped.startswith("#"):  # (Z85 has "#": no comments after values)
             continue
         name, sep, value = stripped.partition("=")
         name = name.strip()
-        if sep and section == "curve" and name in ("public-key", "secret-key"):
+        if sep and name in ("public-key", "secret-key"):
             keys[name] = _key(filename, name, value)
+            if len(keys) == 2:
+                break
     if "public-key" not in keys:
         raise ValueError(f"No public key found in {filename}")
     return keys["public-key"], keys.get("secret-key")
