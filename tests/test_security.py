@@ -358,6 +358,21 @@ def test_a_temporary_zap_failure_refuses_with_status_300(make, zap):
     assert next_event(server_events, 5000, HANDSHAKE) == (AUTH, 300)
 
 
+def test_a_temporary_zap_failure_stalls_the_handshake_instead_of_closing(make, zap):
+    """libzmq neither answers a status 300 nor closes: the handshake stalls until HANDSHAKE_IVL
+    ends it, and only then does the client come back.  brokerless closed at once, and the
+    client reconnected every RECONNECT_IVL, asking the handler again each time."""
+    handler = zap(lambda request: (b"300", b"", b""))
+    server, client = pair(make, "curve")
+    client.reconnect_ivl = 20
+    server_events = watch(server)
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    client.connect(f"tcp://127.0.0.1:{port}")
+    assert next_event(server_events, 5000, HANDSHAKE) == (AUTH, 300)
+    assert not server_events.poll(500), "the connection went"  # (HANDSHAKE_IVL is 30 s)
+    assert len(handler.requests) == 1
+
+
 def test_a_malformed_zap_reply_is_a_protocol_error(make, zap):
     zap(lambda request: (b"2OO", b"", b""))
     server, client = pair(make, "curve")

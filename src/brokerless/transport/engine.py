@@ -365,6 +365,16 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         with self.in_lock:
             try:
                 items = self.conn.zap_reply(frames)
+            except AuthenticationFailed as exc:
+                if exc.status == 300:  # a temporary failure: libzmq neither answers nor closes
+                    # -- the handshake stalls until HANDSHAKE_IVL ends it, so the peer does not
+                    # come straight back to ask the handler again (a retry storm on it).
+                    session = self.session
+                    session.socket.emit(Event.HANDSHAKE_FAILED_AUTH, 300, session.endpoint)
+                    self._set_reading(False)
+                    return
+                self._protocol_failed(exc)
+                return
             except ProtocolError as exc:
                 self._protocol_failed(exc)
                 return
