@@ -502,3 +502,18 @@ def test_get_monitor_socket_gives_the_same_socket_until_disabled(make):
     assert sock.get_monitor_socket() is monitor
     sock.disable_monitor()
     monitor.close(linger=0)
+
+
+@pytest.mark.parametrize("secret", [b"~" * 40, b"short"], ids=["not-z85", "too-short"])
+def test_curve_public_of_a_bad_secret_key_fails_as_pyzmqs(secret):
+    """A secret key that is not Z85 is libzmq's EINVAL (a ZMQError; brokerless raised its
+    Z85Error, which ``except zmq.ZMQError`` misses); one of the wrong length, ValueError."""
+    failures = []
+    for module in (zmq, reference):
+        try:
+            module.curve_public(secret)
+        except module.ZMQError as exc:
+            failures.append(("ZMQError", exc.errno))
+        except ValueError:
+            failures.append(("ValueError", None))
+    assert failures[0] == failures[1] and len(failures) == 2

@@ -5,6 +5,8 @@ The keys are Curve25519 key pairs made by libsodium (through PyNaCl), as libzmq 
 
 from __future__ import annotations
 
+from .errno import EINVAL
+from .error import ZMQError
 from .utils import z85
 
 
@@ -24,4 +26,10 @@ def curve_public(secret_key: bytes | str) -> bytes:
         secret_key = secret_key.encode("utf8")
     if len(secret_key) != 40:
         raise ValueError("secret key must be a 40 byte z85 encoded string")
-    return z85.encode(sodium.crypto_scalarmult_base(z85.decode(secret_key)))
+    try:
+        secret = z85.decode(secret_key)
+    except ValueError:  # (libzmq's zmq_curve_public fails so, and pyzmq raises its errno)
+        raise ZMQError(
+            EINVAL, f"Invalid argument: the secret key is not Z85: {secret_key!r}"
+        ) from None
+    return z85.encode(sodium.crypto_scalarmult_base(secret))
