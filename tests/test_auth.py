@@ -443,9 +443,30 @@ async def test_asyncio_authenticators_serve_from_the_running_loop(kind):
         actx.term()
 
 
-def test_asyncio_authenticator_needs_a_running_loop(ctx):
-    with pytest.raises(RuntimeError):
-        AsyncioAuthenticator(ctx).start()
+def test_an_asyncio_authenticator_started_before_its_loop_runs_serves_once_it_runs():
+    """As pyzmq's (``asyncio.ensure_future``): started with the loop set but not running yet
+    (``start()`` then ``loop.run_until_complete``, tornado's ``run_sync``), it serves once the
+    loop runs.  brokerless's raised RuntimeError."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    actx = zmq_asyncio.Context()
+    auth = AsyncioAuthenticator(actx)
+    try:
+        auth.start()
+        auth.configure_plain(passwords={"admin": "secret"})
+        server, client = sockets(zmq, actx)
+        plain(server, client, b"admin", b"secret")
+        assert loop.run_until_complete(asyncio.wait_for(async_handshake(server, client), 10)) == (
+            SUCCEEDED
+        )
+        server.close(linger=0)
+        client.close(linger=0)
+    finally:
+        auth.stop()
+        loop.run_until_complete(asyncio.sleep(0))  # (the cancelled task finishes)
+        loop.close()
+        asyncio.set_event_loop(None)
+        actx.term()
 
 
 async def test_ioloop_authenticator_warns_of_its_io_loop_argument(ctx):

@@ -1,9 +1,9 @@
 """ZAP authentication served on the running asyncio loop (pyzmq's ``zmq.auth.asyncio``).
 
-:meth:`AsyncioAuthenticator.start`, called with the loop running, binds the ZAP socket (a plain
-socket, also in an asyncio Context) and starts a task that waits for requests with an asyncio
-:class:`~brokerless.asyncio.Poller` and answers each in turn; :meth:`~AsyncioAuthenticator.stop`
-cancels the task and closes the socket.
+:meth:`AsyncioAuthenticator.start`, called with the loop running or set, binds the ZAP socket
+(a plain socket, also in an asyncio Context) and starts a task that waits for requests with an
+asyncio :class:`~brokerless.asyncio.Poller` and answers each in turn;
+:meth:`~AsyncioAuthenticator.stop` cancels the task and closes the socket.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from .base import Authenticator
 class AsyncioAuthenticator(Authenticator):
     """An :class:`Authenticator` answering ZAP requests in a task on the running asyncio loop.
 
-    ``loop`` is deprecated and ignored, as in pyzmq: the task runs on the loop running when
-    :meth:`start` is called.
+    ``loop`` is deprecated and ignored, as in pyzmq: the task runs on the loop running (or set)
+    when :meth:`start` is called.
     """
 
     def __init__(
@@ -42,16 +42,11 @@ class AsyncioAuthenticator(Authenticator):
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Bind the ZAP socket and serve it from a task; needs a running asyncio loop."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError(
-                f"{type(self).__name__}.start() needs a running asyncio loop: call it from a "
-                "coroutine (or use ThreadAuthenticator)"
-            ) from None
+        """Bind the ZAP socket and serve it from a task on the running loop -- or, as pyzmq's
+        (``asyncio.ensure_future``), on the loop set for this thread, which runs it once it
+        runs (``start()`` then ``loop.run_until_complete(...)``, tornado's ``run_sync``)."""
         super().start()
-        self._task = loop.create_task(self._serve())
+        self._task = asyncio.ensure_future(self._serve())
 
     async def _serve(self) -> None:
         zap = self.zap_socket
