@@ -339,7 +339,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         for sock in sockets:
             if warn and not sock.closed:
                 warnings.warn(
-                    f"destroying the context with unclosed socket {sock!r}",
+                    f"Destroying context with unclosed socket {sock!r}",
                     ResourceWarning,
                     stacklevel=3,
                     source=sock,
@@ -355,7 +355,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             return
         if self._pid != os.getpid():
             return
-        warnings.warn(f"unclosed context {self!r}", ResourceWarning, stacklevel=2, source=self)
+        warnings.warn(f"Unclosed context {self!r}", ResourceWarning, stacklevel=2, source=self)
         for io in self._io_threads:
             io.stop()
 

@@ -218,7 +218,7 @@ class Socket(
         if getattr(self, "_shadow_obj", True) is not None or getattr(self, "_closed", True):
             return
         if warnings.warn is not None:  # None late in interpreter shutdown
-            warnings.warn(f"unclosed socket {self!r}", ResourceWarning, stacklevel=2, source=self)
+            warnings.warn(f"Unclosed socket {self!r}", ResourceWarning, stacklevel=2, source=self)
         try:
             self.close()
         except Exception:
