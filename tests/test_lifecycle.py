@@ -254,6 +254,39 @@ def test_a_program_whose_messages_wait_for_a_peer_that_is_down_exits_at_once(
     assert (done.returncode, done.stdout) == (0, b"exiting\n"), done.stderr
 
 
+_FORKING = """
+import os, sys, time
+import {module} as zmq
+
+ctx = zmq.Context()
+push = ctx.socket(zmq.PUSH)
+push.connect("tcp://127.0.0.1:1")  # nobody there: its session keeps retrying
+pull = ctx.socket(zmq.PULL)
+pull.bind("tcp://127.0.0.1:*")
+pid = os.fork()
+if pid == 0:  # the child ends the copy of the parent's context it inherited
+    start = time.monotonic()
+    pull.close()
+    push.close()
+    ctx.term()
+    os._exit(0 if time.monotonic() - start < 2 else 3)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+ctx.destroy(linger=0)
+"""
+
+
+def test_a_forked_child_ends_the_context_it_inherited_at_once(tmp_path):
+    """As pyzmq's: closing inherited sockets and terminating the inherited context in a forked
+    child do nothing (the I/O thread that served them is the parent's).  brokerless's term()
+    waited for sessions only the parent's I/O thread could end -- for ever -- and each close of
+    a bound socket took a second."""
+    script = tmp_path / "forking.py"
+    module = "zmq" if AGAINST_PYZMQ else "brokerless"
+    script.write_text(textwrap.dedent(_FORKING.format(module=module)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, b"child 0\n"), done.stderr
+
+
 _BOUND_SENDER = """
 import sys
 import {module} as zmq

@@ -310,8 +310,13 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     # -- shutdown -----------------------------------------------------------------------------
 
     def term(self) -> None:
-        """Wake blocked calls with ETERM, then wait until every socket is closed."""
+        """Wake blocked calls with ETERM, then wait until every socket is closed.  In a forked
+        child the context is the parent's copy, whose I/O threads are not there: it is only
+        marked closed, as pyzmq does (waiting would never end)."""
         if self._closed:
+            return
+        if self._pid != os.getpid():
+            self._closed = True
             return
         with self._lock:
             self._terminating = True

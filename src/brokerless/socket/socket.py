@@ -19,6 +19,7 @@ socket: see :mod:`brokerless.shadow`.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -375,6 +376,8 @@ class Socket(
             self._options[_O.LINGER] = linger
         self._closed = True
         self._fault = _closed_error
+        if self.context._pid != os.getpid():  # a forked child's copy: the I/O thread that
+            return  # served it is the parent's -- left alone, as pyzmq leaves it
         self.context._socket_closing(self._port)  # (listeners report CLOSED as they close)
         monitor, self._port.monitor = self._port.monitor, None
         if monitor is not None:

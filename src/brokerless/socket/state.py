@@ -45,6 +45,9 @@ class SocketContext(Protocol[_S_co]):
 
     # -- services for the socket itself ---------------------------------------------------------
 
+    #: The process that made the context: a forked child's copy has no I/O thread of its own.
+    _pid: int
+
     @property
     def _port(self) -> ContextPort: ...
 
