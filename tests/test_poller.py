@@ -492,3 +492,35 @@ def test_select_timeout_none_waits_for_an_fd(pair, pipe):
         lambda: os.write(w, b"!"), lambda: zmq.select([b, r], [], [], None)
     )
     assert result == ([r], [], [])
+
+
+@pytest.mark.parametrize("how", ["close", "destroy"])
+def test_a_poller_in_another_thread_is_woken_when_its_socket_is_closed(how):
+    """pyzmq's poller raises ENOTSOCK at once when another thread closes a socket it polls (or
+    destroys the context); brokerless's slept on -- for ever without a timeout, so a worker
+    looping on ``poller.poll()`` kept the program from ending."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.bind("tcp://127.0.0.1:*")
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    started, outcome = threading.Event(), []
+
+    def wait() -> None:
+        started.set()
+        try:
+            outcome.append(poller.poll())
+        except zmq.ZMQError as exc:
+            outcome.append(exc.errno)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    started.wait(5)
+    assert not waiter.join(0.2) and waiter.is_alive()  # (it sleeps in the poll)
+    if how == "close":
+        sock.close()
+    else:
+        ctx.destroy(linger=0)
+    waiter.join(5)
+    assert outcome == [zmq.ENOTSOCK], "the poller slept on"
+    ctx.destroy(linger=0)

@@ -234,11 +234,12 @@ class Mailbox(Generic[C]):
         self.signaler.clear()
 
     def close(self) -> None:
-        """No more commands (any thread).  An owner asleep in ``wait`` is woken, and closes the
-        descriptor as it leaves: closed under it, its number could be reused while it polls."""
+        """No more commands (any thread).  Whoever polls the descriptor is woken: an owner
+        asleep in ``wait`` (which closes the descriptor as it leaves: closed under it, its number
+        could be reused while it polls), or a Poller or event loop in another thread, which then
+        finds the socket closed (pyzmq's poller raises ENOTSOCK so; it slept on)."""
         self._closed = True
-        if self._sleeping:
-            self.signaler.send()
-        else:
+        self.signaler.send()
+        if not self._sleeping:
             self.signaler.close()
         self._poller = None
