@@ -524,3 +524,45 @@ def test_a_poller_in_another_thread_is_woken_when_its_socket_is_closed(how):
     waiter.join(5)
     assert outcome == [zmq.ENOTSOCK], "the poller slept on"
     ctx.destroy(linger=0)
+
+
+def test_two_threads_waiting_on_one_socket_or_poller_time_out_as_pyzmqs():
+    """Sockets are not thread-safe, but pyzmq tolerates one thread receiving while another
+    polls the same socket, and a Poller shared by threads: each times out.  The second waiter
+    got Python's RuntimeError("concurrent poll() invocation"), which ``except zmq.ZMQError``
+    code does not catch."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.rcvtimeo = 300
+    sock.connect("tcp://127.0.0.1:1")  # nobody there: nothing ever arrives
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    outcomes: list[tuple[str, str]] = []
+
+    def attempt(name, call) -> None:
+        try:
+            call()
+            outcomes.append((name, "returned"))
+        except zmq.Again:
+            outcomes.append((name, "Again"))
+        except Exception as exc:  # the failure under test
+            outcomes.append((name, type(exc).__name__))
+
+    calls = {
+        "recv": sock.recv,
+        "sock.poll": lambda: sock.poll(300),
+        "poller": lambda: poller.poll(300),
+        "poller again": lambda: poller.poll(300),
+    }
+    threads = [threading.Thread(target=attempt, args=item) for item in calls.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    ctx.destroy(linger=0)
+    assert sorted(outcomes) == [
+        ("poller", "returned"),
+        ("poller again", "returned"),
+        ("recv", "Again"),
+        ("sock.poll", "returned"),
+    ]

@@ -210,8 +210,14 @@ class Mailbox(Generic[C]):
             poller = self._poller = select.poll()
             poller.register(signaler.fileno(), select.POLLIN)
         self._sleeping = True
+        wait_ms = min(timeout_ms, MAX_POLL_MS)  # (the caller waits again for the rest)
         try:
-            poller.poll(min(timeout_ms, MAX_POLL_MS))  # (the caller waits again for the rest)
+            try:
+                poller.poll(wait_ms)
+            except RuntimeError:  # "concurrent poll() invocation": two threads wait on one
+                spare = select.poll()  # socket (a misuse pyzmq tolerates): this one polls its own
+                spare.register(signaler.fileno(), select.POLLIN)
+                spare.poll(wait_ms)
         finally:
             self._sleeping = False
             if self._closed:  # closed by another thread while we slept: ours to close

@@ -120,7 +120,7 @@ class Poller:
             wait_ms = deadline.wait_ms()
             if wait_ms is None:
                 return []
-            for fd, _ in self._sleeper().poll(wait_ms):
+            for fd, _ in self._os_wait(wait_ms):
                 if fd in mailboxes:
                     mailboxes[fd].clear_fd()
 
@@ -129,12 +129,23 @@ class Poller:
         (kept until they change)."""
         return self._os_poll or self._build()
 
+    def _os_wait(self, wait_ms: int, os_poll: Any = None) -> list[tuple[int, int]]:
+        """Poll ``os_poll`` (the ``_sleeper``); another thread polling this Poller meanwhile
+        (which pyzmq tolerates) gets a ``select.poll`` of its own, as Python refuses two
+        concurrent polls of one object."""
+        try:
+            return list((os_poll or self._sleeper()).poll(wait_ms))
+        except RuntimeError:  # "concurrent poll() invocation"
+            spare = select.poll()
+            for fd, mask in self._registrations():
+                spare.register(fd, mask)
+            return list(spare.poll(wait_ms))
+
     def _ready(self, has_fds: bool) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = []
         fd_events: dict[int, int] = {}
         if has_fds:
-            os_poll = self._os_poll or self._build()
-            fd_events = dict(os_poll.poll(0))
+            fd_events = dict(self._os_wait(0, self._os_poll or self._build()))
         for obj, flags in self.sockets:
             if isinstance(obj, Socket):
                 events = obj._events() & flags
