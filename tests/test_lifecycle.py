@@ -287,6 +287,52 @@ def test_a_forked_child_ends_the_context_it_inherited_at_once(tmp_path):
     assert (done.returncode, done.stdout) == (0, b"child 0\n"), done.stderr
 
 
+_CHILD_SENDER = """
+import os
+import zmq as libzmq
+import {module} as zmq
+
+receiver_ctx = libzmq.Context()
+pull = receiver_ctx.socket(libzmq.PULL)
+pull.rcvtimeo = 1000
+port = pull.bind_to_random_port("tcp://127.0.0.1")
+ctx = zmq.Context()
+push = ctx.socket(zmq.PUSH)
+push.connect(f"tcp://127.0.0.1:{{port}}")
+push.send(b"parent, before")
+assert pull.recv() == b"parent, before"  # the connection is up, and idle
+pid = os.fork()
+if pid == 0:  # the child sends on the socket it inherited
+    try:
+        push.send(b"child", zmq.NOBLOCK)
+    except zmq.ZMQError:
+        pass
+    os._exit(0)
+os.waitpid(pid, 0)
+push.send(b"parent, after")
+got = []
+try:
+    while True:
+        got.append(pull.recv())
+except libzmq.Again:
+    pass
+print(got, flush=True)
+ctx.destroy(linger=0)
+receiver_ctx.destroy(linger=0)
+"""
+
+
+def test_a_forked_child_writes_nothing_on_the_connections_it_inherited(tmp_path):
+    """As with pyzmq, what a forked child sends on an inherited socket goes nowhere: the
+    connection is the parent's, and two processes writing one ZMTP stream would corrupt it.
+    brokerless's child wrote its message straight onto the parent's idle connection."""
+    script = tmp_path / "child_sender.py"
+    module = "zmq" if AGAINST_PYZMQ else "brokerless"
+    script.write_text(textwrap.dedent(_CHILD_SENDER.format(module=module)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, b"[b'parent, after']\n"), done.stderr
+
+
 _BOUND_SENDER = """
 import sys
 import {module} as zmq

@@ -453,5 +453,19 @@ def _destroy_open_contexts() -> None:
             context._exit()
 
 
+def _forget_parent_connections() -> None:
+    """A forked child (``os.fork``, multiprocessing's fork): the connections of the contexts it
+    inherited are the parent's, served by the parent's I/O thread.  The child writes nothing on
+    them any more -- as pyzmq's child sends nothing on an inherited socket -- for two processes
+    writing one ZMTP stream would corrupt it.  (No lock is taken: threads of the parent that held
+    one do not exist here.)"""
+    for context in list(_open_contexts):
+        for session in list(context._sessions):
+            session.forked()
+
+
+os.register_at_fork(after_in_child=_forget_parent_connections)
+
+
 #: ``zmq.Context[zmq.SyncSocket]``: what ``zmq.Context()`` is to a type checker.
 SyncContext = Context[SyncSocket]

@@ -43,6 +43,9 @@ class SessionPort(Protocol):
     def exiting(self) -> None:
         """The interpreter is exiting: give up waiting for a peer that is not connected."""
 
+    def forked(self) -> None:
+        """This is a forked child's copy: the connection is the parent's, not to be written."""
+
 
 class ContextPort(Protocol):
     """The context's services for transports (the Context implements them)."""

@@ -372,6 +372,12 @@ class Session:
         (``_start_linger``); an attempt under way ends without a retry (``_reconnects``)."""
         self.io.call_soon(self._give_up_between_attempts)
 
+    def forked(self) -> None:
+        """A forked child's copy (see ``brokerless.context``): its engine writes nothing more
+        -- the socket's sends stay queued, as in a pyzmq child -- and reads nothing."""
+        if self.engine is not None:
+            self.engine.alive = False
+
     def _give_up_between_attempts(self, _: Any = None) -> None:
         if self.closing and not self.done and self._between_attempts():
             self.close()
