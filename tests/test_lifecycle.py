@@ -178,6 +178,23 @@ def test_router_handover_drops_the_replaced_connection(make):
 
 # -- a program that ends without closing what it sent through --------------------------------
 
+
+def program(tmp_path, template: str, **fields: str) -> str:
+    """``template`` as a script in ``tmp_path``, on the implementation under test (``module``
+    in it), with ``fields`` filled in; its path."""
+    script = tmp_path / "program.py"
+    module = "zmq" if AGAINST_PYZMQ else "brokerless"
+    script.write_text(textwrap.dedent(template.format(module=module, **fields)))
+    return str(script)
+
+
+def run_program(tmp_path, template: str, *args: str, **fields: str):
+    """Run ``program(tmp_path, template, **fields)`` with ``args`` to its end (30 s at most:
+    a hang fails the test); its CompletedProcess, output captured."""
+    script = program(tmp_path, template, **fields)
+    return subprocess.run([sys.executable, script, *args], capture_output=True, timeout=30)
+
+
 _SENDER = """
 import sys
 import {module} as zmq
@@ -206,12 +223,7 @@ def test_messages_queued_by_a_program_that_exits_are_delivered(lmake, where, tmp
     at exit, which honours LINGER)."""
     pull = lmake(zmq.PULL)
     port = pull.bind_to_random_port("tcp://127.0.0.1")
-    script = tmp_path / "sender.py"
-    module = "zmq" if AGAINST_PYZMQ else "brokerless"
-    script.write_text(textwrap.dedent(_SENDER.format(module=module)))
-    subprocess.run(
-        [sys.executable, str(script), f"tcp://127.0.0.1:{port}", where], check=True, timeout=30
-    )
+    run_program(tmp_path, _SENDER, f"tcp://127.0.0.1:{port}", where).check_returncode()
     received = []
     while len(received) < 10 and pull.poll(20000):  # generous: the machine may be loaded
         received.append(pull.recv()[0])
@@ -243,14 +255,7 @@ def test_a_program_whose_messages_wait_for_a_peer_that_is_down_exits_at_once(
     with socket_module.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    script = tmp_path / "sender.py"
-    module = "zmq" if AGAINST_PYZMQ else "brokerless"
-    script.write_text(textwrap.dedent(_SENDER_TO_NOBODY.format(module=module, kind=kind)))
-    done = subprocess.run(
-        [sys.executable, str(script), f"tcp://127.0.0.1:{port}", closed],
-        capture_output=True,
-        timeout=30,  # (it hung here before)
-    )
+    done = run_program(tmp_path, _SENDER_TO_NOBODY, f"tcp://127.0.0.1:{port}", closed, kind=kind)
     assert (done.returncode, done.stdout) == (0, b"exiting\n"), done.stderr
 
 
@@ -280,10 +285,7 @@ def test_a_forked_child_ends_the_context_it_inherited_at_once(tmp_path):
     child do nothing (the I/O thread that served them is the parent's).  brokerless's term()
     waited for sessions only the parent's I/O thread could end -- for ever -- and each close of
     a bound socket took a second."""
-    script = tmp_path / "forking.py"
-    module = "zmq" if AGAINST_PYZMQ else "brokerless"
-    script.write_text(textwrap.dedent(_FORKING.format(module=module)))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=30)
+    done = run_program(tmp_path, _FORKING)
     assert (done.returncode, done.stdout) == (0, b"child 0\n"), done.stderr
 
 
@@ -326,10 +328,7 @@ def test_a_forked_child_writes_nothing_on_the_connections_it_inherited(tmp_path)
     """As with pyzmq, what a forked child sends on an inherited socket goes nowhere: the
     connection is the parent's, and two processes writing one ZMTP stream would corrupt it.
     brokerless's child wrote its message straight onto the parent's idle connection."""
-    script = tmp_path / "child_sender.py"
-    module = "zmq" if AGAINST_PYZMQ else "brokerless"
-    script.write_text(textwrap.dedent(_CHILD_SENDER.format(module=module)))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=30)
+    done = run_program(tmp_path, _CHILD_SENDER)
     assert (done.returncode, done.stdout) == (0, b"[b'parent, after']\n"), done.stderr
 
 
@@ -357,10 +356,8 @@ def test_messages_queued_by_a_bound_socket_of_a_program_that_exits_are_delivered
     returns (pyzmq closes there, brokerless at exit: a context and its sockets refer to each
     other, so they outlive main()).  Before the fix the bound socket's connections were closed
     at once, with what they held."""
-    module = "zmq" if AGAINST_PYZMQ else "brokerless"
-    script = tmp_path / "sender.py"
-    script.write_text(textwrap.dedent(_BOUND_SENDER.format(module=module)))
-    sender = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    script = program(tmp_path, _BOUND_SENDER)
+    sender = subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, text=True)
     try:
         port = int(sender.stdout.readline())
         pull = lmake(zmq.PULL)

@@ -111,7 +111,7 @@ def test_a_wait_is_woken_after_a_sender_was_paused_between_queueing_and_signalli
         threading.Thread(target=send_y).start()
         b.rcvtimeo = 5000
         started = time.monotonic()
-        with paused_at(Mailbox.wait, "poller.poll(", lambda f: True, going_to_sleep):
+        with paused_at(Mailbox.wait, "poll_once(poller", lambda f: True, going_to_sleep):
             assert b.recv() == b"y"  # (before the fix: only once RCVTIMEO ran out)
         assert time.monotonic() - started < 4
     finally:

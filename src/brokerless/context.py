@@ -35,6 +35,7 @@ from .errno import EFAULT, EINVAL, ENOTSUP, EPROTONOSUPPORT, ETERM
 from .error import ZMQError, error
 from .io import IOThread
 from .mailbox import Command, Mailbox
+from .option_attrs import declared
 from .option_attrs_generated import ContextOptionAttrs
 from .shadow import address as shadow_address
 from .shadow import foreign as shadow_foreign
@@ -261,10 +262,7 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
     def __setattr__(self, name: str, value: Any) -> None:
         """As pyzmq's: a name that is no attribute of the context's class (nor private) is no
         option either -- an AttributeError, so that a misspelt option is not silently kept."""
-        if not name.startswith("_") and not any(
-            name in vars(cls) or name in getattr(cls, "__annotations__", {})
-            for cls in type(self).__mro__
-        ):
+        if not name.startswith("_") and not declared(type(self), name):
             raise AttributeError(f"{type(self).__name__} has no such option: {name.upper()}")
         object.__setattr__(self, name, value)
 

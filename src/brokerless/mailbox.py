@@ -36,7 +36,7 @@ import os
 import select
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
@@ -76,6 +76,22 @@ MAX_POLL_MS = 2**31 - 1
 C = TypeVar("C")
 
 
+def poll_once(
+    os_poll: Any, registrations: Callable[[], Iterable[tuple[int, int]]], timeout_ms: int
+) -> list[tuple[int, int]]:
+    """``os_poll.poll(timeout_ms)``.  Python refuses two threads polling one object at once --
+    two threads waiting on one socket, or sharing a Poller: a misuse pyzmq tolerates, each of
+    them timing out -- so the second polls one of its own, over ``registrations()``."""
+    try:
+        ready: list[tuple[int, int]] = os_poll.poll(timeout_ms)
+    except RuntimeError:  # "concurrent poll() invocation"
+        spare = select.poll()
+        for fd, mask in registrations():
+            spare.register(fd, mask)
+        ready = spare.poll(timeout_ms)
+    return ready
+
+
 class Signaler:
     """A pollable wake-up flag: an eventfd where the OS has one, else a pipe."""
 
@@ -95,6 +111,10 @@ class Signaler:
 
     def fileno(self) -> int:
         return self._rfd
+
+    def registrations(self) -> tuple[tuple[int, int]]:
+        """What a poll of the descriptor registers (``poll_once``'s)."""
+        return ((self.fileno(), select.POLLIN),)
 
     def send(self) -> None:
         with self._lock:
@@ -212,12 +232,7 @@ class Mailbox(Generic[C]):
         self._sleeping = True
         wait_ms = min(timeout_ms, MAX_POLL_MS)  # (the caller waits again for the rest)
         try:
-            try:
-                poller.poll(wait_ms)
-            except RuntimeError:  # "concurrent poll() invocation": two threads wait on one
-                spare = select.poll()  # socket (a misuse pyzmq tolerates): this one polls its own
-                spare.register(signaler.fileno(), select.POLLIN)
-                spare.poll(wait_ms)
+            poll_once(poller, signaler.registrations, wait_ms)
         finally:
             self._sleeping = False
             if self._closed:  # closed by another thread while we slept: ours to close

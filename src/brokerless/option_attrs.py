@@ -45,6 +45,15 @@ def _read(get: Callable[[int], Any], option: SocketOption | ContextOption) -> An
         raise
 
 
+def declared(cls: type, name: str) -> bool:
+    """Whether ``name`` is defined or declared (annotated) in ``cls`` or a base: an ordinary
+    attribute, which pyzmq's attribute setter assigns as such (anything else must be an
+    option)."""
+    return any(
+        name in vars(base) or name in vars(base).get("__annotations__", {}) for base in cls.__mro__
+    )
+
+
 class SocketOptionAttr(Generic[V]):
     """``sock.<option>``: ``getsockopt``/``setsockopt`` of one socket option."""
 

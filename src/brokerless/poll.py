@@ -14,6 +14,7 @@ from typing import Any
 
 from .constants import PollEvent
 from .deadline import Deadline
+from .mailbox import poll_once
 from .socket import Socket
 
 POLLIN = int(PollEvent.POLLIN)
@@ -130,16 +131,8 @@ class Poller:
         return self._os_poll or self._build()
 
     def _os_wait(self, wait_ms: int, os_poll: Any = None) -> list[tuple[int, int]]:
-        """Poll ``os_poll`` (the ``_sleeper``); another thread polling this Poller meanwhile
-        (which pyzmq tolerates) gets a ``select.poll`` of its own, as Python refuses two
-        concurrent polls of one object."""
-        try:
-            return list((os_poll or self._sleeper()).poll(wait_ms))
-        except RuntimeError:  # "concurrent poll() invocation"
-            spare = select.poll()
-            for fd, mask in self._registrations():
-                spare.register(fd, mask)
-            return list(spare.poll(wait_ms))
+        """Poll ``os_poll`` (the ``_sleeper``), as ``poll_once`` does."""
+        return poll_once(os_poll or self._sleeper(), self._registrations, wait_ms)
 
     def _ready(self, has_fds: bool) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = []

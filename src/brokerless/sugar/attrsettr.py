@@ -7,12 +7,12 @@ brokerless's own Socket and Context do not use it: their options are typed descr
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from ..constants import ContextOption, SocketOption
 from ..errno import EFAULT, EINVAL
 from ..error import ZMQError
+from ..option_attrs import declared
 
 OptValT = int | bytes | str
 
@@ -38,9 +38,7 @@ class AttributeSetter:
     """
 
     def __setattr__(self, key: str, value: Any) -> None:
-        if key in getattr(self, "__dict__", ()) or any(
-            key in vars(cls) or key in inspect.get_annotations(cls) for cls in type(self).__mro__
-        ):
+        if key in getattr(self, "__dict__", ()) or declared(type(self), key):
             object.__setattr__(self, key, value)
             return
         name, option = _option(self, key)
