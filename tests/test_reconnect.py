@@ -475,6 +475,21 @@ def test_a_refused_connection_is_reported_closed_then_retried_or_not(make, addre
     assert not monitors[1].poll(300), "an attempt retried with RECONNECT_IVL -1"
 
 
+@pytest.mark.parametrize("implementation", ["brokerless", "libzmq"])
+def test_a_retry_waits_reconnect_ivl_plus_a_random_share_of_it(make, lmake, implementation):
+    """libzmq waits RECONNECT_IVL plus a random 0..RECONNECT_IVL before each retry and tells
+    the monitor that wait, so clients that lost one server do not all come back at the same
+    instant; brokerless added at most a tenth and reported RECONNECT_IVL itself."""
+    lib = zmq if implementation == "brokerless" else libzmq
+    dealer = (make if lib is zmq else lmake)(lib.DEALER, RECONNECT_IVL=50)
+    monitor = dealer.get_monitor_socket(lib.EVENT_CONNECT_RETRIED)
+    monitor.rcvtimeo = int(DEADLINE * 1000)
+    dealer.connect(f"tcp://127.0.0.1:{free_port()}")  # refused at every attempt
+    waits = [recv_monitor_message(monitor)["value"] for _ in range(12)]
+    assert all(50 <= wait < 100 for wait in waits), waits
+    assert len(set(waits)) > 1, waits
+
+
 def test_connect_to_a_name_that_does_not_resolve_yet_succeeds_and_is_retried(make):
     """libzmq resolves a connection's host at each attempt, so ``connect()`` to a name that is
     not in DNS yet (a service whose pods are not up) succeeds and keeps trying; before, it

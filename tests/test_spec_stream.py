@@ -12,7 +12,9 @@ pyzmq), and a ZMTP socket whose greeting a STREAM sees as bytes.  Under
 
 from __future__ import annotations
 
+import errno
 import socket
+import struct
 import threading
 
 import pytest
@@ -326,6 +328,47 @@ def test_libzmq_stream_going_away_is_announced(make, lmake, wire, address, binde
     ours, theirs, rid, _ = opened_with_libzmq(make, lmake, address, binder)
     theirs.close(linger=0)
     assert recv_within(ours, 5000, multipart=True) == [rid, b""]
+
+
+def connection_events(monitor, recv_monitor_message) -> list[tuple[int, int | None]]:
+    """A STREAM monitor's events up to the first DISCONNECTED: (event, value), the value left
+    out (None) where it is a descriptor."""
+    fds = {libzmq.EVENT_LISTENING, libzmq.EVENT_ACCEPTED, libzmq.EVENT_DISCONNECTED}
+    seen: list[tuple[int, int | None]] = []
+    while not seen or seen[-1][0] != libzmq.EVENT_DISCONNECTED:
+        event = recv_monitor_message(monitor)
+        number = int(event["event"])
+        seen.append((number, None if number in fds else int(event["value"])))
+    return seen
+
+
+@pytest.mark.parametrize("ending", ["closed", "reset"])
+def test_the_monitor_sees_a_plain_clients_connection_as_libzmqs_does(make, lmake, ending):
+    """libzmq's raw connection has no handshake: its monitor shows no HANDSHAKE_SUCCEEDED, and
+    when the peer ends the connection, HANDSHAKE_FAILED_NO_DETAIL with the errno (EPIPE when it
+    closed, ECONNRESET when it reset) before DISCONNECTED.  brokerless reported a handshake
+    that succeeded at once, and nothing at the end but DISCONNECTED."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    found = []
+    for server in (make(zmq.STREAM), lmake(libzmq.STREAM)):
+        monitor = server.get_monitor_socket()
+        monitor.rcvtimeo = int(WAIT * 1000)
+        client = plain_connect(bind(server, "tcp://127.0.0.1:*"))
+        expect_opened(server)
+        client.sendall(b"ping")
+        assert recv_within(server, multipart=True)[1] == b"ping"
+        if ending == "reset":  # SO_LINGER 0: the close sends RST
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        assert recv_within(server, 5000, multipart=True)[1] == b""  # (STREAM_NOTIFY)
+        found.append(connection_events(monitor, recv_monitor_message))
+    code = errno.EPIPE if ending == "closed" else errno.ECONNRESET
+    assert found[1][-2:] == [
+        (libzmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, code),
+        (libzmq.EVENT_DISCONNECTED, None),
+    ]
+    assert found[0] == found[1]
 
 
 # -- sending: routing and errors -------------------------------------------------------------------

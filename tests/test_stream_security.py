@@ -4,6 +4,7 @@ anything, and the run goes on exact; ``Config(security="none")`` keeps the old, 
 
 from __future__ import annotations
 
+import errno
 import selectors
 import socket
 import threading
@@ -102,7 +103,7 @@ def assert_refused(found: list[tuple[Any, Stranger]]) -> None:
         (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, mismatch),  # NULL meets CURVE
         (pyzmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, mismatch),
         (pyzmq.EVENT_HANDSHAKE_FAILED_AUTH, 400),  # the ZAP handler refused its key
-        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0),  # the server could not open its HELLO
+        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, errno.EPIPE),  # the server could not open its HELLO
     ], events
 
 

@@ -44,6 +44,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from errno import EPIPE
 from typing import TYPE_CHECKING, Any
 
 from ..constants import Event, SocketOption
@@ -75,6 +76,9 @@ WRITE = selectors.EVENT_WRITE
 
 class Engine(OutputMixin, LentInputMixin, LivenessMixin):
     """One ZMTP connection; see the module docstring."""
+
+    #: The monitor hears of its handshake (HANDSHAKE_SUCCEEDED); a raw connection has none.
+    handshakes = True
 
     def __init__(
         self,
@@ -235,10 +239,10 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self.fail(f"connection error: {exc.strerror or exc}")
+            self.connection_lost(f"connection error: {exc.strerror or exc}", exc.errno or 0)
             return
         if not data:
-            self.fail("connection closed by the peer")
+            self.connection_lost("connection closed by the peer", EPIPE)
             return
         self._last_rx = time.monotonic()
         self._on_input(data)

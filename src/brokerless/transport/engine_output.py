@@ -174,7 +174,7 @@ class OutputMixin(EngineState):
         try:
             self._send_out()
         except OSError as exc:
-            self.fail(f"connection error: {exc.strerror or exc}")
+            self.connection_lost(f"connection error: {exc.strerror or exc}", exc.errno or 0)
             return
         writing = bool(self._out)
         if writing != self._writing and self.alive:

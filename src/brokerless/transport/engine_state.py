@@ -235,6 +235,12 @@ class EngineState:
             return 0 if whole else queued
         return wanted
 
+    def connection_lost(self, reason: str, errno: int) -> None:
+        """The OS connection ended (closed by the peer: EPIPE; a reset, ...): before the
+        handshake completed -- and always on a raw connection, which has none to complete --
+        the monitor gets HANDSHAKE_FAILED_NO_DETAIL with the errno, as libzmq's."""
+        self.fail(reason, errno, Event.HANDSHAKE_FAILED_NO_DETAIL)
+
     # Implemented by the engine or one of its parts; declared for the others to call.
 
     def fail(

@@ -16,8 +16,10 @@ the socket the connection's life -- an empty message when it opens (after the se
 found its pipe) and one when it ends while the pipe is still there (the peer closed, a reset,
 ...), queued past the HWM so it is never lost.  A connection the application closed (by sending
 ``[id, b""]``) or a socket that is closing has no pipe left: nothing is announced then.  The
-monitor sees CONNECTED / ACCEPTED, HANDSHAKE_SUCCEEDED when the connection opens (libzmq sends
-none for raw connections) and DISCONNECTED when it ends.
+monitor sees what libzmq's shows: CONNECTED / ACCEPTED when the connection opens (no
+HANDSHAKE_SUCCEEDED: there is no handshake) and, when the peer ends it,
+HANDSHAKE_FAILED_NO_DETAIL with the errno (EPIPE when it closed, ECONNRESET, ...) -- libzmq's
+raw connection never leaves its handshake -- then DISCONNECTED.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class RawEngine(Engine):
         self._notify = bool(options[_O.STREAM_NOTIFY])
 
     conn: RawConnection
+    handshakes = False
 
     def start(self) -> None:
         super().start()

@@ -246,7 +246,8 @@ class Session:
             assert socket_end is not None  # pipepair made both ends
             socket_end.metadata = _properties(engine, peer)  # this connection's, from now
         # After ATTACH is queued: whoever waits for this event finds the pipe on its next call.
-        self.socket.emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
+        if engine.handshakes:
+            self.socket.emit(Event.HANDSHAKE_SUCCEEDED, 0, self.endpoint)
         engine.restart_output()
 
     def engine_failed(
@@ -266,7 +267,8 @@ class Session:
             return
         self.engine = None
         self.last_error = reason
-        if engine.conn.peer is None:  # the handshake failed: said first, as libzmq does
+        if engine.conn.peer is None or not engine.handshakes:
+            # the handshake failed (a raw connection's never succeeds): said first, as libzmq
             if code:
                 self.socket.emit(event, code, self.endpoint)
             else:
@@ -319,14 +321,15 @@ class Session:
         if not self._reconnects():
             self._finish()  # (and no CONNECT_RETRIED)
             return
-        delay = self._backoff
-        self.socket.emit(Event.CONNECT_RETRIED, int(delay * 1000), self.endpoint)
+        # The back-off plus a random share of RECONNECT_IVL, as libzmq's: peers that lost one
+        # server together do not all come back at the same instant.  The monitor is told the
+        # wait itself.
+        delay_ms = round(self._backoff * 1000) + random.randrange(round(self.reconnect_ivl * 1000))
+        self.socket.emit(Event.CONNECT_RETRIED, delay_ms, self.endpoint)
         ivl_max = self.socket.options[_O.RECONNECT_IVL_MAX] / 1000
         if ivl_max > self.reconnect_ivl:
             self._backoff = min(self._backoff * 2, ivl_max)
-        self._reconnect_timer = self.io.call_later(
-            delay * (1 + random.random() * 0.1), self._reconnect
-        )
+        self._reconnect_timer = self.io.call_later(delay_ms / 1000, self._reconnect)
 
     def _reconnect(self) -> None:
         if not self.done:  # a closing session still delivers what it holds, within LINGER
