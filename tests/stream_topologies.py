@@ -325,12 +325,50 @@ class Busy(Bolt):
 
 
 class BrokenPrepare(Bolt):
-    """Cannot prepare: its tuples must fail."""
+    """Cannot prepare, ever."""
 
     outputs = ["value"]
 
     def prepare(self, conf: Any, context: Any) -> None:
         raise RuntimeError("no database today")
+
+
+class NotYet:
+    """``check(key)`` raises ConnectionError the first ``times`` it is called with ``key`` (a
+    service that is not up yet); ``calls`` counts every call.  Shared by every instance of a
+    component in this process (each attempt to start a task makes a new one)."""
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+        self.calls: dict[Any, int] = {}
+
+    def check(self, key: Any) -> None:
+        self.calls[key] = self.calls.get(key, 0) + 1
+        if self.calls[key] <= self.times:
+            raise ConnectionError(f"not up yet (call {self.calls[key]})")
+
+
+class PrepareNotYet(Recorder):
+    """A Recorder whose ``prepare`` fails while ``service`` is not up."""
+
+    def __init__(self, service: NotYet) -> None:
+        self.service = service
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.service.check(context.task_id)
+        super().prepare(conf, context)
+
+
+class OpenNotYet(ValueSpout):
+    """A ValueSpout whose ``open`` fails while ``service`` is not up."""
+
+    def __init__(self, service: NotYet, values: Sequence[Any]) -> None:
+        super().__init__(values, replay=True)
+        self.service = service
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.service.check(context.task_id)
+        super().open(conf, context)
 
 
 class ReportSent(Bolt):

@@ -1,5 +1,5 @@
 """Starting and stopping: no thread outlives its topology, Ctrl-C stops it cleanly, and a
-component that cannot start fails its tuples instead of stalling the topology."""
+component that cannot start is started again, its tuples waiting for it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,18 @@ import pytest
 
 from brokerless.stream import Config, Topology, all_, complete_topology, run_local
 
-from .stream_topologies import BrokenPrepare, Counter, Recorder, Relay, Sink, ValueSpout, wait_for
+from .stream_topologies import (
+    BrokenPrepare,
+    Counter,
+    NotYet,
+    OpenNotYet,
+    PrepareNotYet,
+    Recorder,
+    Relay,
+    Sink,
+    ValueSpout,
+    wait_for,
+)
 
 
 def endless():
@@ -51,20 +62,60 @@ def test_ctrl_c_while_waiting_stops_the_topology():
     assert threads_of("endless") == [] and run.hung_threads == []
 
 
-def test_a_bolt_that_cannot_prepare_fails_its_tuples_and_says_why():
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+def test_a_bolt_that_cannot_prepare_yet_is_started_again_and_its_tuples_wait(threads):
+    """As Storm restarts a worker whose component died, a task whose ``prepare`` raises is
+    started again (a new instance, after a back-off) and gets the tuples sent to it meanwhile.
+    Before, it stayed broken and failed every tuple at once: a spout that replays its failures
+    spun (a million ``fail`` calls in 3 s) and nothing got through."""
+    service = NotYet(times=2)
     topo = (
-        Topology("broken")
-        .spout("spout", partial(ValueSpout, range(6), replay=False))
-        .bolt("broken", BrokenPrepare, parallelism=2, inputs={"spout": all_()})
+        Topology("not-yet")
+        .spout("spout", partial(ValueSpout, range(6)))
+        .bolt("flaky", partial(PrepareNotYet, service), parallelism=2, inputs={"spout": all_()})
         .bolt("fine", Recorder, inputs={"spout": all_()})
     )
-    result = complete_topology(topo, timeout=20)
-    tasks = topo.build().components["broken"].tasks
-    assert sorted((e.component, e.task) for e in result.errors) == [("broken", t) for t in tasks]
-    assert all("no database today" in e.error and "prepare" in e.traceback
-               for e in result.errors)
-    assert sorted(m for (m,) in result.emitted("spout", "failed")) == list(range(6))
-    assert len(result.emitted("fine")) == 6  # the rest of the topology ran
+    result = complete_topology(topo, config=Config(executor_threads=threads), timeout=30)
+    tasks = topo.build().components["flaky"].tasks
+    assert service.calls == {task: 3 for task in tasks}  # two failures each, then started
+    assert sorted((e.component, e.task) for e in result.errors) == sorted(
+        ("flaky", t) for t in tasks for _ in range(2)
+    )
+    assert all("not up yet" in e.error and "prepare" in e.traceback for e in result.errors)
+    assert result.emitted("spout", "failed") == []
+    for task in tasks:
+        assert sorted(v for t, _, (v,) in result.emitted("flaky") if t == task) == list(range(6))
+    assert len(result.emitted("fine")) == 6
+
+
+def test_a_spout_that_cannot_open_yet_is_started_again_and_the_run_waits_for_it():
+    """A spout task whose ``open`` raises is started again; until it is, the run is not done.
+    Before, it was dropped: a finite run ``completed`` at once with none of its input read."""
+    service = NotYet(times=1)
+    topo = (
+        Topology("not-yet")
+        .spout("spout", partial(OpenNotYet, service, range(10)), parallelism=2)
+        .bolt("sink", Recorder, inputs={"spout": all_()})
+    )
+    result = complete_topology(topo, timeout=30)
+    assert len(service.calls) == 2 and set(service.calls.values()) == {2}
+    assert [e.component for e in result.errors] == ["spout", "spout"]
+    assert sorted(v for _, _, (v,) in result.emitted("sink")) == list(range(10))
+
+
+def test_a_task_that_never_starts_keeps_the_run_unfinished_and_says_why():
+    """A component that can never start is tried again and again (each failure reported),
+    and the run never looks finished: waiting for it times out, naming the error."""
+    topo = (
+        Topology("broken")
+        .spout("spout", partial(ValueSpout, range(6)))
+        .bolt("broken", BrokenPrepare, inputs={"spout": all_()})
+    )
+    with run_local(topo, capture=True) as run:
+        with pytest.raises(TimeoutError, match="no database today"):
+            run.wait_until_done(timeout=2.5)  # attempts at 0, 1 and 3 s: two by then
+        assert len(run.errors()) >= 2
+        assert run.statistics()["spout"].failed == 0  # its tuples wait
 
 
 class _Fatal(BaseException):

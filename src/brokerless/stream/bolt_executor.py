@@ -158,11 +158,18 @@ class BoltExecutor(Executor[Bolt]):
 
     def open(self) -> None:
         for task in self.task_ids:
-            state = self._create(task, Bolt, BoltCollector)
-            if state is not None:
-                self._set_up(state, state.component.prepare)
+            self._start(task)
         self._returns = [0] * self.worker.num_workers
         self._return_at = max(1, self.worker.credit_window // 2)
+
+    def _start(self, task: int) -> None:
+        state = self._create(task, Bolt, BoltCollector)
+        if state is not None:
+            self._set_up(state, state.component.prepare)
+
+    @property
+    def holds_input(self) -> bool:
+        return bool(self.broken)
 
     def close(self) -> None:
         for state in self.states.values():
@@ -170,6 +177,10 @@ class BoltExecutor(Executor[Bolt]):
                 self._call(state, state.component.cleanup)
 
     def step(self) -> float | None:
+        if self.broken:  # nothing is taken until every task has started (the module doc)
+            restart = self._restart_broken()
+            if restart is not None:
+                return restart
         items = self.queue.take(self.batch, 0)
         if not items:
             return None
@@ -195,9 +206,6 @@ class BoltExecutor(Executor[Bolt]):
 
     def _execute(self, state: TaskState[Bolt], tup: Any) -> None:
         collector = state.collector
-        if state.broken:
-            collector.fail(tup)
-            return
         bolt = state.component
         state.current = tup
         metrics = self.metrics

@@ -21,6 +21,14 @@ A component's own methods are called through :meth:`Executor._call`: an exceptio
 the component's error, reported with its task, and the executor goes on (``_call_failed``
 says how; a checkpointed executor fails the task instead).
 
+A task whose component cannot be made, or whose ``open``/``prepare`` raises, is *broken*: the
+error is reported and the task started again -- a new component, ``open``/``prepare`` again --
+after a back-off (1 s, doubling up to 30 s), as Storm's supervisor restarts a worker whose
+component died, so a database that was not up yet heals.  Meanwhile it takes no part: a
+spout's broken task emits nothing and its executor is never done, a bolt executor with a
+broken task takes nothing from its queue (what is sent to it waits there, and the queue's
+bound holds its upstream back).  A checkpointed executor fails the task instead (a rollback).
+
 Counters that the completion detector reads (``handled``) are bumped only after a batch's
 handling is over and its outbox flushed (:meth:`Executor.count_handled`), so a busy executor
 never looks idle -- nor one whose outbox still holds tuples for want of credits: those items
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -50,6 +59,9 @@ from .queues import BoundedQueue, Shutdown
 from .transfer import Outbox
 
 log = logging.getLogger("brokerless.stream")
+
+#: A broken task is started again after the first, doubling up to the second (seconds).
+RESTART_BACKOFF = (1.0, 30.0)
 
 _C = TypeVar("_C", bound=Component)
 _R = TypeVar("_R")
@@ -106,6 +118,9 @@ class Executor(Generic[_C]):
             self.acking and worker.num_workers == 1 and self.config.executor_threads == "shared"
         )
         self.states: dict[int, TaskState[_C]] = {}
+        #: Broken tasks: when each is started again, and how many times each failed to start.
+        self.broken: dict[int, float] = {}
+        self._start_failures: dict[int, int] = {}
         self.batch = self.config.executor_batch_size  # items a step takes from the queue
         # (an outbox waits only in a thread of the executor's own: see shared_thread.py)
         self.outbox = Outbox(worker.exchange, waits=self.config.executor_threads == "per_executor")
@@ -142,7 +157,10 @@ class Executor(Generic[_C]):
             while not self.stopping:
                 pause = step()
                 if pause != 0:
-                    wait(pause)
+                    if pause is not None and self.holds_input:
+                        self.queue.pause(pause)  # (items or not: they must wait)
+                    else:
+                        wait(pause)
         except BaseException as exc:
             self.end(exc)
         finally:
@@ -213,8 +231,7 @@ class Executor(Generic[_C]):
             component._collector = state.collector
             state.component = component
         except Exception as exc:
-            state.broken = True
-            self.report(task, exc)
+            self._start_failed(state, exc)
             return None
         return state
 
@@ -224,8 +241,39 @@ class Executor(Generic[_C]):
         try:
             setup(self.config, state.context)
         except Exception as exc:
-            state.broken = True
-            self.report(state.task, exc)
+            self._start_failed(state, exc)
+
+    def _start_failed(self, state: TaskState[_C], error: Exception) -> None:
+        """``state``'s task could not start: reported, broken, started again after a back-off
+        (see the module doc)."""
+        state.broken = True
+        self.report(state.task, error)
+        failures = self._start_failures.get(state.task, 0) + 1
+        self._start_failures[state.task] = failures
+        first, most = RESTART_BACKOFF
+        self.broken[state.task] = time.monotonic() + min(first * 2 ** (failures - 1), most)
+
+    def _start(self, task: int) -> None:
+        """Make ``task``'s component and open (prepare) it."""
+        raise NotImplementedError
+
+    @property
+    def holds_input(self) -> bool:
+        """Whether it takes nothing from its queue for now (a bolt with a broken task)."""
+        return False
+
+    def _restart_broken(self) -> float | None:
+        """Start again each broken task whose back-off is over; returns the seconds until the
+        next one is due (None: none is broken)."""
+        now = time.monotonic()
+        for task, due in list(self.broken.items()):
+            if due <= now:
+                del self.broken[task]
+                log.info("executor %s of %r: starting task %d again", self.id, self.component, task)
+                self._start(task)
+        if not self.broken:
+            return None
+        return max(0.0, min(self.broken.values()) - time.monotonic())
 
     def _call(self, state: TaskState[_C], method: Callable[..., _R], *args: Any) -> _R | None:
         """Call a method of ``state``'s component; an exception is reported (see

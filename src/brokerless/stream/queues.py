@@ -35,6 +35,7 @@ closes.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -162,6 +163,18 @@ class BoundedQueue:
                 self._sleep(timeout)
                 if self._closed:
                     raise Shutdown
+
+    def pause(self, timeout: float) -> None:
+        """Wait ``timeout`` seconds whatever the queue holds (its consumer can do nothing with
+        its items yet), unless it closes first: then :class:`Shutdown`.  Consumer only."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._sleep(left)
+            raise Shutdown
 
     def take(self, max_items: int, timeout: float | None = None) -> list[Any]:
         """Up to ``max_items`` from each part, waiting up to ``timeout`` seconds (None:

@@ -161,8 +161,11 @@ class TopologyRun(ABC):
                 continue  # confirm with a second round at once
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                errors = self.errors()
+                said = f"; {len(errors)} error(s), the last: {errors[-1]}" if errors else ""
                 raise TimeoutError(
-                    f"topology {self.plan.name!r} not finished after {timeout} s: {self._last_wave}"
+                    f"topology {self.plan.name!r} not finished after {timeout} s: "
+                    f"{self._last_wave}{said}"
                 )
             self._pause(min(self.poll_interval, remaining))
 

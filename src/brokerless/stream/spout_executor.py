@@ -99,11 +99,14 @@ class SpoutExecutor(Executor[Spout]):
         self._idle_since: float | None = None  # since when next_tuple has emitted nothing
         self.done = False
         for task in self.task_ids:
-            state = self._create(task, Spout, SpoutCollector)
-            if state is not None:
-                self._set_up(state, state.component.open)
+            self._start(task)
         self._active = [s for s in self.states.values() if not s.broken]
         self._local_ackers = [i for i, t in enumerate(self.acker_tasks) if t in self.worker.tasks]
+
+    def _start(self, task: int) -> None:
+        state = self._create(task, Spout, SpoutCollector)
+        if state is not None:
+            self._set_up(state, state.component.open)
 
     def close(self) -> None:
         for state in self.states.values():
@@ -124,6 +127,10 @@ class SpoutExecutor(Executor[Spout]):
         return root
 
     def step(self) -> float | None:
+        restart = None
+        if self.broken:
+            restart = self._restart_broken()
+            self._active = [s for s in self.states.values() if not s.broken]
         items = self.queue.take(self.batch, 0)
         if items:
             self._handle(items)
@@ -146,7 +153,7 @@ class SpoutExecutor(Executor[Spout]):
         expiry = self.pending_trees.next_expiry()
         if expiry is not None:
             timeout = max(0.0, min(timeout, expiry - now))
-        return timeout
+        return timeout if restart is None else min(timeout, restart)
 
     def _next_tuples(self) -> bool:
         """Let each task that may emit call next_tuple, up to a batch while it emits; hand
@@ -177,7 +184,9 @@ class SpoutExecutor(Executor[Spout]):
                     break
                 emitted = True
         self.outbox.flush()
-        self.done = exhausted and not len(self.pending_trees) and not self.outbox.held
+        self.done = (
+            exhausted and not len(self.pending_trees) and not self.outbox.held and not self.broken
+        )
         return emitted
 
     def _handle(self, items: list[Any]) -> None:
