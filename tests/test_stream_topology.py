@@ -11,6 +11,8 @@ from brokerless.stream import (
     Stream,
     Topology,
     TopologyError,
+    all_,
+    complete_topology,
     direct,
     fields,
     partial_key,
@@ -166,3 +168,29 @@ def test_with_component_replaces_only_that_component():
     assert other.build().components["count"].factory is Recorder
     with pytest.raises(TopologyError, match="no component 'nope'"):
         topo.with_component("nope", Recorder)
+
+
+class _Types(Bolt):
+    """Emits ``[its worker, the type of the input's value, the value used as a dict key]``."""
+
+    outputs = ["worker", "type", "looked_up"]
+
+    def prepare(self, conf, context):
+        self.worker = context.worker_index
+        self.table = {("user", 1): "found"}
+
+    def process(self, tup):
+        self.emit([self.worker, type(tup["value"]).__name__, self.table.get(tup["value"])])
+
+
+def test_a_tuple_value_is_a_tuple_in_every_worker():
+    """A bolt gets the types its spout emitted whether the tuple came from its own worker (the
+    objects themselves) or from another (serialized): with the default msgpack a tuple came
+    back a list, and using it as a dict key raised TypeError -- in one worker only."""
+    topo = Topology("types").spout("source", Source).bolt(
+        "types", _Types, parallelism=4, inputs={"source": all_()}
+    )
+    result = complete_topology(topo, {"source": [[("user", 1)]]}, workers=2, timeout=30)
+    seen = result.emitted("types")
+    assert {worker for worker, _, _ in seen} == {0, 1}  # both workers had a task
+    assert sorted(map(list, seen)) == sorted([w, "tuple", "found"] for w, _, _ in seen)

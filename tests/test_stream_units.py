@@ -3,9 +3,11 @@ tuples, serializers."""
 
 from __future__ import annotations
 
+import enum
 import random
 import threading
 import time
+from collections import OrderedDict
 
 import pytest
 
@@ -23,7 +25,7 @@ from brokerless.stream.assignment import assign
 from brokerless.stream.metrics import Histogram, Statistics
 from brokerless.stream.protocol import ACK, ACK_INIT, ACKED, FAIL, FAILED
 from brokerless.stream.queues import BoundedQueue, Shutdown
-from brokerless.stream.serializer import dumps_through, dumps_values, new_packer
+from brokerless.stream.serializer import dumps_through, dumps_values, new_value_packer
 from brokerless.stream.tuple import Fields, Tuple
 from brokerless.stream.worker import Worker
 
@@ -214,6 +216,23 @@ def test_msgpack_keeps_str_and_bytes_apart_and_names_the_bad_field():
     assert "set" in str(info.value)
 
 
+def test_msgpack_keeps_tuples_tuples():
+    """A tuple among the values comes back a tuple (a dict key, a pair), nested too; lists stay
+    lists, and subclasses of the types msgpack knows pack as their base.  It came back a list,
+    so a bolt's ``d[t["key"]]`` raised TypeError -- only when the tuple crossed workers."""
+    ser = MsgpackSerializer()
+    values = [("user", 42), {"a": (1, (2, [3])), (1, 2): "tuple key"}, [1, (2,)], ()]
+    back = ser.loads(ser.dumps(values))
+    assert back == values
+    assert type(back[0]) is tuple and type(back[1]["a"][1]) is tuple
+    assert type(back[1]["a"][1][1]) is list and type(back[2]) is list and back[3] == ()
+
+    class Level(enum.IntEnum):
+        HIGH = 2
+
+    assert ser.loads(ser.dumps([Level.HIGH, OrderedDict(a=1)])) == [2, {"a": 1}]
+
+
 def test_pickle_serializer_carries_python_objects():
     ser = PickleSerializer()
     values = [{1, 2}, (1, 2), complex(1, 2)]
@@ -225,8 +244,8 @@ def test_a_hot_path_serializes_through_its_own_packer_only_for_the_default_seria
         def dumps(self, values):
             return b"tag" + super().dumps(values)
 
-    pack = new_packer()
-    values = [7, "x", b"y", {"k": [1.5, None]}]
+    pack = new_value_packer()
+    values = [7, "x", b"y", {"k": [1.5, None], "t": (1, 2)}]
     dumps = dumps_through(MsgpackSerializer(), pack)
     assert dumps is pack and dumps(values) == MsgpackSerializer().dumps(values)
     with pytest.raises(TypeError):  # a failed pack leaves nothing behind for the next

@@ -28,7 +28,13 @@ from .host import Host
 from .metrics import ExecutorMetrics
 from .protocol import TUPLE
 from .routing import StreamRoute, build_routes
-from .serializer import SerializationError, dumps_through, dumps_values, new_packer
+from .serializer import (
+    SerializationError,
+    dumps_through,
+    dumps_values,
+    new_packer,
+    new_value_packer,
+)
 from .transfer import Outbox
 from .tuple import Anchors, Tuple
 
@@ -109,10 +115,10 @@ class Emitter:
             for stream, route in self.routes.items()
         }
         self.serializer = plan.config.serializer
-        # an emitter runs in one thread at a time: its own packer, for payloads and (with the
-        # default serializer) values
+        # an emitter runs in one thread at a time: packers of its own, for payloads and (with
+        # the default serializer) values
         self._pack = new_packer()
-        self._dumps = dumps_through(self.serializer, self._pack)
+        self._dumps = dumps_through(self.serializer, new_value_packer())
         self.max_tuple_bytes = plan.config.max_tuple_bytes
         self.capture = worker.capture
         self.outbox = outbox

@@ -50,14 +50,62 @@ def packer() -> Callable[[Any], bytes]:
     return pack
 
 
+#: The msgpack extension type of a Python tuple among a tuple's values: a bolt gets a tuple
+#: where one was emitted (a dict key, say) whether the tuple came from its own worker, as the
+#: objects themselves, or from another one -- Storm's Kryo keeps types the same way.
+TUPLE_EXT = 1
+
+
+def _value(obj: Any) -> Any:
+    """What msgpack packs for a value it does not take as it is (``strict_types``)."""
+    if isinstance(obj, tuple):
+        return msgpack.ExtType(TUPLE_EXT, _pack_value(list(obj)))
+    for base in (int, str, float, bytes, list, dict):  # subclasses (IntEnum, OrderedDict...)
+        if isinstance(obj, base):
+            return base(obj)
+    raise TypeError(f"can not serialize {type(obj).__name__!r} object")
+
+
+def _pack_value(obj: Any) -> bytes:
+    packed: bytes = msgpack.packb(obj, use_bin_type=True, strict_types=True, default=_value)
+    return packed
+
+
+def new_value_packer() -> Callable[[Any], bytes]:
+    """A msgpack ``Packer.pack`` for tuple values (lists and tuples kept apart), for one thread
+    at a time (see :func:`new_packer`)."""
+    pack: Callable[[Any], bytes] = msgpack.Packer(
+        use_bin_type=True, strict_types=True, default=_value
+    ).pack
+    return pack
+
+
+_value_packers = threading.local()
+
+
+def _ext(code: int, data: bytes) -> Any:
+    if code == TUPLE_EXT:
+        return tuple(_unpack_value(data))
+    return msgpack.ExtType(code, data)
+
+
+def _unpack_value(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext)
+
+
 class MsgpackSerializer:
-    """The default: msgpack, with str and bytes kept apart (``use_bin_type``/``raw=False``)."""
+    """The default: msgpack, with str and bytes kept apart (``use_bin_type``/``raw=False``)
+    and tuples kept tuples (:data:`TUPLE_EXT`)."""
 
     def dumps(self, values: Sequence[Any]) -> bytes:
-        return packer()(values)
+        try:
+            pack: Callable[[Any], bytes] = _value_packers.pack
+        except AttributeError:
+            pack = _value_packers.pack = new_value_packer()
+        return pack(values)
 
     def loads(self, data: bytes) -> Sequence[Any]:
-        values: Sequence[Any] = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        values: Sequence[Any] = _unpack_value(data)
         return values
 
 
@@ -65,8 +113,8 @@ def dumps_through(
     serializer: Serializer, pack: Callable[[Any], bytes]
 ) -> Callable[[Sequence[Any]], bytes]:
     """``serializer.dumps`` for a hot path: for the default serializer, the caller's own
-    ``pack`` (:func:`new_packer`) -- the same bytes without a method call and a thread-local
-    lookup per tuple."""
+    ``pack`` (:func:`new_value_packer`) -- the same bytes without a method call and a
+    thread-local lookup per tuple."""
     return pack if type(serializer) is MsgpackSerializer else serializer.dumps
 
 
