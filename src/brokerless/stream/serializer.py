@@ -60,6 +60,7 @@ def _value(obj: Any) -> Any:
     """What msgpack packs for a value it does not take as it is (``strict_types``)."""
     if isinstance(obj, tuple):
         return msgpack.ExtType(TUPLE_EXT, _pack_value(list(obj)))
+    base: type[Any]
     for base in (int, str, float, bytes, list, dict):  # subclasses (IntEnum, OrderedDict...)
         if isinstance(obj, base):
             return base(obj)
