@@ -413,29 +413,34 @@ class StatefulCount(StatefulBolt):
 
 
 class FailingCount(StatefulCount):
-    """A StatefulCount whose ``process`` raises ``error`` when it sees ``word``: every time,
-    or with ``once`` (a file path) only while that file does not exist, which it creates --
-    once in all, whichever process or attempt gets there first."""
+    """A StatefulCount whose ``process`` raises ``error`` when it sees ``word`` (or, with
+    ``error`` None, calls ``fail`` on the tuple and counts nothing): every time, or with
+    ``once`` (a file path) only while that file does not exist, which it creates -- once in
+    all, whichever process or attempt gets there first."""
 
     def __init__(
-        self, word: str, error: type[BaseException] = ValueError, once: str | None = None
+        self, word: str, error: type[BaseException] | None = ValueError, once: str | None = None
     ) -> None:
         self.word = word
         self.error = error
         self.once = once
 
     def process(self, tup: Any) -> None:
-        if tup[0] == self.word:
-            if self.once is None:
-                raise self.error(f"failing on {self.word!r}")
-            try:
-                with open(self.once, "x"):
-                    pass
-            except FileExistsError:
-                pass
-            else:
-                raise self.error(f"failing on {self.word!r}")
+        if tup[0] == self.word and self._first_time():
+            if self.error is None:
+                self.fail(tup)
+                return
+            raise self.error(f"failing on {self.word!r}")
         super().process(tup)
+
+    def _first_time(self) -> bool:
+        if self.once is None:
+            return True
+        try:
+            with open(self.once, "x"):
+                return True
+        except FileExistsError:
+            return False
 
 
 class HookedCount(StatefulCount):

@@ -399,6 +399,19 @@ def test_a_failed_task_or_a_crashed_executor_rolls_the_run_back(tmp_path, mode, 
         assert any(f"failing on {word!r}" in e.error for e in run.errors())
 
 
+def test_a_bolt_that_fails_a_tuple_no_spout_tracks_rolls_the_run_back(tmp_path):
+    """A replayable spout's tuples need no msg_id: in a checkpointed topology a rollback is
+    how they are replayed, so a bolt's ``fail`` of one rolls back as an exception does (a sink
+    whose write failed).  Before, it did nothing: the tuple was lost and the state short."""
+    word = f"s{len(SENTENCES) // 2}"
+    count = partial(FailingCount, word, None, once=str(tmp_path / "failed"))
+    with run_local(word_count(count=count)) as run:
+        run.wait_until_done(30)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert len(run.restarts) == 1 and "fail() of a tuple no spout tracks" in run.restarts[0]
+
+
 def test_a_task_that_always_fails_ends_the_run_after_its_attempts():
     count = partial(FailingCount, "s1")
     with run_local(word_count(count=count), max_attempts=2) as run:

@@ -155,6 +155,7 @@ class BoltCollector:
 
 class BoltExecutor(Executor[Bolt]):
     kind = ComponentKind.BOLT
+    collector: type[BoltCollector] = BoltCollector
 
     def open(self) -> None:
         for task in self.task_ids:
@@ -163,7 +164,7 @@ class BoltExecutor(Executor[Bolt]):
         self._return_at = max(1, self.worker.credit_window // 2)
 
     def _start(self, task: int) -> None:
-        state = self._create(task, Bolt, BoltCollector)
+        state = self._create(task, Bolt, self.collector)
         if state is not None:
             self._set_up(state, state.component.prepare)
 

@@ -251,7 +251,9 @@ class Bolt(Component):
         self._collector.ack(tup)
 
     def fail(self, tup: Tuple) -> None:
-        """Fail ``tup``: its spout tuple fails at once (and may be replayed)."""
+        """Fail ``tup``: its spout tuple fails at once (and may be replayed).  In a
+        checkpointed topology a tuple no spout tracks (emitted without a ``msg_id``) rolls the
+        run back to its last checkpoint instead, which replays it."""
         self._collector.fail(tup)
 
 

@@ -24,7 +24,9 @@ barrier, so a topology without stateful bolts pays nothing for checkpoints).
 * Failures: an exception from a component (a bolt's ``process``, ``init_state`` and hooks, a
   spout's methods; all but ``close``/``cleanup``), a task that could not start, or a snapshot
   that cannot be made or restored is reported and raises :class:`~.executor.TaskFailed`: the
-  executor ends, its worker is failed and the run rolls back.
+  executor ends, its worker is failed and the run rolls back.  So does a bolt's ``fail`` of a
+  tuple no spout tracks (a replayable spout's tuples need no ``msg_id``): the rollback is how
+  such a tuple is replayed, as a tracked one is by its spout.
 * :class:`TaskCheckpoints` -- per worker: reads the snapshots its tasks restore, and stores
   the ones they take in a thread of its own (the executors only serialize: that is the pause a
   checkpoint costs them), keeping each task's acknowledgement for the run to collect.
@@ -37,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from .bolt_executor import BoltExecutor
+from .bolt_executor import BoltCollector, BoltExecutor
 from .checkpoint import TaskAck, snapshot_path
 from .component import Bolt, Component, ReplayableSpout, Spout, StatefulBolt
 from .executor import Executor, TaskFailed, TaskState
@@ -268,7 +270,20 @@ class _Alignment:
 _process = BoltExecutor._execute  # what a tuple not held back gets (cheaper than super())
 
 
+class CheckpointedBoltCollector(BoltCollector):
+    def fail(self, tup: Tuple) -> None:
+        """A tuple no spout tracks is replayed by rolling back (see the module doc)."""
+        if not tup._anchors and not tup._settled:
+            raise TaskFailed(
+                f"task {self.state.task}: fail() of a tuple no spout tracks (emitted without "
+                "a msg_id): the run rolls back to replay it"
+            )
+        super().fail(tup)
+
+
 class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
+    collector = CheckpointedBoltCollector
+
     def open(self) -> None:
         super().open()
         self._checkpoints = checkpoints = self._start_checkpointing()
