@@ -190,6 +190,31 @@ SERIALIZING = [
 ]
 
 
+class _PositionalStream(Bolt):
+    """Emits as streamparse's ``emit(tup, stream)`` would: the stream where anchors go."""
+
+    outputs = [Stream(["value"]), Stream(["value"], name="side")]
+
+    def process(self, tup):
+        self.emit([tup[0]], "side")
+
+
+def test_a_stream_given_where_the_anchors_go_says_how_to_name_it():
+    """streamparse's ``emit`` takes the stream second, brokerless's (Storm's Java order) the
+    anchors: the error says so.  It was ``AttributeError: 'str' object has no attribute
+    '_settled'``."""
+    topo = (
+        Topology("positional")
+        .spout("spout", partial(ValueSpout, range(2), replay=False))
+        .bolt("b", _PositionalStream, inputs={"spout": all_()})
+    )
+    result = complete_topology(topo, timeout=20)
+    assert len(result.errors) == 2
+    for error in result.errors:
+        assert error.error.startswith("TypeError") and "anchors='side'" in error.error
+        assert "emit(values, stream=...)" in error.error
+
+
 @pytest.mark.parametrize("workers,config", SERIALIZING)
 def test_an_unserializable_value_fails_that_emit_naming_the_field(workers, config):
     topo = (

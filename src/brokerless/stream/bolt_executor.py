@@ -81,6 +81,12 @@ class BoltCollector:
             anchors = (anchors,)
         tracked = []
         for anchor in anchors:
+            if not isinstance(anchor, Tuple):
+                raise TypeError(
+                    f"{self.component!r} emitted with anchors={anchors!r}: anchors are input "
+                    "tuples (Bolt.emit(values, anchors, stream)); pass a stream by name: "
+                    "emit(values, stream=...)"
+                )
             if anchor._settled:
                 raise ValueError(
                     f"{self.component!r} emitted anchored to {anchor!r}, which it already acked "

@@ -129,7 +129,8 @@ class Emitter:
         if route is None:
             raise ValueError(
                 f"{self.component!r} emitted on stream {stream!r}, which it does not declare "
-                f"(it declares {sorted(self.routes)}): add it to its outputs"
+                f"(it declares {sorted(self.routes)}): add it to its outputs (a spout's "
+                "emit(values, stream, msg_id) takes a message id by name: msg_id=...)"
             )
         raise ValueError(
             f"{self.component!r} emitted {len(values)} value(s) on stream {stream!r}, "
