@@ -9,7 +9,16 @@ from functools import partial
 
 import pytest
 
-from brokerless.stream import Config, Topology, all_, complete_topology, run_local
+from brokerless.stream import (
+    Bolt,
+    Config,
+    Spout,
+    Topology,
+    TopologyError,
+    all_,
+    complete_topology,
+    run_local,
+)
 
 from .stream_topologies import (
     BrokenPrepare,
@@ -150,3 +159,92 @@ def test_a_cleanup_that_raises_past_exception_leaves_the_others_to_close(threads
     assert run.hung_threads == []
     assert threads_of("fatal") == []
     assert any("cleanup could not finish" in e.error for e in run.errors())
+
+
+class _Idle(Spout):
+    """Emits nothing, and records its life in ``events`` (``activate`` and ``deactivate``
+    around ``next_tuple``)."""
+
+    outputs = ["value"]
+
+    def __init__(self, events):
+        self.events = events
+
+    def open(self, conf, context):
+        self.events.append("open")
+
+    def activate(self):
+        self.events.append("activate")
+
+    def next_tuple(self):
+        if self.events[-1] != "next_tuple":
+            self.events.append("next_tuple")
+
+    def deactivate(self):
+        self.events.append("deactivate")
+
+    def close(self):
+        self.events.append("close")
+
+
+class _Ticked(Bolt):
+    """Records each tick tuple it gets as (component, stream, rate, task) in ``ticks``."""
+
+    outputs = ["value"]
+
+    def __init__(self, ticks):
+        self.ticks = ticks
+
+    def prepare(self, conf, context):
+        self.task = context.task_id
+
+    def process_tick(self, tup):
+        self.ticks.append((tup.component, tup.stream, tup["rate_secs"], self.task))
+
+
+def test_a_spout_is_activated_before_its_first_next_tuple_and_deactivated_before_close():
+    """Storm's ISpout.activate/deactivate: called once the topology is active (before
+    ``next_tuple``) and when it is deactivated (``storm kill`` deactivates first).  brokerless
+    had neither."""
+    events = []
+    topo = Topology("idle").spout("spout", partial(_Idle, events))
+    with run_local(topo):
+        wait_for(lambda: "next_tuple" in events, what="next_tuple")
+    assert events == ["open", "activate", "next_tuple", "deactivate", "close"]
+
+
+@pytest.mark.parametrize("threads", ["shared", "per_executor"])
+def test_bolts_get_tick_tuples_at_their_frequency_even_with_no_input(threads):
+    """Storm's tick tuples (``topology.tick.tuple.freq.secs``, and a component's own): from
+    ``__system`` on ``__tick``, in ``process_tick``, also while no tuple comes.  brokerless
+    had none."""
+    events, ticks = [], []
+    topo = (
+        Topology("ticks", Config(tick_tuple_freq_secs=0.05, executor_threads=threads))
+        .spout("spout", partial(_Idle, events))
+        .bolt("default", partial(_Ticked, ticks), parallelism=2, inputs={"spout": all_()})
+        .bolt("own", partial(_Ticked, ticks), inputs={"spout": all_()}, tick_tuple_freq_secs=0.02)
+    )
+    plan = topo.build()
+    (own,) = plan.components["own"].tasks
+    bolts = {*plan.components["default"].tasks, own}
+    with run_local(topo):
+        wait_for(lambda: {task for *_, task in ticks} == bolts, what="ticks to every task")
+        wait_for(lambda: sum(t == own for *_, t in ticks) >= 5, what="five ticks")
+    rates = {task: rate for _, _, rate, task in ticks}
+    assert {(c, s) for c, s, _, _ in ticks} == {("__system", "__tick")}
+    assert [rates[t] for t in plan.components["default"].tasks] == [0.05, 0.05]
+    assert [rates[t] for t in plan.components["own"].tasks] == [0.02]
+    assert Topology("none").spout("s", Counter).bolt("b", Sink, inputs=["s"]).build().components[
+        "b"
+    ].tick_secs is None
+
+
+@pytest.mark.parametrize("rate", [0, -1, "5", True])
+def test_a_tick_frequency_that_is_not_a_positive_number_is_refused(rate):
+    with pytest.raises(TopologyError, match="tick_tuple_freq_secs must be None or a number"):
+        Topology("t").spout("s", Counter).bolt(
+            "b", Sink, inputs=["s"], tick_tuple_freq_secs=rate
+        ).build()
+    with pytest.raises(TopologyError, match="tick_tuple_freq_secs must be None or a number"):
+        Topology("t", Config(tick_tuple_freq_secs=rate)).spout("s", Counter).build()

@@ -15,6 +15,10 @@ copy sent counts into them (``Emitter.send``); acking it counts it out of each, 
 collector that empties a tree tells the spout executor ``ACKED(root)`` itself, in its
 ``settled`` list (failing, ``FAILED(root)``).
 
+With a tick tuple frequency (``Config.tick_tuple_freq_secs`` or the bolt's own), the executor
+gives each task a tick tuple in ``process_tick`` when it is due -- checked at each step, and
+an idle step asks to run again then -- as Storm's system component sends ``__tick`` tuples.
+
 The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``); the
 counters count every tuple.
 """
@@ -32,10 +36,14 @@ from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
 from .protocol import ACK, ACKED, FAIL, FAILED
 from .queues import Shutdown
-from .tuple import Anchors, Tuple
+from .tuple import Anchors, Fields, Tuple
 
 _new_id = random.getrandbits  # edge ids: _new_id(64)
 _FLUSH_AT = 4096  # an executor hands over what it emitted at least this often
+#: Where tick tuples come from, as in Storm
+TICK_COMPONENT = "__system"
+TICK_STREAM = "__tick"
+_TICK_FIELDS = Fields(["rate_secs"])
 
 
 class BoltCollector:
@@ -164,6 +172,8 @@ class BoltExecutor(Executor[Bolt]):
     collector: type[BoltCollector] = BoltCollector
 
     def open(self) -> None:
+        self._tick = self.worker.plan.components[self.component].tick_secs
+        self._next_tick = None if self._tick is None else time.monotonic() + self._tick
         for task in self.task_ids:
             self._start(task)
         self._returns = [0] * self.worker.num_workers
@@ -188,9 +198,13 @@ class BoltExecutor(Executor[Bolt]):
             restart = self._restart_broken()
             if restart is not None:
                 return restart
+        if self._next_tick is not None and time.monotonic() >= self._next_tick:
+            self._ticks()
         items = self.queue.take(self.batch, 0)
         if not items:
-            return None
+            if self._next_tick is None:
+                return None
+            return max(0.0, self._next_tick - time.monotonic())
         states = self.states
         execute = self._execute
         returns = self._returns
@@ -233,6 +247,18 @@ class BoltExecutor(Executor[Bolt]):
         if sampled:
             metrics.latency.add(time.perf_counter_ns() - start)
         metrics.processed += 1
+
+    def _ticks(self) -> None:
+        """Each task's tick tuple (``Bolt.process_tick``), then the next one's time."""
+        tick = self._tick
+        assert tick is not None and self._next_tick is not None  # (ticks are on)
+        for state in self.states.values():
+            tup = Tuple((tick,), TICK_COMPONENT, TICK_STREAM, -1, _TICK_FIELDS)
+            state.current = tup  # (an emit is anchored to it: to no spout tuple)
+            self._call(state, state.component.process_tick, tup)
+            state.current = None
+        self.outbox.flush()
+        self._next_tick = max(self._next_tick + tick, time.monotonic())
 
     def _process_failed(self, state: TaskState[Bolt], tup: Tuple, error: Exception) -> None:
         """``process`` raised: report it and fail the tuple (Storm's rule)."""

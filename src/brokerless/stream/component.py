@@ -178,6 +178,14 @@ class Spout(Component):
     def fail(self, msg_id: Any) -> None:
         """The tuple emitted with ``msg_id`` failed or timed out; emit it again to replay it."""
 
+    def activate(self) -> None:
+        """Called once the task is open, before its first ``next_tuple`` (Storm's: the
+        topology is active)."""
+
+    def deactivate(self) -> None:
+        """Called when the topology stops, before ``close``: ``next_tuple`` is called no more
+        (Storm's: the topology is deactivated, as ``storm kill`` does first)."""
+
     def close(self) -> None:
         """Called once when the topology stops."""
 
@@ -221,6 +229,12 @@ class Bolt(Component):
 
     def process(self, tup: Tuple) -> None:
         """Handle one input tuple."""
+
+    def process_tick(self, tup: Tuple) -> None:
+        """Handle a tick tuple (streamparse's ``process_tick``): one comes every
+        ``tick_tuple_freq_secs`` (the bolt's own, or ``Config.tick_tuple_freq_secs``), from
+        component ``"__system"`` on stream ``"__tick"``, with the frequency as its one value;
+        no spout tuple waits for it.  For periodic work: flushing a batch, a window."""
 
     def cleanup(self) -> None:
         """Called once when the topology stops."""

@@ -54,6 +54,10 @@ class Config:
     #: in local mode; costs time).
     always_try_serialize: bool = False
     serializer: Serializer = field(default_factory=MsgpackSerializer)
+    #: Storm's ``topology.tick.tuple.freq.secs``: every bolt task gets a *tick tuple* this
+    #: often (component ``"__system"``, stream ``"__tick"``), in ``Bolt.process_tick``; a
+    #: bolt's own ``Topology.bolt(..., tick_tuple_freq_secs=)`` wins.  None: no ticks.
+    tick_tuple_freq_secs: float | None = None
     #: Seconds from one checkpoint to the next, in a topology with stateful bolts.
     checkpoint_interval_secs: float = 1.0
     #: A checkpoint not complete after this long is abandoned (the next one goes on).
@@ -137,6 +141,9 @@ class Config:
                 f"worker_switch_interval must be None or a number of seconds from {low:g} to "
                 f"{high:g}, not {interval!r}"
             )
+        tick = tick_problem(self.tick_tuple_freq_secs)
+        if tick is not None:
+            found.append(f"tick_tuple_freq_secs {tick}")
         if not self.message_timeout_secs > 0:
             found.append(f"message_timeout_secs must be > 0, not {self.message_timeout_secs!r}")
         for name in ("checkpoint_interval_secs", "checkpoint_timeout_secs"):
@@ -161,3 +168,12 @@ class Config:
         if not isinstance(self.serializer, Serializer):
             found.append(f"serializer {self.serializer!r} has no dumps()/loads()")
         return found
+
+
+def tick_problem(value: Any) -> str | None:
+    """What is wrong with a tick tuple frequency (None: nothing)."""
+    if value is None or (
+        not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+    ):
+        return None
+    return f"must be None or a number of seconds > 0, not {value!r}"

@@ -30,6 +30,7 @@ class ComponentPlan:
     inputs: Mapping[tuple[str, str], Grouping]
     finite: bool  # a spout that says when it is exhausted
     stateful: bool = False  # a StatefulBolt
+    tick_secs: float | None = None  # a bolt's tick tuple frequency
 
 
 @dataclass(frozen=True)

@@ -107,10 +107,13 @@ class SpoutExecutor(Executor[Spout]):
         state = self._create(task, Spout, SpoutCollector)
         if state is not None:
             self._set_up(state, state.component.open)
+            if not state.broken:
+                self._call(state, state.component.activate)
 
     def close(self) -> None:
         for state in self.states.values():
             if not state.broken:
+                self._call(state, state.component.deactivate)
                 self._call(state, state.component.close)
 
     def pending(self) -> tuple[int, int]:

@@ -15,6 +15,7 @@ every worker process computes the same plan.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
@@ -31,7 +32,7 @@ from .component import (
     Stream,
     declared_streams,
 )
-from .config import Config
+from .config import Config, tick_problem
 from .grouping import Grouping, Shuffle
 from .plan import ACKER, ComponentPlan, ExecutorPlan, Subscription, TopologyPlan
 from .tuple import Fields
@@ -51,6 +52,7 @@ class _Declaration:
     parallelism: Any
     tasks: Any
     inputs: Any
+    tick_secs: Any = None  # a bolt's own tick tuple frequency
 
 
 class Topology:
@@ -83,11 +85,22 @@ class Topology:
         inputs: Inputs,
         parallelism: int = 1,
         tasks: int | None = None,
+        tick_tuple_freq_secs: float | None = None,
     ) -> Topology:
         """Add a bolt.  ``inputs`` maps a component (its default stream) or a
-        ``(component, stream)`` pair to a grouping; a list of names means shuffle."""
+        ``(component, stream)`` pair to a grouping; a list of names means shuffle.
+        ``tick_tuple_freq_secs``: this bolt's tick tuples (``Bolt.process_tick``), in place of
+        the topology's ``Config.tick_tuple_freq_secs`` (Storm's per-component setting)."""
         self._declarations.append(
-            _Declaration(name, ComponentKind.BOLT, component, parallelism, tasks, inputs)
+            _Declaration(
+                name,
+                ComponentKind.BOLT,
+                component,
+                parallelism,
+                tasks,
+                inputs,
+                tick_tuple_freq_secs,
+            )
         )
         return self
 
@@ -97,9 +110,7 @@ class Topology:
             raise TopologyError(f"{self.name!r} has no component {name!r} to replace")
         copy = Topology(self.name, self.config)
         copy._declarations = [
-            _Declaration(d.name, d.kind, component, d.parallelism, d.tasks, d.inputs)
-            if d.name == name
-            else d
+            dataclasses.replace(d, factory=component) if d.name == name else d
             for d in self._declarations
         ]
         return copy
@@ -164,6 +175,9 @@ class _Planner:
         where = f"{d.kind} {d.name!r}"
         if not isinstance(d.parallelism, int) or d.parallelism < 1:
             raise self.error(f"{where}: parallelism must be an integer >= 1, not {d.parallelism!r}")
+        tick = tick_problem(d.tick_secs)
+        if tick is not None:
+            raise self.error(f"{where}: tick_tuple_freq_secs {tick}")
         if d.tasks is not None and (not isinstance(d.tasks, int) or d.tasks < d.parallelism):
             raise self.error(
                 f"{where}: tasks must be an integer >= parallelism ({d.parallelism}), "
@@ -305,6 +319,12 @@ class _Planner:
         ackers = self.config.ackers
         if ackers:
             layout.append((ACKER, ComponentKind.ACKER, None, ackers, ackers))
+        default_tick = self.config.tick_tuple_freq_secs
+        ticks = {
+            d.name: default_tick if d.tick_secs is None else d.tick_secs
+            for d in declarations
+            if d.kind is ComponentKind.BOLT
+        }
         for name, kind, factory, parallelism, n_tasks in layout:
             tasks = tuple(range(next_task, next_task + n_tasks))
             next_task += n_tasks
@@ -324,6 +344,7 @@ class _Planner:
                 inputs=inputs.get(name, {}),
                 finite=finite.get(name, False),
                 stateful=name in stateful,
+                tick_secs=ticks.get(name),
             )
         downstream = _edges(inputs)
         subscribers: dict[tuple[str, str], list[Subscription]] = {}
