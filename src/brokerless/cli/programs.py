@@ -96,8 +96,8 @@ def demo(args: tuple[str, ...]) -> int:
         from brokerless.spark import demo as program
     except ImportError as exc:
         raise click.ClickException(
-            f"the demo runs on Spark ({exc}): pip install 'brokerless[spark]', and have a Java "
-            "runtime, 17 or later"
+            f"the demo runs on Spark ({exc}): install the spark extra (in a brokerless "
+            "clone: pip install -e '.[spark]'), and have a Java runtime, 17 or later"
         ) from None
     argv = ["--help" if a == "--help-demo" else a for a in args]
     try:

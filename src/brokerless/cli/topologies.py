@@ -131,7 +131,8 @@ class RunOptions:
                 from brokerless.spark import run_on_spark
             except ImportError as exc:
                 raise click.ClickException(
-                    f"--spark needs PySpark ({exc}): pip install 'brokerless[spark]'"
+                    f"--spark needs PySpark ({exc}): install the spark extra "
+                    "(in a brokerless clone: pip install -e '.[spark]')"
                 ) from None
             return run_on_spark(
                 self.topology, workers=self.workers, master=self.master, capture=capture, ui=ui

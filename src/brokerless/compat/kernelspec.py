@@ -55,7 +55,8 @@ def install(
     except ImportError as exc:
         raise ImportError(
             f"installing a kernelspec needs ipykernel and jupyter_client ({exc.name} is "
-            "missing): pip install 'brokerless[jupyter]'",
+            "missing): install the jupyter extra (in a brokerless clone: "
+            "pip install -e '.[jupyter]')",
             name=exc.name,
         ) from exc
 

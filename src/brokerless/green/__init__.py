@@ -2,7 +2,7 @@
 
 Everything :mod:`brokerless` exports, with ``Context``, ``Socket``, ``Poller`` and ``device``
 replaced by versions whose blocking calls block only the calling greenlet (see :mod:`.core`).
-Needs gevent (``pip install 'brokerless[green]'``).
+Needs gevent (the ``green`` extra: ``pip install -e '.[green]'`` in a clone).
 """
 
 from __future__ import annotations
