@@ -53,20 +53,36 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     spark = (site / "spark" / "index.html").read_text(encoding="utf-8")
     for option in ("walPath", "maxMessageSize", "rcvhwm", "payloadColumn", "timeoutMs"):
         assert f"<code>{option}</code>" in spark, option
+    # the security options, in both tables (the source's and the sink's)
+    for option in ("curveServer", "curveServerKey", "curveSecretKey", "plainServer", "zapDomain"):
+        assert spark.count(f"<td><code>{option}</code></td>") == 2, option
     assert "Socket.send_multipart" in (site / "api" / "brokerless" / "index.html").read_text(
         encoding="utf-8"
     )
     assert "brokerless stream" in (site / "cli" / "index.html").read_text(encoding="utf-8")
 
 
-def _source_module(root: Path, options: tuple[str, ...], documented: list[str]) -> None:
+def _source_module(
+    root: Path,
+    options: tuple[str, ...],
+    documented: list[str],
+    security: tuple[str, ...] | None = None,
+) -> None:
+    """A source module as the hook reads it: ``_OPTIONS``, and with ``security`` the options
+    of a sibling ``security.py`` that it imports and accepts too."""
     bullets = "\n".join(f"        - ``{name}``: what {name} does." for name in documented)
+    imports, accepted = "", "_OPTIONS"
+    if security is not None:
+        (root / "security.py").write_text(f"OPTIONS = {security!r}\n", encoding="utf-8")
+        imports = "from .security import OPTIONS as SECURITY_OPTIONS\n"
+        accepted = "_OPTIONS + SECURITY_OPTIONS"
     (root / "source.py").write_text(
-        f"_OPTIONS = {options!r}\n\n"
+        f"{imports}_OPTIONS = {options!r}\n\n"
         "class SourceConfig:\n"
         "    @classmethod\n"
         "    def from_options(cls, options):\n"
-        f'        """Options:\n\n{bullets}\n        """\n',
+        f'        """Options:\n\n{bullets}\n        """\n'
+        f'        check_known(options, {accepted}, "source")\n',
         encoding="utf-8",
     )
 
@@ -89,6 +105,31 @@ def test_options_table_is_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (("endpoints",), ["endpoints", "old"]),
     ]:
         _source_module(tmp_path, accepted, documented)
+        with pytest.raises(PluginError, match="differ"):
+            hook.spark_options_table("source")
+
+
+def test_options_table_has_the_imported_security_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = _hook()
+    monkeypatch.setattr(hook, "ROOT", tmp_path)
+    monkeypatch.setattr(
+        hook, "SPARK_OPTIONS", {"source": ("source.py", "SourceConfig.from_options")}
+    )
+    security = ("curveServer", "zapDomain")
+    _source_module(tmp_path, ("endpoints",), ["endpoints", *security], security)
+    assert hook.spark_options_table("source").splitlines()[2:] == [
+        "| `endpoints` | what endpoints does. |",
+        "| `curveServer` | what curveServer does. |",
+        "| `zapDomain` | what zapDomain does. |",
+    ]
+    # A security option left out, or two named in one bullet (which documents neither):
+    for documented in (
+        ["endpoints", "curveServer"],
+        ["endpoints", "curveServer``, ``zapDomain"],
+    ):
+        _source_module(tmp_path, ("endpoints",), documented, security)
         with pytest.raises(PluginError, match="differ"):
             hook.spark_options_table("source")
 

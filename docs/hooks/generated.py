@@ -11,9 +11,10 @@ the page is rendered:
     the same, or nothing when the file has no such section (for a section another change adds);
 ``<!-- spark-options: source -->`` / ``<!-- spark-options: sink -->``
     a table of the Structured Streaming options, read from the code: the option names the
-    source or sink accepts (its ``_OPTIONS``) and the bullet list that documents them in its
-    docstring (``SourceConfig.from_options``, ``SinkConfig``).  A name in one and not in the
-    other fails the build.
+    source or sink accepts (the tuples it gives ``check_known``: its own ``_OPTIONS`` and the
+    security options it imports from ``security.py``) and the bullet list, one option per
+    bullet, that documents them in its docstring (``SourceConfig.from_options``,
+    ``SinkConfig``).  A name in one and not in the other fails the build.
 
 Included text is adjusted to its new place: its headings move down so that the shallowest is
 ``##``, and its relative links are rewritten -- to the page that shows the linked file on the
@@ -158,7 +159,7 @@ def spark_options_table(side: str) -> str:
         raise PluginError(f"spark-options: {side!r} is neither {' nor '.join(SPARK_OPTIONS)}")
     path, qualname = SPARK_OPTIONS[side]
     module = ast.parse(_read(path))
-    accepted = _options_tuple(module, path)
+    accepted = _accepted_options(module, path)
     documented = _documented_options(_docstring(module, qualname, path))
     names = [name for name, _, _ in documented]
     if sorted(names) != sorted(accepted):
@@ -173,15 +174,57 @@ def spark_options_table(side: str) -> str:
     return "\n".join(rows)
 
 
-def _options_tuple(module: ast.Module, path: str) -> list[str]:
+def _accepted_options(module: ast.Module, path: str) -> list[str]:
+    """The option names ``path`` accepts: the second argument of its one ``check_known`` call
+    (``_OPTIONS + SECURITY_OPTIONS``), each name in it resolved to the tuple it is bound to in
+    the module or, for a name imported from a sibling module, in that module."""
+    calls = [
+        node
+        for node in ast.walk(module)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "check_known"
+        and len(node.args) >= 2
+    ]
+    if len(calls) != 1:
+        raise PluginError(
+            f"{path}: expected one check_known(options, NAMES, ...) call, found {len(calls)}"
+        )
+    names: list[str] = []
+    for part in _summands(calls[0].args[1]):
+        if isinstance(part, ast.Tuple):
+            names += [ast.literal_eval(element) for element in part.elts]
+        elif isinstance(part, ast.Name):
+            names += _options_tuple(module, path, part.id)
+        else:
+            raise PluginError(f"{path}: cannot read check_known's option names")
+    return names
+
+
+def _summands(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _summands(node.left) + _summands(node.right)
+    return [node]
+
+
+def _options_tuple(module: ast.Module, path: str, name: str) -> list[str]:
+    """The tuple of option names ``name`` is bound to in ``module`` (the file ``path``),
+    following ``from .other import NAME as name``."""
     for node in module.body:
         if (
             isinstance(node, ast.Assign)
-            and [getattr(t, "id", None) for t in node.targets] == ["_OPTIONS"]
+            and [getattr(t, "id", None) for t in node.targets] == [name]
             and isinstance(node.value, ast.Tuple)
         ):
             return [ast.literal_eval(element) for element in node.value.elts]
-    raise PluginError(f"{path} has no _OPTIONS tuple of option names")
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    other = posixpath.join(
+                        posixpath.dirname(path), node.module.replace(".", "/") + ".py"
+                    )
+                    return _options_tuple(ast.parse(_read(other)), other, alias.name)
+    raise PluginError(f"{path} has no tuple of option names {name}")
 
 
 def _docstring(module: ast.Module, qualname: str, path: str) -> str:
