@@ -29,12 +29,14 @@ start Spark are marked slow (``make test-slow``), and only the selected snippets
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .snippets import ROOT, Running, finish, snippets, started
+from .snippets import ROOT, Running, environment, finish, snippets, started
 
 README = ROOT / "README.md"
 TIMEOUT = 300  # seconds; the Spark snippets take 20-70 s on a busy 2-CPU machine
@@ -84,6 +86,24 @@ def running(
 )
 def test_snippet_runs(name: str, running: dict[str, Running]) -> None:
     finish(running[name], TIMEOUT)
+
+
+@pytest.mark.timeout(60)
+def test_readme_topology_does_nothing_when_imported(tmp_path: Path) -> None:
+    """``brokerless stream run readme_topology:topo`` imports the file in the driver and in
+    each worker: what it runs as a script (its ``complete_topology``) must not run then."""
+    (snippet,) = [s for s in ALL if s.marker == "file" and s.argument == "readme_topology.py"]
+    (tmp_path / "readme_topology.py").write_text(snippet.code, encoding="utf-8")
+    imported = subprocess.run(
+        [sys.executable, "-c", "import readme_topology; print(readme_topology.topo.name)"],
+        cwd=tmp_path,
+        env=environment(activated=False),
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout == "word-count\n"
 
 
 def test_every_block_is_run_or_says_why_not() -> None:
