@@ -86,12 +86,15 @@ def test_a_topology_module_in_the_current_directory_is_found(readme_topology, co
 def test_the_readme_topology_ui_example_runs_as_written():
     done = subprocess.run(
         [sys.executable, "-c", block("**Topology UI**", "python")],
+        stdin=subprocess.DEVNULL,  # no Enter to wait for (test_readme.py presses it)
         capture_output=True,
         timeout=60,
         env=ENV,
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert re.fullmatch(rb"open http://127\.0\.0\.1:\d+/\n", done.stdout)
+    assert re.fullmatch(
+        rb"open http://127\.0\.0\.1:\d+/\ndone; press Enter to stop the page ", done.stdout
+    )
 
 
 def test_list_shows_the_topologies_of_a_module(readme_topology):

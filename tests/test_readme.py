@@ -28,9 +28,12 @@ start Spark are marked slow (``make test-slow``), and only the selected snippets
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,6 +107,42 @@ def test_readme_topology_does_nothing_when_imported(tmp_path: Path) -> None:
     )
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout == "word-count\n"
+
+
+@pytest.mark.timeout(90)
+def test_ui_snippet_keeps_the_page_up_until_enter(tmp_path: Path) -> None:
+    """The topology-UI snippet (run with stdin at /dev/null above, where it ends at once)
+    serves its page after the run is done, until Enter is pressed."""
+    (snippet,) = [s for s in RUNNABLE if "ui=True" in s.code]
+    (tmp_path / "ui_snippet.py").write_text(snippet.code, encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "ui_snippet.py"],
+        cwd=tmp_path,
+        env=environment(activated=False) | {"PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        opened = process.stdout.readline()
+        assert opened.startswith("open http://"), opened + process.stdout.read()
+        prompt = ""
+        while not prompt.endswith("Enter to stop the page "):
+            char = process.stdout.read(1)
+            assert char, f"the snippet ended without waiting: {opened}{prompt}"
+            prompt += char
+        with urllib.request.urlopen(opened.split()[1], timeout=10) as page:
+            assert b"<title>brokerless topology</title>" in page.read()
+        process.stdin.write("\n")
+        process.stdin.flush()
+        assert process.wait(timeout=30) == 0, process.stdout.read()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def test_every_block_is_run_or_says_why_not() -> None:
