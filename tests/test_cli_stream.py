@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .ports import free_port
-from .test_cli import BROKERLESS, ENV, finish, interrupt, started
+from .test_cli import BROKERLESS, ENV, brokerless, finish, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -126,6 +126,18 @@ def test_list_shows_the_topologies_of_a_module(readme_topology):
     )
     assert wrong.returncode == 1 and b"cannot load 'no_such_module:topo'" in wrong.stderr
     assert b"Traceback" not in missing.stderr + wrong.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("value", ["abc", "127.0.0.1:99999", "99999", "host:"])
+def test_run_with_a_bad_ui_address_is_a_usage_error(value):
+    done = brokerless("stream", "run", "brokerless.stream.examples:word_count", "--ui", value)
+    assert done.returncode == 2, done.stderr.decode()
+    assert done.stderr.decode().endswith(
+        f"Error: --ui takes PORT or HOST:PORT (PORT from 0 to 65535; 0: a free one), "
+        f"not {value!r}\n"
+    )
+    assert b"Traceback" not in done.stderr and not done.stdout
 
 
 @pytest.mark.timeout(120)

@@ -253,14 +253,14 @@ Examples:
     "--ui",
     "ui",
     metavar="[HOST:]PORT",
+    callback=lambda ctx, param, value: _ui_address(ctx, value),
     help="Serve the live topology UI while it runs (0: a free port).",
 )
-def run(options: RunOptions, emitted: tuple[str, ...], ui: str | None) -> int:
+def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> int:
     """Run TOPOLOGY to completion (or --duration, or Ctrl-C) and print a JSON report."""
     capture = bool(emitted)
     started = time.monotonic()
-    address = (int(ui) if ui.isdigit() else ui) if ui is not None else None
-    handle = options.start(capture, address)
+    handle = options.start(capture, ui)
     interrupted = False
     with handle:
         if handle.ui is not None:
@@ -354,6 +354,23 @@ def list_(modules: tuple[str, ...]) -> None:
 def worker() -> int:
     """(internal) One worker process of a multi-process run; its job on stdin."""
     return worker_main()
+
+
+def _ui_address(ctx: click.Context, value: str | None) -> UIAddress | None:
+    """``--ui``'s value as ``run_*(ui=...)`` takes it: a port number, or "host:port"."""
+    if value is None:
+        return None
+    from brokerless.stream.ui.server import parse_address
+
+    address: UIAddress = int(value) if value.isdigit() else value
+    try:
+        parse_address(address)
+    except ValueError:
+        raise click.UsageError(
+            f"--ui takes PORT or HOST:PORT (PORT from 0 to 65535; 0: a free one), not {value!r}",
+            ctx,
+        ) from None
+    return address
 
 
 def _show_progress(wanted: bool | None) -> bool:
