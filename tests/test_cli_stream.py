@@ -141,6 +141,26 @@ def test_run_with_a_bad_ui_address_is_a_usage_error(value):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("emitted", "error"),
+    [
+        (
+            "cnt",
+            "'cnt' is not a component of 'word-count'; its components: sentences, split, count",
+        ),
+        ("count:counts", "'count' has no stream 'counts'; its streams: default"),
+    ],
+)
+def test_run_refuses_emitted_of_what_the_topology_does_not_have(emitted, error):
+    done = brokerless(
+        "stream", "run", "brokerless.stream.examples:word_count", "--local", "--emitted", emitted
+    )
+    assert done.returncode == 2, done.stderr.decode()
+    assert done.stderr.decode().endswith(f"Error: Invalid value for '--emitted': {error}\n")
+    assert b"Traceback" not in done.stderr and not done.stdout
+
+
+@pytest.mark.timeout(120)
 def test_run_with_ui_then_ctrl_c_prints_the_report_and_exits_130():
     with started(
         "stream", "run", "tests.test_cli_stream:endless", "--local", "--ui", "0", "--progress"

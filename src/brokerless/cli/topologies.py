@@ -115,9 +115,14 @@ class RunOptions:
     timeout: float
     progress: bool | None
 
-    def start(self, capture: bool, ui: UIAddress | None) -> TopologyRun:
-        """Start the run (after saying if it cannot end by itself)."""
+    def start(
+        self, capture: bool, ui: UIAddress | None, emitted: Sequence[str] = ()
+    ) -> TopologyRun:
+        """Start the run (after saying if it cannot end by itself); ``emitted`` must name
+        components of the topology (and streams they declare)."""
         topology = _load(self.topology)
+        if emitted:
+            _check_emitted(topology.build(), emitted)
         if self.duration is None and not _finite(topology.build()):
             click.echo(
                 "the topology's spouts never say they are exhausted: pass --duration "
@@ -260,7 +265,7 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
     """Run TOPOLOGY to completion (or --duration, or Ctrl-C) and print a JSON report."""
     capture = bool(emitted)
     started = time.monotonic()
-    handle = options.start(capture, ui)
+    handle = options.start(capture, ui, emitted)
     interrupted = False
     with handle:
         if handle.ui is not None:
@@ -375,6 +380,26 @@ def _ui_address(ctx: click.Context, value: str | None) -> UIAddress | None:
 
 def _show_progress(wanted: bool | None) -> bool:
     return sys.stderr.isatty() if wanted is None else wanted
+
+
+def _check_emitted(plan: TopologyPlan, wanted: Sequence[str]) -> None:
+    """A usage error unless each of ``wanted`` (COMPONENT[:STREAM]) names one of ``plan``'s
+    components, and a stream it declares."""
+    components = {name: c for name, c in plan.components.items() if not name.startswith("__")}
+    for item in wanted:
+        component, _, stream = item.partition(":")
+        if component not in components:
+            raise click.BadParameter(
+                f"{component!r} is not a component of {plan.name!r}; its components: "
+                f"{', '.join(components)}",
+                param_hint="'--emitted'",
+            )
+        if stream and stream not in components[component].streams:
+            raise click.BadParameter(
+                f"{component!r} has no stream {stream!r}; its streams: "
+                f"{', '.join(components[component].streams)}",
+                param_hint="'--emitted'",
+            )
 
 
 def _emitted(run: TopologyRun, wanted: Sequence[str]) -> dict[str, list[list[Any]]]:
