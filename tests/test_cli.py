@@ -296,6 +296,33 @@ def test_dealer_talks_to_a_pyzmq_router(context):
     assert out == b"\tworld\n"
 
 
+@pytest.mark.timeout(120)
+def test_option_values_are_taken_in_the_options_own_terms(context):
+    """-o NAME=VALUE: text where an option takes an integer says so, a number too large for it
+    is refused without a traceback, and digits are bytes to an option that takes bytes."""
+    text = brokerless("pull", f"{LOCAL}:1", "-o", "rcvhwm=abc")
+    assert text.returncode == 2, text.stderr
+    assert text.stderr.endswith(
+        b"Error: Invalid value for -o/--option: 'rcvhwm=abc': RCVHWM takes an integer, got 'abc'\n"
+    )
+    huge = brokerless("pull", f"{LOCAL}:1", "-o", "rcvhwm=99999999999")
+    assert huge.returncode == 2 and b"does not fit" in huge.stderr, huge.stderr
+    assert b"Traceback" not in text.stderr + huge.stderr
+    router = context.socket(libzmq.ROUTER)
+    router.rcvtimeo = 30_000
+    port = router.bind_to_random_port(LOCAL)
+    with started(
+        "dealer", f"{LOCAL}:{port}", "-o", "routing_id=42", "-n", "1", stdin=True
+    ) as dealer:
+        dealer.stdin.write(b"\thello\n")
+        dealer.stdin.flush()
+        peer, _, body = router.recv_multipart()
+        assert (peer, body) == (b"42", b"hello")
+        router.send_multipart([peer, b"", b"world"])
+        out, err = finish(dealer)
+    assert dealer.returncode == 0 and out == b"\tworld\n", err
+
+
 RAW_MESSAGES = [[b"line\nbreak", b"tab\there"], [b""], [bytes(range(256)) * 3]]
 
 

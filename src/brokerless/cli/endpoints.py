@@ -3,11 +3,13 @@
 An endpoint may carry CZMQ's prefix: ``@tcp://*:5555`` binds, ``>tcp://host:5555`` connects;
 without one, the command's default applies (the socket commands connect unless ``--bind``,
 ``proxy`` binds).  ``-o NAME=VALUE`` sets any socket option by its libzmq name (``sndhwm``,
-``routing_id``, ...): an integer value as a number, anything else as bytes.
+``routing_id``, ...): a value of digits as a number, or as bytes for an option that takes
+bytes (``routing_id=42``); anything else as bytes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -54,10 +56,18 @@ def set_options(socket: zmq.SyncSocket, options: Iterable[str]) -> None:
                 f"{text!r}: expected NAME=VALUE with a socket option's name (e.g. sndhwm=1000)",
                 param_hint="-o/--option",
             )
-        value: int | bytes = int(raw) if raw.strip().lstrip("-").isdigit() else raw.encode()
+        numeric = re.fullmatch(r"\s*-?\d+\s*", raw) is not None
         try:
-            socket.setsockopt(option, value)
-        except (zmq.ZMQError, TypeError, ValueError) as exc:
+            try:
+                socket.setsockopt(option, int(raw) if numeric else raw.encode())
+            except TypeError:
+                if not numeric:
+                    raise click.BadParameter(
+                        f"{text!r}: {name.strip().upper()} takes an integer, got {raw!r}",
+                        param_hint="-o/--option",
+                    ) from None
+                socket.setsockopt(option, raw.encode())  # digits as bytes: routing_id=42
+        except (zmq.ZMQError, TypeError, ValueError, OverflowError) as exc:
             raise click.BadParameter(f"{text!r}: {exc}", param_hint="-o/--option") from None
 
 
