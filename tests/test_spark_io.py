@@ -728,6 +728,20 @@ def test_sink_pub_sends_topic_header_payload_to_a_subscriber(spark, zctx, tmp_pa
 # -- options ------------------------------------------------------------------------------------
 
 
+def test_the_errors_the_readme_names_are_in_brokerless_spark():
+    """A Spark user catches what run_on_spark, the source and its log raise as
+    brokerless.spark.X (the README names them without a module)."""
+    import brokerless.stream
+    from brokerless.spark.source_config import SourceError
+
+    assert brokerless.spark.TopologyError is brokerless.stream.TopologyError
+    assert brokerless.spark.WorkerProcessError is brokerless.stream.WorkerProcessError
+    assert brokerless.spark.SourceError is SourceError
+    assert brokerless.spark.WALCorruptError is WALCorruptError
+    names = ("TopologyError", "WorkerProcessError", "SourceError", "WALCorruptError")
+    assert set(names) <= set(brokerless.spark.__all__)
+
+
 @pytest.mark.timeout(SPARK_TIMEOUT)
 def test_register_is_idempotent_and_defaults_to_the_active_session(spark):
     brokerless.spark.register(spark)

@@ -12,7 +12,10 @@ Otherwise (or for another session) call :func:`register`::
 Spark's Python workers must be able to import ``brokerless`` (install it where they run).  The
 names below are imported when first used, so the parts that need no Spark -- a
 ``ReliableSender`` feeding a source on another machine, the write-ahead log -- import without
-pyspark installed.
+pyspark installed.  The errors a Spark user meets are here too: ``TopologyError`` and
+``WorkerProcessError`` (from :mod:`brokerless.stream`, raised by ``run_on_spark``),
+``SourceError`` (the source cannot go on) and ``WALCorruptError`` (its write-ahead log is
+damaged).
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from brokerless.stream import TopologyError, WorkerProcessError
+
     from .datasource import BrokerlessDataSource
     from .ingest import ReliableSender
     from .sink import HEADER, MessageHeader, parse_header
+    from .source_config import SourceError
     from .topology import (
         Phase,
         SparkRun,
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
         session_builder,
         task_slots,
     )
+    from .wal import WALCorruptError
 
 __all__ = [
     "HEADER",
@@ -41,7 +48,11 @@ __all__ = [
     "MessageHeader",
     "Phase",
     "ReliableSender",
+    "SourceError",
     "SparkRun",
+    "TopologyError",
+    "WALCorruptError",
+    "WorkerProcessError",
     "complete_on_spark",
     "parse_header",
     "register",
@@ -62,6 +73,11 @@ _HOMES = {
     "run_on_spark": ".topology",
     "session_builder": ".topology",
     "task_slots": ".topology",
+    # the errors the runs, the source and its log raise, from where they are defined
+    "SourceError": ".source_config",
+    "WALCorruptError": ".wal",
+    "TopologyError": "brokerless.stream",
+    "WorkerProcessError": "brokerless.stream",
 }
 
 
