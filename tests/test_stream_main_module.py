@@ -62,9 +62,10 @@ def no_processes_left_behind():
     assert child_pids() - before == set()
 
 
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -105,3 +106,19 @@ def test_components_defined_in_dash_c_are_refused_saying_they_must_be_importable
     assert "TopologyError" in out.stderr
     assert "Count, Split defined in __main__" in out.stderr
     assert "put the components in a module the workers can import" in out.stderr
+
+
+def test_a_script_fed_on_stdin_runs_components_from_a_module(tmp_path):
+    """``python - <<EOF``: there is no script file to import again, so it is taken as
+    ``python -c`` is (the worker imported '<stdin>' as a path and failed)."""
+    (tmp_path / "wordcount_module.py").write_text(GUARDED)
+    out = run(["-"], tmp_path, stdin="import wordcount_module\nwordcount_module.main()\n")
+    assert counted(out) == EXPECTED
+
+
+def test_components_defined_in_a_script_fed_on_stdin_are_refused_clearly(tmp_path):
+    out = run(["-"], tmp_path, stdin=COMPONENTS + "\nmain()\n")
+    assert out.returncode != 0
+    assert "TopologyError" in out.stderr
+    assert "Count, Split defined in __main__" in out.stderr
+    assert "a script read from stdin" in out.stderr

@@ -14,8 +14,9 @@ script or module again under the name ``__mp_main__`` -- so its ``if __name__ ==
 one in every worker: :func:`check_not_preparing` (called when a run starts) raises a
 ``RuntimeError`` saying so instead, which the worker reports to the driver.
 
-A main that cannot be run again -- an interactive session, ``python -c``, a package's
-``__main__`` (``python -m brokerless.stream``), IPython -- is described as None: nothing is
+A main that cannot be run again -- an interactive session, ``python -c``, a script read
+from stdin (``python -``, whose ``__file__`` is ``<stdin>``), a package's ``__main__``
+(``python -m brokerless.stream``), IPython -- is described as None: nothing is
 re-imported, and :func:`dumps_with_main` refuses a job that refers to anything defined in
 ``__main__``, with an error saying the components must be importable.
 """
@@ -48,7 +49,7 @@ def describe_main() -> MainModule | None:
             return None
         return ("module", name)
     path = getattr(main, "__file__", None)
-    if not path:  # interactive, or python -c
+    if not path or not os.path.isfile(path):  # interactive, python -c, or python - (<stdin>)
         return None
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem in ("__main__", "ipython"):  # a directory or zip application; IPython itself
@@ -112,7 +113,8 @@ def dumps_with_main(obj: object, main: MainModule | None) -> bytes:
     if pickler.found:
         raise ValueError(
             f"{', '.join(sorted(set(pickler.found)))} defined in __main__, which a worker "
-            "process cannot import (an interactive session, python -c, or a package's "
-            "__main__): put the components in a module the workers can import"
+            "process cannot import (an interactive session, python -c, a script read from "
+            "stdin, or a package's __main__): put the components in a module the workers can "
+            "import"
         )
     return buffer.getvalue()
