@@ -33,6 +33,7 @@ from py4j.protocol import Py4JJavaError
 from brokerless.spark import (
     Phase,
     complete_on_spark,
+    demo,
     run_on_spark,
     session_builder,
     task_slots,
@@ -469,6 +470,36 @@ def test_the_demo_prints_the_top_words_of_the_text(spark):
     assert "Equal to a plain collections.Counter over the same text." in text
     for i, (word, count) in enumerate(ranking, 1):
         assert re.search(rf"^ +{i}\. {word} +{count:,}$", text, re.M)
+
+
+def test_the_demo_top_bolt_first_reports_an_interval_after_its_first_tuple(monkeypatch):
+    """A report sent with the first tuple ranked one word counted once ("top: him 1") beside
+    the thousands of words the display said were counted."""
+    clock = [100.0]
+    monkeypatch.setattr(demo, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    bolt = demo.TopWords(n=2, interval=0.2)
+    bolt.prepare(Config(), None)
+    reports = []
+    monkeypatch.setattr(bolt, "_publish", lambda final: reports.append(top_words(bolt.counts, 2)))
+
+    def count(word, n, at):
+        clock[0] = at
+        bolt.process(SimpleNamespace(values=(word, n)))
+
+    count("him", 1, 100.0)  # long after prepare (Spark starting): still too early to report
+    count("the", 1, 100.1)
+    count("the", 2, 100.19)
+    assert reports == []
+    count("him", 2, 100.25)  # an interval after the first tuple
+    assert reports == [[("him", 2), ("the", 2)]]
+    count("a", 1, 100.3)
+    assert len(reports) == 1
+    count("a", 2, 100.5)
+    assert len(reports) == 2
+    # the display, until the first report arrives
+    out = io.StringIO()
+    demo.Display(out, total=10, top=2).show(1, 230, 1, [])
+    assert out.getvalue().endswith(" words counted, 0 words/s; top: (none yet)\n")
 
 
 @pytest.mark.timeout(240)

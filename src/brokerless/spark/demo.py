@@ -128,7 +128,8 @@ class SplitWords(Bolt):
 class TopWords(Bolt):
     """Keeps the latest count of every word (one task sees them all) and publishes the top
     ``n`` on a PUB socket connected to ``endpoint`` (none: does not publish) at most every
-    ``interval`` seconds, and once more, marked final, when it stops.  A message is
+    ``interval`` seconds (the first an interval after its first tuple), and once more, marked
+    final, when it stops.  A message is
     ``[b"top", msgpack {"top": [[word, count], ...], "words": words counted, "distinct": n,
     "final": bool, "token": token}]``; the driver reads only reports carrying its run's
     ``token``."""
@@ -143,7 +144,9 @@ class TopWords(Bolt):
     def prepare(self, conf: Config, context: TopologyContext) -> None:
         self.counts: dict[str, int] = {}
         self.updates = 0
-        self._published = 0.0
+        # When the last report went (None: no tuple yet).  The first goes an interval after the
+        # first tuple: one sent at once would rank a single word counted once.
+        self._published: float | None = None
         self._context: zmq.SyncContext | None = None
         self._pub: zmq.SyncSocket | None = None
         if self.endpoint:
@@ -159,7 +162,9 @@ class TopWords(Bolt):
             self.counts[word] = count
         self.updates += 1
         now = time.monotonic()
-        if now - self._published >= self.interval:
+        if self._published is None:
+            self._published = now
+        elif now - self._published >= self.interval:
             self._published = now
             self._publish(final=False)
 
@@ -230,7 +235,7 @@ class Display:
             self.out.write(up + "\x1b[J" + "\n".join(rows) + "\n")
             self._drawn = len(rows)
         else:
-            leaders = ", ".join(f"{w} {c:,}" for w, c in ranking[:5])
+            leaders = ", ".join(f"{w} {c:,}" for w, c in ranking[:5]) or "(none yet)"
             self.out.write(f"{head}; top: {leaders}\n")
         self.out.flush()
 
