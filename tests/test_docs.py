@@ -10,11 +10,12 @@ is gone fails it.  The python blocks written in docs/*.md run as README's do
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 from mkdocs.exceptions import PluginError
@@ -60,6 +61,41 @@ def test_site_builds_strict(tmp_path: Path) -> None:
         encoding="utf-8"
     )
     assert "brokerless stream" in (site / "cli" / "index.html").read_text(encoding="utf-8")
+    # the notes for readers of the plain files are not on the site, which shows what they name
+    for page in site.rglob("*.html"):
+        assert "rendered here by" not in page.read_text(encoding="utf-8"), page
+
+
+def test_every_directive_says_where_its_text_lives_to_a_plain_file_reader() -> None:
+    """Read on GitHub or in an editor, a page shows its directives as nothing: the line under
+    each names the file (a relative link that resolves) whose text the site puts there."""
+    directive = re.compile(r"^(<!-- (?:include|include-if-present|spark-options): .+ -->|::: )")
+    problems = []
+    for page in sorted(DOCS.glob("*.md")):
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if not directive.match(line):
+                continue
+            after = next((s for s in lines[i + 1 :] if s.strip() and not s.startswith("    ")), "")
+            links = re.findall(r"\]\(([^)#]+)", after)
+            if not (after.startswith("*(") and "`make docs`" in after):
+                problems.append(f"{page.name}:{i + 1}: no note under {line!r}")
+            elif not all((page.parent / link).resolve().exists() for link in links):
+                problems.append(f"{page.name}:{i + 1}: a link of its note is broken: {after}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_notes_for_plain_file_readers_are_dropped(tmp_path: Path) -> None:
+    hook = _hook()
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
+    markdown = (
+        "# X\n\n<!-- include: BENCHMARKS.md -->\n"
+        "*(This page is [BENCHMARKS.md](../BENCHMARKS.md), rendered here by `make docs`.)*\n"
+        "\n*(an aside in italics that names no build)*\n"
+    )
+    out = hook.on_page_markdown(markdown, page, None, None)
+    assert "rendered here by" not in out and "*(an aside in italics" in out
+    assert out.startswith("# X\n\n") and len(out) > len(markdown)  # BENCHMARKS.md came in
 
 
 def _source_module(

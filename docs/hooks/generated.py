@@ -16,6 +16,11 @@ the page is rendered:
     bullet, that documents them in its docstring (``SourceConfig.from_options``,
     ``SinkConfig``).  A name in one and not in the other fails the build.
 
+A line of its own in italic parentheses that names ``make docs`` -- ``*(This section is
+[README.md § Security](../README.md#security), rendered here by `make docs`.)*`` -- is a note
+for whoever reads the page as a plain file (on GitHub, in an editor), where the directives
+show nothing; the hook drops it, as the site shows what it points to.
+
 Included text is adjusted to its new place: its headings move down so that the shallowest is
 ``##``, and its relative links are rewritten -- to the page that shows the linked file on the
 site (``BENCHMARKS.md``, ``examples/guide/``, a page under ``docs/``), or, for any other file
@@ -52,6 +57,7 @@ SPARK_OPTIONS = {
 }
 
 _DIRECTIVE = re.compile(r"^<!-- (include|include-if-present|spark-options): (.+?) -->$", re.M)
+_PLAIN_FILE_NOTE = re.compile(r"^\*\([^\n]*`make docs`[^\n]*\)\*[ \t]*(?:\n|\Z)", re.M)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6}) ")
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
@@ -61,6 +67,7 @@ _ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc):`~?([\w.]+)`")
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
     page_dir = posixpath.dirname(page.file.src_uri)
+    markdown = _PLAIN_FILE_NOTE.sub("", markdown)
     return _DIRECTIVE.sub(lambda m: _expand(m.group(1), m.group(2), page_dir), markdown)
 
 
