@@ -72,13 +72,17 @@ def _pack_value(obj: Any) -> bytes:
     return packed
 
 
-def new_value_packer() -> Callable[[Any], bytes]:
-    """A msgpack ``Packer.pack`` for tuple values (lists and tuples kept apart), for one thread
-    at a time (see :func:`new_packer`)."""
-    pack: Callable[[Any], bytes] = msgpack.Packer(
-        use_bin_type=True, strict_types=True, default=_value
-    ).pack
-    return pack
+def new_value_packer() -> Callable[[Sequence[Any]], bytes]:
+    """A msgpack packer of a tuple's values (lists and tuples among them kept apart; the values
+    themselves, a tuple or a list, are an array), for one thread at a time (see
+    :func:`new_packer`)."""
+    pack = msgpack.Packer(use_bin_type=True, strict_types=True, default=_value).pack
+
+    def pack_values(values: Sequence[Any]) -> bytes:
+        packed: bytes = pack(list(values))  # (a tuple here would take the extension's way)
+        return packed
+
+    return pack_values
 
 
 _value_packers = threading.local()
@@ -100,13 +104,15 @@ class MsgpackSerializer:
 
     def dumps(self, values: Sequence[Any]) -> bytes:
         try:
-            pack: Callable[[Any], bytes] = _value_packers.pack
+            pack: Callable[[Sequence[Any]], bytes] = _value_packers.pack
         except AttributeError:
             pack = _value_packers.pack = new_value_packer()
         return pack(values)
 
     def loads(self, data: bytes) -> Sequence[Any]:
-        values: Sequence[Any] = _unpack_value(data)
+        values: Sequence[Any] = msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_ext
+        )
         return values
 
 
