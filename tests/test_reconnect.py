@@ -490,6 +490,21 @@ def test_a_retry_waits_reconnect_ivl_plus_a_random_share_of_it(make, lmake, impl
     assert len(set(waits)) > 1, waits
 
 
+@pytest.mark.parametrize("implementation", ["brokerless", "libzmq"])
+def test_with_reconnect_ivl_max_a_retry_waits_reconnect_ivl_doubling_up_to_it(
+    make, lmake, implementation
+):
+    """With RECONNECT_IVL_MAX libzmq doubles RECONNECT_IVL up to it, exactly: the maximum is
+    the most it waits.  brokerless added a random share on top (877 ms with a maximum of 800)."""
+    lib = zmq if implementation == "brokerless" else libzmq
+    dealer = (make if lib is zmq else lmake)(lib.DEALER, RECONNECT_IVL=20, RECONNECT_IVL_MAX=150)
+    monitor = dealer.get_monitor_socket(lib.EVENT_CONNECT_RETRIED)
+    monitor.rcvtimeo = int(DEADLINE * 1000)
+    dealer.connect(f"tcp://127.0.0.1:{free_port()}")  # refused at every attempt
+    waits = [recv_monitor_message(monitor)["value"] for _ in range(5)]
+    assert waits == [20, 40, 80, 150, 150]
+
+
 def test_connect_to_a_name_that_does_not_resolve_yet_succeeds_and_is_retried(make):
     """libzmq resolves a connection's host at each attempt, so ``connect()`` to a name that is
     not in DNS yet (a service whose pods are not up) succeeds and keeps trying; before, it

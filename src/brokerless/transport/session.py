@@ -321,14 +321,17 @@ class Session:
         if not self._reconnects():
             self._finish()  # (and no CONNECT_RETRIED)
             return
-        # The back-off plus a random share of RECONNECT_IVL, as libzmq's: peers that lost one
-        # server together do not all come back at the same instant.  The monitor is told the
-        # wait itself.
-        delay_ms = round(self._backoff * 1000) + random.randrange(round(self.reconnect_ivl * 1000))
+        # As libzmq's: with RECONNECT_IVL_MAX, RECONNECT_IVL doubling up to it, exactly;
+        # without, RECONNECT_IVL plus a random share of it, so that peers that lost one server
+        # together do not all come back at the same instant.  The monitor is told the wait.
+        ivl_max = self.socket.options[_O.RECONNECT_IVL_MAX]
+        if ivl_max > 0:
+            delay_ms = min(round(self._backoff * 1000), ivl_max)
+            self._backoff = min(self._backoff * 2, ivl_max / 1000)
+        else:
+            ivl = round(self.reconnect_ivl * 1000)
+            delay_ms = ivl + random.randrange(ivl)
         self.socket.emit(Event.CONNECT_RETRIED, delay_ms, self.endpoint)
-        ivl_max = self.socket.options[_O.RECONNECT_IVL_MAX] / 1000
-        if ivl_max > self.reconnect_ivl:
-            self._backoff = min(self._backoff * 2, ivl_max)
         self._reconnect_timer = self.io.call_later(delay_ms / 1000, self._reconnect)
 
     def _reconnect(self) -> None:
