@@ -517,6 +517,36 @@ def test_connect_to_a_name_that_does_not_resolve_yet_succeeds_and_is_retried(mak
         assert events_until(monitor, zmq.EVENT_CONNECT_RETRIED)[-1] == zmq.EVENT_CONNECT_RETRIED
 
 
+def test_a_server_that_connects_tries_again_after_its_own_zap_handler_refused(ctx, lmake):
+    """The other way round, a PLAIN server that connects to its client: when its own ZAP
+    handler refuses the client, libzmq sends the ERROR, sees the client close -- a connection
+    error -- and tries again, so the client gets in once the handler admits it.  brokerless
+    took its own refusal for the peer's and never tried again."""
+    from brokerless.auth.thread import ThreadAuthenticator
+
+    guard = ThreadAuthenticator(ctx)
+    guard.start()
+    try:
+        guard.configure_plain(domain="*", passwords={"admin": "old"})
+        client = lmake(libzmq.DEALER)
+        client.plain_username, client.plain_password = b"admin", b"new"
+        port = client.bind_to_random_port("tcp://127.0.0.1")
+        server = ctx.socket(zmq.ROUTER)
+        server.linger, server.rcvtimeo, server.reconnect_ivl = 0, int(DEADLINE * 1000), 20
+        server.plain_server = True
+        monitor = server.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        monitor.rcvtimeo = int(DEADLINE * 1000)
+        server.connect(f"tcp://127.0.0.1:{port}")
+        for _ in range(2):  # refused, and tried again
+            assert recv_monitor_message(monitor)["value"] == 400
+        guard.configure_plain(domain="*", passwords={"admin": "new"})
+        client.send(b"let in")  # (queued until a connection is made: SNDTIMEO 5 s)
+        assert server.recv_multipart()[1] == b"let in"
+        server.close(linger=0)
+    finally:
+        guard.stop()
+
+
 @pytest.mark.parametrize("refusal", ["socket type", "credentials"])
 def test_a_peer_that_refuses_the_handshake_is_not_reconnected_to(make, lctx, refusal):
     """libzmq ends a connecting endpoint after a protocol error -- the peer refused our socket

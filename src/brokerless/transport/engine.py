@@ -269,12 +269,13 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             data = self._lent_buffer[:data]
         self._on_input(data)
 
-    def _protocol_failed(self, exc: ProtocolError) -> None:
+    def _protocol_failed(self, exc: ProtocolError, protocol: bool = True) -> None:
+        """The connection breaks on ``exc`` (see ``fail`` for ``protocol``)."""
         self._deliver(exc.messages, True)  # whole messages that came before the fault
         with self.out_lock:
             self._queue(self.conn.data_to_send())  # an ERROR command, if one was queued
             self._flush()
-        self.fail(f"protocol error: {exc}", *failure_event(exc), protocol=True)
+        self.fail(f"protocol error: {exc}", *failure_event(exc), protocol=protocol)
 
     def _send_reply(self) -> None:
         with self.out_lock:
@@ -377,7 +378,10 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
                     session.socket.emit(Event.HANDSHAKE_FAILED_AUTH, 300, session.endpoint)
                     self._set_reading(False)
                     return
-                self._protocol_failed(exc)
+                # Refused by our own handler: libzmq sends the ERROR and sees the peer close,
+                # a connection error -- an endpoint that connects tries again (a server that
+                # connects to its clients gets them back once the handler admits them).
+                self._protocol_failed(exc, protocol=False)
                 return
             except ProtocolError as exc:
                 self._protocol_failed(exc)

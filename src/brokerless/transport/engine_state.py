@@ -261,7 +261,7 @@ class EngineState:
     def _push_run(self, items: list[Any], lo: int, hi: int, events: bool) -> bool:
         raise NotImplementedError
 
-    def _protocol_failed(self, exc: ProtocolError) -> None:
+    def _protocol_failed(self, exc: ProtocolError, protocol: bool = True) -> None:
         raise NotImplementedError
 
     def _send_reply(self) -> None:
