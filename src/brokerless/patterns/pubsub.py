@@ -34,12 +34,6 @@ SUBSCRIBE_PREFIX = 1
 CANCEL_PREFIX = 0
 
 
-def _all_subscriptions(parts: list[Any]) -> bool:
-    """Whether every frame of a multipart message sent upstream is a subscription or a cancel
-    (its first octet 1 or 0): libzmq then takes each frame as one."""
-    return all((data := as_bytes(part)) and data[0] <= SUBSCRIBE_PREFIX for part in parts)
-
-
 class XPub(Pattern):
     socket_type = SocketType.XPUB
     options_accepted = frozenset(
@@ -108,14 +102,32 @@ class XPub(Pattern):
             self.pending.append(msg)
 
     def _upstream(self, pipe: Pipe, msg: Any) -> None:
-        if msg.__class__ is list and _all_subscriptions(msg):
-            for part in msg:  # each frame is one, as libzmq reads them (ONLY_FIRST_SUBSCRIBE off)
-                self._upstream(pipe, as_bytes(part))
+        if msg.__class__ is not list:
+            data = as_bytes(msg)
+            if not data or data[0] > SUBSCRIBE_PREFIX:
+                self._deliver(msg)  # an ordinary message sent up by an XSUB
+            elif self._subscription(pipe, data):
+                self._deliver(data)
             return
-        data = as_bytes(first_frame(msg))
-        if not data or data[0] > SUBSCRIBE_PREFIX or msg.__class__ is list:
-            self._deliver(msg)  # an ordinary message sent up by an XSUB
-            return
+        # Each frame of a multipart message is looked at, as libzmq 4.3 does (its draft
+        # ONLY_FIRST_SUBSCRIBE off): a subscription or a cancel is taken, and one passed on to
+        # the application ends the message the frames before it make (libzmq hands it on
+        # without MORE); the frames after it make another.
+        current: list[Any] = []
+        for part in msg:
+            data = as_bytes(part)
+            if not data or data[0] > SUBSCRIBE_PREFIX:
+                current.append(part)
+            elif self._subscription(pipe, data):
+                current.append(data)
+                self._deliver(current if len(current) > 1 else current[0])
+                current = []
+        if current:
+            self._deliver(current if len(current) > 1 else current[0])
+
+    def _subscription(self, pipe: Pipe, data: bytes) -> bool:
+        """Take a subscription (``data[0]`` 1) or a cancel (0) from ``pipe``; whether the
+        application is told of it."""
         topic = data[1:]
         if self.options[_O.XPUB_MANUAL]:
             self.last_pipe = pipe
@@ -123,15 +135,13 @@ class XPub(Pattern):
                 self.requested.add(topic, pipe)
             else:
                 self.requested.rm(topic, pipe)
-            self._deliver(data)
-            return
+            return True
         if data[0] == SUBSCRIBE_PREFIX:
             notify = self.subscriptions.add(topic, pipe) or self.verbose_subs
         else:
             notify = self.subscriptions.rm(topic, pipe) or self.verbose_unsubs
         self.refresh()
-        if notify:
-            self._deliver(data)
+        return bool(notify)
 
     def refresh(self) -> None:
         """A subscription, a pipe or an option changed: ``broadcast`` is worked out again at the
@@ -272,21 +282,29 @@ class XSub(Pattern):
                 pipe.force_write(msg)
 
     def xsend(self, msg: Any) -> bool:
-        if msg.__class__ is list and _all_subscriptions(msg):
-            for part in msg:  # each frame is one, as libzmq reads them (ONLY_FIRST_SUBSCRIBE off)
-                self.xsend(as_bytes(part))
-            return True
-        data = as_bytes(first_frame(msg))
-        if data and msg.__class__ is not list:
-            if data[0] == SUBSCRIBE_PREFIX:
+        # Each frame is looked at, as libzmq 4.3's XSUB does (ONLY_FIRST_SUBSCRIBE off): a
+        # subscription is taken and goes on, a cancel goes on if it cancels one; the rest of
+        # the message goes upstream with them, to every publisher.  One with a subscription
+        # or a cancel in it is written past the HWM (the module doc).
+        parts = msg if msg.__class__ is list else (msg,)
+        kept: list[Any] = []
+        changes = False
+        for part in parts:
+            data = as_bytes(part)
+            if data and data[0] == SUBSCRIBE_PREFIX:
                 self.subscriptions.add(data[1:])
-                self._send_upstream(data)
-                return True
-            if data[0] == CANCEL_PREFIX:
-                if self.subscriptions.rm(data[1:]):
-                    self._send_upstream(data)
-                return True
-        self.dist.send_to_all(msg)  # an ordinary message goes upstream to every publisher
+                changes = True
+            elif data and data[0] == CANCEL_PREFIX:
+                changes = True
+                if not self.subscriptions.rm(data[1:]):
+                    continue  # (it cancels nothing: dropped)
+            kept.append(part)
+        if kept:
+            out = kept if msg.__class__ is list and len(kept) > 1 else kept[0]
+            if changes:
+                self._send_upstream(out)
+            else:
+                self.dist.send_to_all(out)
         return True
 
     def xhas_out(self) -> bool:
