@@ -159,6 +159,57 @@ def test_without_handover_duplicate_routing_id_is_ignored(make, endpoint):
     assert second.poll(200, zmq.POLLIN) == 0
 
 
+@pytest.mark.parametrize("handover", [0, 1])
+@pytest.mark.parametrize("implementation", ["brokerless", "libzmq"])
+def test_a_peer_whose_routing_id_is_taken_keeps_its_connection(
+    make, lmake, implementation, handover
+):
+    """libzmq leaves the connection of a peer whose routing id another has open, unread --
+    the newcomer's without ROUTER_HANDOVER, the old holder's with it -- so that peer does not
+    reconnect.  brokerless closed it, and the peer, coming back with the same id at once, did
+    so about ten times a second for as long as both lived (with handover the two took the id
+    from each other back and forth)."""
+    import zmq as libzmq
+
+    lib = zmq if implementation == "brokerless" else libzmq
+    router = (make if lib is zmq else lmake)(lib.ROUTER, ROUTER_HANDOVER=handover)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    dealers, monitors = [], []
+    for name in (b"a", b"b"):
+        dealer = lmake(libzmq.DEALER, ROUTING_ID=b"SAME")
+        monitor = dealer.get_monitor_socket(libzmq.EVENT_DISCONNECTED)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        dealer.send(b"from " + name)
+        dealers.append(dealer)
+        monitors.append(monitor)
+        if name == b"a":
+            assert router.recv_multipart() == [b"SAME", b"from a"]
+    holder, idle = (dealers[1], dealers[0]) if handover else (dealers[0], dealers[1])
+    if handover:  # (the newcomer's first message arrives: it has the id now)
+        assert router.recv_multipart() == [b"SAME", b"from b"]
+    router.send_multipart([b"SAME", b"reply"])
+    assert holder.recv() == b"reply"
+    assert not idle.poll(300)
+    assert not any(monitor.poll(300) for monitor in monitors), "a connection was closed"
+
+
+def test_a_peer_whose_routing_id_is_taken_gets_it_when_it_is_free(make, endpoint):
+    """Once the peer that had the id goes, a peer that waited with it takes it: what it sent
+    meanwhile arrives then, and replies reach it."""
+    router = make(zmq.ROUTER)
+    addr = bind(router, endpoint())
+    first = named_dealer(make, addr, b"X", router)
+    second = make(zmq.DEALER)
+    second.setsockopt(zmq.ROUTING_ID, b"X")
+    connect(second, addr)
+    second.send(b"waited")
+    assert router.poll(200, zmq.POLLIN) == 0
+    first.close(linger=0)
+    assert recv_within(router, 5000, multipart=True) == [b"X", b"waited"]
+    router.send_multipart([b"X", b"for the second"])
+    assert recv_within(second) == b"for the second"
+
+
 # -- PROBE_ROUTER -------------------------------------------------------------------------------
 
 

@@ -69,9 +69,8 @@ class Pattern:
         """The socket's pipes or options changed: bring state derived from them up to date."""
 
     # pipes
-    def attach(self, pipe: Pipe) -> bool | Pipe | None:
-        """Take a new pipe.  Return False to refuse it, or an old pipe the new one replaces
-        (ROUTER_HANDOVER); the socket closes the pipe it gets back."""
+    def attach(self, pipe: Pipe) -> bool | None:
+        """Take a new pipe.  Return False to refuse it (the socket closes it)."""
         raise NotImplementedError
 
     def terminated(self, pipe: Pipe) -> None:

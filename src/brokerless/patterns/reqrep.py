@@ -81,6 +81,8 @@ class Router(Pattern):
         super().__init__(options)
         self.fq = FairQueue()
         self.out: dict[bytes, Pipe] = {}
+        #: Pipes whose routing id another pipe has, in order (see ``attach``).
+        self.waiting: dict[bytes, list[Pipe]] = {}
         self._next_id = random.getrandbits(32)
 
     def _generate_id(self) -> bytes:
@@ -93,28 +95,46 @@ class Router(Pattern):
     def greeting(self) -> tuple[Any, ...]:
         return (b"",) if self.options[_O.PROBE_ROUTER] else ()
 
-    def attach(self, pipe: Pipe) -> bool | Pipe | None:
+    def attach(self, pipe: Pipe) -> bool | None:
+        """A peer whose routing id another has waits, as with libzmq: its connection stays
+        open, neither read nor addressable, until the id is free (closed, its peer would
+        reconnect with the same id at once, for ever).  The newcomer waits; with
+        ROUTER_HANDOVER it takes the id, and the pipe that had it waits instead."""
         self.greet(pipe)
         rid = pipe.routing_id or pipe.peer_routing_id
-        replaced: Pipe | None = None
         if not rid:
             rid = self._generate_id()
-        elif rid in self.out:
-            if not self.options[_O.ROUTER_HANDOVER]:
-                return False  # the first peer keeps its id; the newcomer is refused
-            replaced = self.out.pop(rid)  # handed over: the old connection is closed
-            self.fq.terminated(replaced)
         pipe.routing_id = rid
+        holder = self.out.get(rid)
+        if holder is not None:
+            if not self.options[_O.ROUTER_HANDOVER]:
+                self.waiting.setdefault(rid, []).append(pipe)
+                return True
+            self.fq.terminated(holder)
+            self.waiting.setdefault(rid, []).insert(0, holder)
         self.out[rid] = pipe
         self.fq.attach(pipe)
-        return replaced or True
+        return True
 
     def terminated(self, pipe: Pipe) -> None:
-        self.fq.terminated(pipe)
-        if self.out.get(pipe.routing_id) is pipe:
-            del self.out[pipe.routing_id]
+        rid = pipe.routing_id
+        if self.out.get(rid) is pipe:
+            self.fq.terminated(pipe)
+            del self.out[rid]
+            waiting = self.waiting.get(rid)
+            if waiting:  # the id is free: the next pipe with it takes it
+                self.out[rid] = heir = waiting.pop(0)
+                self.fq.attach(heir)
+        else:
+            waiting = self.waiting.get(rid)
+            if waiting and pipe in waiting:
+                waiting.remove(pipe)
+        if waiting is not None and not waiting:
+            del self.waiting[rid]
 
     def read_activated(self, pipe: Pipe) -> None:
+        if self.waiting and pipe in self.waiting.get(pipe.routing_id, ()):
+            return  # (read once it has the id)
         self.fq.activated(pipe)
 
     def _route(self, rid: Any) -> Pipe | None:

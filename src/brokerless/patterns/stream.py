@@ -60,7 +60,7 @@ class Stream(Router):
                 "this STREAM socket",
             )
 
-    def attach(self, pipe: Pipe) -> bool | Pipe | None:
+    def attach(self, pipe: Pipe) -> bool | None:
         rid = pipe.routing_id  # CONNECT_ROUTING_ID (check_connect refused one in use)
         if not rid:
             rid = self._generate_id()

@@ -289,10 +289,6 @@ class Socket(
             self._pipes.discard(pipe)
             pipe.terminate()
             return
-        if result.__class__ is Pipe:  # replaced by the new one (ROUTER_HANDOVER)
-            self._pipes.discard(result)
-            result.terminate()
-            result.drop_inbound()
         self._pipes_changed()
         if pipe.peer_gone():  # the peer closed before we attached: as if told
             self._on_pipe_term(pipe)
