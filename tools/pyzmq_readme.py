@@ -100,6 +100,26 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "honoured (warns on set and read, as pyzmq)",
     ),
     (
+        "a PLAIN server's ERROR (a wrong password)",
+        "libzmq 4.3.5 sends `^RROR` (its C literal `\\x05ERROR` reads as `\\x5E` and "
+        "`RROR`), which only its own client takes for an ERROR",
+        "the RFC's `\\x05ERROR`: a libzmq 4.3.5 client, refused all the same, reports "
+        "HANDSHAKE_FAILED_PROTOCOL (unexpected command) instead of HANDSHAKE_FAILED_AUTH 400. "
+        "brokerless's client reads both spellings",
+    ),
+    (
+        "HEARTBEAT_TTL, the peer's last frame data",
+        "the TTL is armed only when a PING comes and disarmed by any message: a peer that sent "
+        "data and went silent is never timed out",
+        "the connection ends when nothing came within the TTL, as zmq_setsockopt(3) says",
+    ),
+    (
+        "a peer of a socket type this one does not talk to",
+        "the monitor shows DISCONNECTED only",
+        "HANDSHAKE_FAILED_PROTOCOL, then DISCONNECTED; the peer gets an ERROR command saying "
+        "why (RFC 37). Neither side reconnects, as with libzmq",
+    ),
+    (
         "context THREAD_SCHED_POLICY, THREAD_PRIORITY, THREAD_NAME_PREFIX",
         "applied to libzmq's threads",
         "accepted and read back as libzmq does, not applied: the I/O threads keep the process's "
