@@ -209,6 +209,18 @@ def test_plain_passwords(auth, pair, username, password, outcome):
         assert user_id(server, client) == "admin"
 
 
+@pytest.mark.parametrize(("password", "outcome"), [(b"secret", SUCCEEDED), (b"wrong", REFUSED)])
+def test_a_password_configured_as_bytes_is_compared_not_an_internal_error(
+    auth, pair, password, outcome
+):
+    """``configure_plain(passwords={"admin": b"secret"})``: the handler raised on it and every
+    client got status 500 (pyzmq's refuses every one with 400); it is compared as octets."""
+    auth.configure_plain(domain="*", passwords={"admin": b"secret"})
+    server, client = pair
+    plain(server, client, b"admin", password)
+    assert handshake(server, client) == outcome
+
+
 def test_plain_without_passwords_or_for_another_domain_is_refused(ctx):
     auth = Authenticator(ctx)
     credentials = request(b"PLAIN", b"admin", b"secret")

@@ -251,8 +251,7 @@ class Authenticator:
         elif username not in self.passwords[domain]:
             reason = b"Invalid username"
         elif not hmac.compare_digest(
-            password.encode(self.encoding, "replace"),
-            self.passwords[domain][username].encode(self.encoding, "replace"),
+            password.encode(self.encoding, "replace"), self._stored(domain, username)
         ):
             reason = b"Invalid password"
         else:
@@ -260,6 +259,13 @@ class Authenticator:
             return True, b"OK"
         self.log.debug("DENIED (PLAIN) domain=%s username=%s: %s", domain, username, reason)
         return False, reason
+
+    def _stored(self, domain: str, username: str) -> bytes:
+        """The password configured for ``username``, as octets (given as text, or as bytes:
+        pyzmq's compares bytes with the text it decoded, so it refuses every one with 400;
+        here they count, and nothing is refused with 500 for it)."""
+        stored: str | bytes = self.passwords[domain][username]
+        return stored if isinstance(stored, bytes) else stored.encode(self.encoding, "replace")
 
     async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
         """CURVE's decision on the client's public key, 32 octets (pyzmq's hook): (allowed,
