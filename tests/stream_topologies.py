@@ -510,3 +510,39 @@ def threads_cpus(pid: int | str = "self") -> set[tuple[int, ...]]:
         except OSError:  # the thread ended meanwhile
             pass
     return seen
+
+
+class PausableCounter(Spout):
+    """Emits 0, 1, 2, ... unreliably, one every 5 ms at most, and on stream "life" its
+    ``activate``/``deactivate`` calls as they come."""
+
+    outputs = [Stream(["value"]), Stream(["event"], name="life")]
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.n = 0
+        self.last = 0.0
+
+    def activate(self) -> None:
+        self.emit(["activate"], stream="life")
+
+    def deactivate(self) -> None:
+        self.emit(["deactivate"], stream="life")
+
+    def next_tuple(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= 0.005:  # (a rate, not a wait: nothing sleeps)
+            self.last = now
+            self.emit([self.n])
+            self.n += 1
+
+
+class TickReporter(Bolt):
+    """Emits ``[its task]`` for each tick tuple it gets."""
+
+    outputs = ["task"]
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.task = context.task_id
+
+    def process_tick(self, tup: Any) -> None:
+        self.emit([self.task])

@@ -25,10 +25,12 @@ from .stream_topologies import (
     Counter,
     NotYet,
     OpenNotYet,
+    PausableCounter,
     PrepareNotYet,
     Recorder,
     Relay,
     Sink,
+    TickReporter,
     ValueSpout,
     wait_for,
 )
@@ -248,3 +250,39 @@ def test_a_tick_frequency_that_is_not_a_positive_number_is_refused(rate):
         ).build()
     with pytest.raises(TopologyError, match="tick_tuple_freq_secs must be None or a number"):
         Topology("t", Config(tick_tuple_freq_secs=rate)).spout("s", Counter).build()
+
+
+@pytest.mark.parametrize("mode", ["local", "multiprocess"])
+def test_a_deactivated_topology_emits_nothing_until_it_is_activated(mode):
+    """Storm's ``storm deactivate``/``activate``: ``run.deactivate()`` stops every spout's
+    ``next_tuple`` (each gets ``deactivate()``) while the rest goes on; ``run.activate()``
+    starts them again.  brokerless had neither."""
+    from brokerless.stream import run_multiprocess
+
+    topo = (
+        Topology("pausable", Config(num_workers=2))
+        .spout("spout", PausableCounter)
+        .bolt("ticks", TickReporter, inputs={("spout", "life"): all_()}, tick_tuple_freq_secs=0.02)
+    )
+    run = run_local(topo, capture=True) if mode == "local" else run_multiprocess(topo, capture=True)
+
+    def seen():
+        return [(stream, values[0]) for c, stream, values in run.captured() if c != "ticks"]
+
+    def ticks():
+        return sum(c == "ticks" for c, _, _ in run.captured())
+
+    with run:
+        wait_for(lambda: len(seen()) > 5, timeout=30, what="values")
+        run.deactivate()
+        wait_for(lambda: ("life", "deactivate") in seen(), what="deactivate()")
+        since = ticks()
+        wait_for(lambda: ticks() >= since + 10, what="ten ticks while deactivated")
+        events = seen()
+        paused = events[events.index(("life", "deactivate")) + 1 :]
+        assert paused == [], "emitted while deactivated"
+        assert run.statistics()["spout"].emitted == len(events)
+        run.activate()
+        wait_for(lambda: seen()[len(events) :][:1] == [("life", "activate")], what="activate()")
+        wait_for(lambda: len(seen()) > len(events) + 3, what="values again")
+        assert run.active

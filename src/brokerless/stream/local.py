@@ -85,7 +85,13 @@ class LocalRun(TopologyRun):
         ]
         endpoints = [w.bind() for w in self.workers]
         for worker in self.workers:
+            worker.set_active(self.active)
             worker.start(endpoints)
+
+    def _tell_active(self) -> None:
+        with self._lock:
+            for worker in self.workers:
+                worker.set_active(self.active)
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped.is_set() else "running"

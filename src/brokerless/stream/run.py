@@ -125,6 +125,26 @@ class TopologyRun(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    #: Whether the spouts emit (``deactivate``/``activate``)
+    active = True
+
+    def deactivate(self) -> None:
+        """Storm's ``storm deactivate``: the spouts emit nothing more (``next_tuple`` is not
+        called; each task gets ``deactivate()``) until ``activate()``; the tuples in flight
+        are still processed, acked, failed and timed out.  Workers started again later (a
+        rollback) start deactivated too."""
+        self.active = False
+        self._tell_active()
+
+    def activate(self) -> None:
+        """Storm's ``storm activate``: the spouts emit again (each task gets ``activate()``)."""
+        self.active = True
+        self._tell_active()
+
+    @abstractmethod
+    def _tell_active(self) -> None:
+        """Tell every worker whether its spouts emit (``self.active``)."""
+
     @property
     @abstractmethod
     def stopped(self) -> bool:

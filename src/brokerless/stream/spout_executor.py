@@ -88,6 +88,9 @@ class SpoutCollector:
 
 class SpoutExecutor(Executor[Spout]):
     kind = ComponentKind.SPOUT
+    #: Whether its spouts should emit: the worker sets it (``Worker.set_active``, any
+    #: thread); the executor's next step calls ``activate``/``deactivate`` when it changed.
+    wanted_active = True
 
     def open(self) -> None:
         config = self.config
@@ -98,6 +101,7 @@ class SpoutExecutor(Executor[Spout]):
         self.max_pending = config.max_spout_pending or float("inf")
         self._idle_since: float | None = None  # since when next_tuple has emitted nothing
         self.done = False
+        self._topology_active = True
         for task in self.task_ids:
             self._start(task)
         self._active = [s for s in self.states.values() if not s.broken]
@@ -107,13 +111,21 @@ class SpoutExecutor(Executor[Spout]):
         state = self._create(task, Spout, SpoutCollector)
         if state is not None:
             self._set_up(state, state.component.open)
-            if not state.broken:
+            if not state.broken and self._topology_active:
                 self._call(state, state.component.activate)
+
+    def _switch_activity(self) -> None:
+        """The topology was deactivated or activated (Storm's): tell each started task."""
+        self._topology_active = active = self.wanted_active
+        for state in self._active:
+            spout = state.component
+            self._call(state, spout.activate if active else spout.deactivate)
 
     def close(self) -> None:
         for state in self.states.values():
             if not state.broken:
-                self._call(state, state.component.deactivate)
+                if self._topology_active:
+                    self._call(state, state.component.deactivate)
                 self._call(state, state.component.close)
 
     def pending(self) -> tuple[int, int]:
@@ -134,6 +146,8 @@ class SpoutExecutor(Executor[Spout]):
         if self.broken:
             restart = self._restart_broken()
             self._active = [s for s in self.states.values() if not s.broken]
+        if self.wanted_active is not self._topology_active:
+            self._switch_activity()
         items = self.queue.take(self.batch, 0)
         if items:
             self._handle(items)
@@ -142,7 +156,8 @@ class SpoutExecutor(Executor[Spout]):
             self._settle_decided()
         self._expire()
         # (settled again: what acks, fails and next_tuple decided is for the next step, soon)
-        if self._next_tuples() or items or decided or self.settled:
+        emitted = self._topology_active and self._next_tuples()
+        if emitted or items or decided or self.settled:
             self._idle_since = None
             return 0
         # Nothing came and nothing was emitted: next_tuple polls, less often the longer it has

@@ -255,6 +255,13 @@ class Worker:
 
     # -- checkpoints (see ``checkpoint.py``) ------------------------------------------------
 
+    def set_active(self, active: bool) -> None:
+        """Whether the spouts here emit (a run's ``deactivate``/``activate``; any thread):
+        each spout executor sees it at its next step."""
+        for executor in self.executors:
+            if isinstance(executor, SpoutExecutor):
+                executor.wanted_active = active
+
     def checkpoint(self, checkpoint: int) -> None:
         """Start checkpoint ``checkpoint``: the spouts here inject its barriers."""
         self._tell([CHECKPOINT, checkpoint], stateful_bolts=False)

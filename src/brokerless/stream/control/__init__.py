@@ -19,6 +19,7 @@ worker -- only:
     ("events", n, captured tuples, errors)   as they happen (the nth such message), and
                              what is left after stop
                                                   ("taken", n)           events below n are in
+                                                  ("active", bool)       spouts emit, or not
     ("final", {snapshot, hung})   after stop
     ("failed", traceback)    the worker itself broke (not a component: those are errors)
 

@@ -249,6 +249,8 @@ class ControlledRun(TopologyRun):
             state.ready[index] = message[1]
         elif kind == Kind.STARTED:
             state.started[index] = message[1]
+            if not self.active:  # (a worker of a later attempt: deactivated as the rest)
+                self._send(index, (Kind.ACTIVE, False))
         elif kind == Kind.EVENTS:
             state.take_events(index, message[1], message[2], message[3])
             # The worker keeps each events message until told it was taken (to say it again
@@ -370,6 +372,11 @@ class ControlledRun(TopologyRun):
 
     def _pause(self, seconds: float) -> None:
         self._look(seconds)
+
+    def _tell_active(self) -> None:
+        with self._lock:
+            for index in range(self.workers):
+                self._send(index, (Kind.ACTIVE, self.active))
 
     def _broadcast(self, step: Step, checkpoint: int) -> None:
         for index in range(self.workers):

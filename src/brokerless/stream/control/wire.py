@@ -44,6 +44,7 @@ class Kind(StrEnum):
     STOP = "stop"
     CHECKPOINT = "checkpoint"
     COMMIT = "commit"
+    ACTIVE = "active"
     TAKEN = "taken"
     # both ways
     ACTIVITY = "activity"

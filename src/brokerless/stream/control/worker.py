@@ -212,6 +212,8 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
                     worker.checkpoint(command[1])
                 elif kind == Kind.COMMIT:
                     worker.commit(command[1])
+                elif kind == Kind.ACTIVE:
+                    worker.set_active(command[1] is True)
                 elif kind == Kind.STOP:
                     break
             events()
