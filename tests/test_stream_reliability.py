@@ -396,3 +396,52 @@ def test_an_ack_decided_while_timing_out_comes_at_the_next_step(threads):
             run.wait_until_done(timeout=20)
     assert len(ReplayToNoOne.delays) == 3
     assert min(ReplayToNoOne.delays) < 0.05, ReplayToNoOne.delays
+
+
+class _HoldsThenAcks(Bolt):
+    """Holds its input, acks it all at its eighth tick tuple; with ``reset``, calls
+    ``reset_timeout`` on what it holds at each tick before that."""
+
+    auto_ack = False
+    outputs = ["value"]
+
+    def __init__(self, reset):
+        self.reset = reset
+
+    def prepare(self, conf, context):
+        self.held, self.ticks = [], 0
+
+    def process(self, tup):
+        self.held.append(tup)
+
+    def process_tick(self, tup):
+        self.ticks += 1
+        for held in self.held:
+            if self.ticks >= 8:
+                self.ack(held)
+            elif self.reset:
+                self.reset_timeout(held)
+        if self.ticks >= 8:
+            self.held = []
+
+
+@pytest.mark.parametrize(
+    ("workers", "threads"),
+    [(1, "shared"), (1, "per_executor"), (2, "shared")],
+    ids=["counted-in-place", "acker-in-worker", "acker-across-workers"],
+)
+@pytest.mark.parametrize("reset", [True, False])
+def test_reset_timeout_keeps_a_slow_tuple_from_timing_out(workers, threads, reset):
+    """Storm's ``resetTimeout``: a bolt working on a tuple longer than the message timeout
+    starts its spout tuple's timeout again now and then, and the tuple is acked, not failed
+    (without it: failed).  brokerless had no way to."""
+    config = Config(message_timeout_secs=0.3, tick_tuple_freq_secs=0.1, executor_threads=threads)
+    topo = (
+        Topology("slow", config)
+        .spout("spout", partial(ValueSpout, range(3), replay=False))
+        .bolt("slow", partial(_HoldsThenAcks, reset), inputs={"spout": all_()})
+    )
+    result = complete_topology(topo, workers=workers, config=config, timeout=30)
+    outcome = acked_ids(result) if reset else failed_ids(result)
+    assert sorted(outcome) == [0, 1, 2]
+    assert (failed_ids(result) if reset else acked_ids(result)) == []

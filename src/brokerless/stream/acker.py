@@ -50,7 +50,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .protocol import ACK, ACK_INIT, ACKED, FAILED
+from .protocol import ACK, ACK_INIT, ACKED, FAILED, RESET_TIMEOUT
 
 _BUCKETS = 3
 
@@ -67,15 +67,16 @@ class AckerLedger:
         return sum(map(len, self._buckets))
 
     def update(self, message: Sequence[Any]) -> tuple[int, int, int] | None:
-        """Apply ACK_INIT / ACK / FAIL; returns ``(ACKED or FAILED, root, spout task)`` when
-        the tree is decided."""
+        """Apply ACK_INIT / ACK / FAIL / RESET_TIMEOUT; returns ``(ACKED or FAILED, root, spout
+        task)`` when the tree is decided (``RESET_TIMEOUT`` for one whose spout is to hear it)."""
         decided = self.update_many((message,))
         return decided[0] if decided else None
 
     def update_many(self, messages: Iterable[Sequence[Any]]) -> list[tuple[int, int, int]]:
-        """Apply ACK_INIT / ACK / FAIL messages in order; returns ``(ACKED or FAILED, root,
-        spout task)`` for each tree they decided.  A root's entry lives in the newest bucket
-        from its last message on."""
+        """Apply ACK_INIT / ACK / FAIL / RESET_TIMEOUT messages in order; returns ``(ACKED or
+        FAILED, root, spout task)`` for each tree they decided, and ``(RESET_TIMEOUT, root,
+        spout task)`` for each reset the spout is to hear.  A root's entry lives in the newest
+        bucket from its last message on (so a reset keeps it another timeout)."""
         decided = []
         newest = self._buckets[0]
         older = self._buckets[1:]
@@ -95,6 +96,10 @@ class AckerLedger:
                 entry[1] = message[3]
             elif kind == ACK:
                 entry[0] ^= message[2]
+            elif kind == RESET_TIMEOUT:  # (in the newest bucket now: its time starts again)
+                if entry[1]:
+                    decided.append((RESET_TIMEOUT, root, entry[1]))  # the spout's too
+                continue
             else:
                 entry[2] = 1
             if entry[1] and (entry[2] or entry[0] == 0):
@@ -144,6 +149,12 @@ class PendingTrees:
         self.per_task[task] = count
         if count > self.max_per_task:
             self.max_per_task = count
+
+    def touch(self, root: int, now: float) -> None:
+        """Start ``root``'s timeout again (a bolt's ``reset_timeout``), if it is in flight."""
+        entry = self._roots.pop(root, None)
+        if entry is not None:
+            self._roots[root] = (entry[0], entry[1], now)  # the newest, last: order kept
 
     def pop(self, root: int) -> tuple[int, Any, float] | None:
         entry = self._roots.pop(root, None)

@@ -9,7 +9,7 @@ import time
 from .acker import AckerLedger
 from .component import Component, ComponentKind
 from .executor import Executor
-from .protocol import ACKED, BATCH
+from .protocol import ACKED, BATCH, FAILED
 
 
 class AckerExecutor(Executor[Component]):
@@ -34,7 +34,7 @@ class AckerExecutor(Executor[Component]):
                 for kind, root, spout_task in ledgers[task].update_many(messages):
                     if kind == ACKED:
                         metrics.acked += 1
-                    else:
+                    elif kind == FAILED:
                         metrics.failed += 1
                     outbox.control(spout_task, (kind, root))
             except Exception as exc:

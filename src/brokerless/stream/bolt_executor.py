@@ -34,7 +34,7 @@ from .acker import CountedTree
 from .component import Bolt, ComponentKind
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
-from .protocol import ACK, ACKED, FAIL, FAILED
+from .protocol import ACK, ACKED, FAIL, FAILED, RESET_TIMEOUT
 from .queues import Shutdown
 from .tuple import Anchors, Fields, Tuple
 
@@ -162,6 +162,20 @@ class BoltCollector:
             for root in roots:
                 executor.outbox.control(executor.acker_for(root), (FAIL, root))
         executor.metrics.failed += 1
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Start the timeouts of ``tup``'s spout tuples again (Storm's ``resetTimeout``)."""
+        if tup._settled:
+            return
+        roots = tup._anchors
+        if isinstance(roots, tuple):  # counted in place: the spout executor is told directly
+            for tree in roots:
+                if not tree.failed:
+                    tree.settled.append((RESET_TIMEOUT, tree.root))
+        elif roots:  # through each root's acker, which knows its spout task (acker.py)
+            executor = self.executor
+            for root in roots:
+                executor.outbox.control(executor.acker_for(root), (RESET_TIMEOUT, root))
 
     def report_error(self, error: BaseException) -> None:
         self.executor.report(self.state.task, error)

@@ -131,6 +131,8 @@ class BoltCollector(Collector, Protocol):
 
     def fail(self, tup: Tuple) -> None: ...
 
+    def reset_timeout(self, tup: Tuple) -> None: ...
+
 
 class _NotRunning:
     """Stands in for the collector until the component runs in a topology."""
@@ -263,6 +265,12 @@ class Bolt(Component):
     def ack(self, tup: Tuple) -> None:
         """Mark ``tup`` processed (once; later acks and fails of it are ignored)."""
         self._collector.ack(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Start the message timeout of ``tup``'s spout tuples again, from now (Storm's
+        ``OutputCollector.resetTimeout``): for work on a tuple that takes longer than
+        ``message_timeout_secs``, called now and then while it goes on."""
+        self._collector.reset_timeout(tup)
 
     def fail(self, tup: Tuple) -> None:
         """Fail ``tup``: its spout tuple fails at once (and may be replayed).  In a

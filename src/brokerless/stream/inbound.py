@@ -15,9 +15,11 @@ against the topology, *before* anything is queued:
 * ``BARRIER [source, checkpoint]`` only to a bolt task of a checkpointed topology, from a task
   upstream of it, with an integer checkpoint id >= 1 (what a forged one can do to a task's
   alignment is bounded: ``stateful.py``);
-* ``ACK_INIT [root, xor, spout task]``, ``ACK [root, xor]`` and ``FAIL [root]`` only to an
-  acker task: integers, the spout task one of the topology's spout tasks;
-* ``ACKED [root]`` and ``FAILED [root]`` only to a spout task: an integer root;
+* ``ACK_INIT [root, xor, spout task]``, ``ACK [root, xor]``, ``FAIL [root]`` and
+  ``RESET_TIMEOUT [root]`` only to an acker task: integers, the spout task one of the
+  topology's spout tasks;
+* ``ACKED [root]``, ``FAILED [root]`` and ``RESET_TIMEOUT [root]`` only to a spout task: an
+  integer root;
 * ``BATCH [[message, ...]]``: one or more of those for one acker or spout task, each checked as
   above (one bad message in it makes the whole pair a bad message);
 * ``CREDIT [executor, count]`` only to task 0 (the worker itself), for a bolt executor in
@@ -59,6 +61,7 @@ from .protocol import (
     FAILED,
     KIND_NAMES,
     MAX_BATCH,
+    RESET_TIMEOUT,
     TUPLE,
     WORKER_TASK,
     Barrier,
@@ -303,12 +306,14 @@ class Inbound:
     def _acker_message(self, task: int, message: list[Any]) -> list[Any]:
         kind, n = message[0], len(message)
         if not (
-            (kind == ACK and n == 3) or (kind == ACK_INIT and n == 4) or (kind == FAIL and n == 2)
+            (kind == ACK and n == 3)
+            or (kind == ACK_INIT and n == 4)
+            or (kind in (FAIL, RESET_TIMEOUT) and n == 2)
         ):
             raise BadMessage(
                 f"{_kind(message)} of {n - 1} field(s) for acker task {task}: an "
-                "acker takes ACK_INIT [root, xor, spout task], ACK [root, xor] "
-                "or FAIL [root]"
+                "acker takes ACK_INIT [root, xor, spout task], ACK [root, xor], "
+                "FAIL [root] or RESET_TIMEOUT [root]"
             )
         for value in message:
             if value.__class__ is not int:
@@ -324,10 +329,10 @@ class Inbound:
 
     def _spout_message(self, task: int, message: list[Any]) -> list[Any]:
         kind = message[0]
-        if len(message) != 2 or (kind != ACKED and kind != FAILED):
+        if len(message) != 2 or (kind != ACKED and kind != FAILED and kind != RESET_TIMEOUT):
             raise BadMessage(
                 f"{_kind(message)} of {len(message) - 1} field(s) for spout task "
-                f"{task}: a spout takes only ACKED [root] or FAILED [root]"
+                f"{task}: a spout takes only ACKED [root], FAILED [root] or RESET_TIMEOUT [root]"
             )
         if message[1].__class__ is not int:
             raise BadMessage(

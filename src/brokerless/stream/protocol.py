@@ -10,14 +10,16 @@ item says what it is:
     [ACK, root, partial xor]                           bolt -> acker
     [FAIL, root]                                       bolt -> acker
     [ACKED, root] / [FAILED, root]                     acker -> spout
+    [RESET_TIMEOUT, root]                              bolt -> acker -> spout
     [CREDIT, executor id, count]                       receiving worker -> sending worker
     [BARRIER, source task, checkpoint id]              task -> downstream bolt task
     [BATCH, [message, ...]]                            acker traffic for one task, in one pair
 
-A BATCH holds the acker traffic (ACK_INIT, ACK, FAIL, ACKED, FAILED) one executor sends one
-task in one flush (``transfer.py``): one pair on the wire, one queue item in the receiving
-worker.  Inside a worker the same messages travel through the queues without being encoded
-(a barrier as a :class:`Barrier`, acker traffic as tuples), and two more, never on the wire,
+A BATCH holds the acker traffic (ACK_INIT, ACK, FAIL, ACKED, FAILED, RESET_TIMEOUT) one
+executor sends one task in one flush (``transfer.py``): one pair on the wire, one queue item in
+the receiving worker.  Inside a worker the same messages travel through the queues without
+being encoded (a barrier as a :class:`Barrier`, acker traffic as tuples), and two more, never
+on the wire,
 from the worker to its executors: ``[CHECKPOINT, id]`` (spouts: inject the barrier) and
 ``[COMMIT, id]`` (the checkpoint is complete; see ``checkpoint.py``).  What a worker accepts
 from the network is checked first (``inbound.py``).
@@ -30,7 +32,20 @@ from typing import Any
 
 from .serializer import packer
 
-TUPLE, ACK_INIT, ACK, FAIL, ACKED, FAILED, CREDIT, BARRIER, CHECKPOINT, COMMIT, BATCH = range(11)
+(
+    TUPLE,
+    ACK_INIT,
+    ACK,
+    FAIL,
+    ACKED,
+    FAILED,
+    CREDIT,
+    BARRIER,
+    CHECKPOINT,
+    COMMIT,
+    BATCH,
+    RESET_TIMEOUT,
+) = range(12)
 KIND_NAMES = (
     "TUPLE",
     "ACK_INIT",
@@ -43,6 +58,7 @@ KIND_NAMES = (
     "CHECKPOINT",
     "COMMIT",
     "BATCH",
+    "RESET_TIMEOUT",
 )
 WORKER_TASK = 0  # the task id that addresses the worker itself
 MAX_BATCH = 1024  # pairs in one batch: what a worker's sender takes from its queue at once

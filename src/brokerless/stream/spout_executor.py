@@ -30,7 +30,7 @@ from .acker import CountedTree, PendingTrees
 from .component import ComponentKind, Spout
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
-from .protocol import ACK_INIT, ACKED, BATCH
+from .protocol import ACK_INIT, ACKED, BATCH, RESET_TIMEOUT
 from .queues import Shutdown
 
 _new_id = random.getrandbits  # root and edge ids: _new_id(64)
@@ -235,7 +235,11 @@ class SpoutExecutor(Executor[Spout]):
 
     def _settle(self, message: Sequence[Any]) -> None:
         """ACKED or FAILED -- from an acker, from the collector that decided a counted tree, or
-        for a tuple with nothing to track -- told to the spout (unless its tuple timed out)."""
+        for a tuple with nothing to track -- told to the spout (unless its tuple timed out);
+        RESET_TIMEOUT starts the tuple's timeout again."""
+        if message[0] == RESET_TIMEOUT:
+            self.pending_trees.touch(message[1], time.monotonic())
+            return
         entry = self.pending_trees.pop(message[1])
         if entry is not None:
             task, msg_id, started = entry
