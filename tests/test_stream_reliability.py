@@ -17,6 +17,7 @@ from brokerless.stream import (
     Spout,
     Stream,
     Topology,
+    TopologyError,
     all_,
     complete_topology,
     fields,
@@ -160,6 +161,22 @@ def test_max_spout_pending_bounds_the_tuples_in_flight(workers, threads):
     # AckInBatches acks only when 5 are in flight: reaching 5 is required, exceeding it wrong
     assert max(in_flight) == 5
     assert result.statistics["spout"].pending_max == 5
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_spouts_own_max_spout_pending_wins_over_the_topologys(workers):
+    """Storm's per-component ``topology.max.spout.pending``: ``.spout(...,
+    max_spout_pending=3)`` bounds that spout, whatever the topology's Config says."""
+    topo = (
+        Topology("pending", Config(max_spout_pending=50))
+        .spout("spout", partial(ValueSpout, range(60)), max_spout_pending=3)
+        .bolt("batch", partial(AckInBatches, 3), inputs={"spout": all_()})
+    )
+    result = complete_topology(topo, workers=workers, timeout=30)
+    in_flight = [count for _, count in result.emitted("spout", "acked")]
+    assert len(in_flight) == 60 and max(in_flight) == 3
+    with pytest.raises(TopologyError, match="max_spout_pending must be None"):
+        Topology("t").spout("s", ValueSpout, max_spout_pending=0).build()
 
 
 @pytest.mark.parametrize("workers", WORKERS)

@@ -31,6 +31,7 @@ class ComponentPlan:
     finite: bool  # a spout that says when it is exhausted
     stateful: bool = False  # a StatefulBolt
     tick_secs: float | None = None  # a bolt's tick tuple frequency
+    max_spout_pending: int | None = None  # a spout's (None: no limit)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ class SpoutExecutor(Executor[Spout]):
         #: ACKED and FAILED decided in this thread (a counted tree's, a tuple nobody was sent),
         #: settled at the next step without a trip through the queue
         self.settled: list[tuple[int, int]] = []
-        self.max_pending = config.max_spout_pending or float("inf")
+        own = self.worker.plan.components[self.component].max_spout_pending
+        self.max_pending = own or float("inf")
         self._idle_since: float | None = None  # since when next_tuple has emitted nothing
         self.done = False
         self._topology_active = True

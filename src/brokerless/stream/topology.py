@@ -53,6 +53,7 @@ class _Declaration:
     tasks: Any
     inputs: Any
     tick_secs: Any = None  # a bolt's own tick tuple frequency
+    max_pending: Any = None  # a spout's own max_spout_pending
 
 
 class Topology:
@@ -70,10 +71,21 @@ class Topology:
         *,
         parallelism: int = 1,
         tasks: int | None = None,
+        max_spout_pending: int | None = None,
     ) -> Topology:
-        """Add a spout; ``component`` is a Spout class or a zero-argument factory."""
+        """Add a spout; ``component`` is a Spout class or a zero-argument factory.
+        ``max_spout_pending``: this spout's, in place of the topology's
+        ``Config.max_spout_pending`` (Storm's per-component setting)."""
         self._declarations.append(
-            _Declaration(name, ComponentKind.SPOUT, component, parallelism, tasks, None)
+            _Declaration(
+                name,
+                ComponentKind.SPOUT,
+                component,
+                parallelism,
+                tasks,
+                None,
+                max_pending=max_spout_pending,
+            )
         )
         return self
 
@@ -178,6 +190,14 @@ class _Planner:
         tick = tick_problem(d.tick_secs)
         if tick is not None:
             raise self.error(f"{where}: tick_tuple_freq_secs {tick}")
+        pending = d.max_pending
+        if pending is not None and (
+            isinstance(pending, bool) or not isinstance(pending, int) or pending < 1
+        ):
+            raise self.error(
+                f"{where}: max_spout_pending must be None (the topology's) or an integer >= 1, "
+                f"not {pending!r}"
+            )
         if d.tasks is not None and (not isinstance(d.tasks, int) or d.tasks < d.parallelism):
             raise self.error(
                 f"{where}: tasks must be an integer >= parallelism ({d.parallelism}), "
@@ -319,6 +339,12 @@ class _Planner:
         ackers = self.config.ackers
         if ackers:
             layout.append((ACKER, ComponentKind.ACKER, None, ackers, ackers))
+        default_pending = self.config.max_spout_pending
+        pending = {
+            d.name: default_pending if d.max_pending is None else d.max_pending
+            for d in declarations
+            if d.kind is ComponentKind.SPOUT
+        }
         default_tick = self.config.tick_tuple_freq_secs
         ticks = {
             d.name: default_tick if d.tick_secs is None else d.tick_secs
@@ -345,6 +371,7 @@ class _Planner:
                 finite=finite.get(name, False),
                 stateful=name in stateful,
                 tick_secs=ticks.get(name),
+                max_spout_pending=pending.get(name),
             )
         downstream = _edges(inputs)
         subscribers: dict[tuple[str, str], list[Subscription]] = {}
