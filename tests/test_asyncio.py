@@ -203,6 +203,54 @@ async def test_recv_noblock_with_nothing_there_raises_again(push_pull) -> None:
         await within(pull.recv(zmq.NOBLOCK))
 
 
+@pytest.mark.parametrize("implementation", ["brokerless", "pyzmq"])
+async def test_a_noblock_send_waits_behind_the_sends_queued_before_it(implementation) -> None:
+    """As pyzmq's: a NOBLOCK send made while sends are queued joins the queue, so messages go
+    in the order sent.  brokerless sent it at once, ahead of them, and the queued send then
+    never completed (that send had taken the descriptor's signal)."""
+    lib, aio = (zmq, zaio) if implementation == "brokerless" else (libzmq, libzmq_asyncio)
+    ctx = aio.Context()
+    try:
+        push, pull = ctx.socket(lib.PUSH), ctx.socket(lib.PULL)
+        push.sndhwm, pull.rcvhwm = 1, 1
+        push.bind("inproc://noblock-order")
+        pull.connect("inproc://noblock-order")
+        filled = []
+        while True:  # full: the next send would block
+            try:
+                push.send(b"fill%d" % len(filled), lib.NOBLOCK).result()
+            except lib.Again:
+                break
+            filled.append(b"fill%d" % len(filled))
+        queued = push.send(b"A")
+        first = pull.recv(lib.NOBLOCK).result()  # room, taken without letting the loop run
+        noblock = push.send(b"B", lib.NOBLOCK)
+        assert not noblock.done()  # behind A
+        got = [first] + [await within(pull.recv()) for _ in range(len(filled) + 1)]
+        assert got == [*filled, b"A", b"B"]
+        await within(queued)
+        await within(noblock)
+    finally:
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.beyond_pyzmq  # pyzmq's waiting receive stalls: the NOBLOCK one took the signal
+async def test_a_noblock_recv_taken_ahead_of_a_waiting_one_leaves_it_served(actx) -> None:
+    """A NOBLOCK receive is tried at once even while receives wait (as pyzmq's); the one that
+    waits then gets the next message."""
+    pull = actx.socket(zmq.PULL)
+    pull.bind("inproc://noblock-recv")
+    waiting = pull.recv()
+    await asyncio.sleep(0)  # (the loop watches the socket for it)
+    push = zmq.Context.shadow(actx.underlying).socket(zmq.PUSH)  # a sync sender: no yield
+    push.connect("inproc://noblock-recv")
+    push.send(b"one")
+    push.send(b"two")
+    assert pull.recv(zmq.NOBLOCK).result() == b"one"
+    assert await within(waiting) == b"two"
+    push.close(linger=0)
+
+
 async def test_rcvtimeo_raises_again_through_the_future_and_costs_no_message(push_pull) -> None:
     push, pull = push_pull
     pull.rcvtimeo = 50

@@ -376,13 +376,15 @@ class _AsyncSocket(_Async, SyncSocket[Awaitable[Any]]):
         timeout_option: SocketOption,
     ) -> Any:
         future = self._Future()
-        if not queue or flags & NOBLOCK:  # nothing to wait behind (or told not to wait)
+        # Nothing to wait behind: try at once.  A NOBLOCK receive always does, as pyzmq's; a
+        # NOBLOCK send waits its turn behind the sends queued before it, as pyzmq's (sent ahead
+        # of them, it broke their order).
+        if not queue or (flags & NOBLOCK and queue is self._recv_futures):
             outcome = _run(op)
             if flags & NOBLOCK or not _would_block(outcome):
                 _settle(future, outcome)
-                other = self._send_futures if queue is self._recv_futures else self._recv_futures
-                if other:  # that operation may have consumed the FD's signal for the others
-                    self._schedule_pass()
+                if self._send_futures or self._recv_futures:
+                    self._schedule_pass()  # (it may have taken the FD's signal for them)
                 return future
         pending = _Pending(future, op)
         timeout_ms = self._shadow_sock.getsockopt(timeout_option)
