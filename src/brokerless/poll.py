@@ -139,14 +139,14 @@ class Poller:
         fd_events: dict[int, int] = {}
         if has_fds:
             fd_events = dict(self._os_wait(0, self._os_poll or self._build()))
-        for obj, flags in self.sockets:
+        for obj, flags in self.sockets:  # (events are plain ints, as pyzmq's: ``int(flags)``)
             if isinstance(obj, Socket):
-                events = obj._events() & flags
+                events = obj._events() & int(flags)
                 if events:
                     ready.append((obj, events))
             else:  # reported by fd number, as pyzmq does for objects with fileno()
                 fd = _fileno(obj)
-                events = _from_os(fd_events.get(fd, 0)) & (flags | POLLERR)
+                events = int(_from_os(fd_events.get(fd, 0)) & (flags | POLLERR))
                 if events:
                     ready.append((fd, events))
         return ready
