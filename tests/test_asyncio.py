@@ -575,7 +575,12 @@ async def test_an_async_socket_from_a_sync_one_is_the_same_socket(ctx) -> None:
     sync.bind(addr)
     push = ctx.socket(zmq.PUSH)
     push.connect(addr)
-    for async_sock in (zaio.Socket.from_socket(sync), zaio.Socket(sync)):
+    wrappers = (  # (shadow= takes the address too, as pyzmq's: it was a TypeError)
+        zaio.Socket.from_socket(sync),
+        zaio.Socket(sync),
+        zaio.Socket(shadow=sync.underlying),
+    )
+    for async_sock in wrappers:
         assert isinstance(async_sock, zaio.Socket)
         assert async_sock.underlying == sync.underlying
         assert async_sock.type == sync.type == zmq.PULL

@@ -52,6 +52,7 @@ from .errno import ENOTSUP
 from .error import Again, ZMQError
 from .poll import Poller as SyncPoller
 from .poll import _fileno
+from .shadow import resolve as shadow_resolve
 from .socket import EndpointContext
 from .socket import Socket as SyncSocket
 
@@ -562,12 +563,10 @@ def _settle(future: Any, outcome: Any) -> None:
 
 
 def _resolve_socket(shadow: Any) -> SyncSocket[Any]:
+    """``shadow=``: a socket, or its ``underlying`` address, as pyzmq's takes."""
     if isinstance(shadow, SyncSocket):
         return shadow
-    raise TypeError(
-        f"shadow= takes a brokerless Socket here, not {type(shadow).__name__}: an address "
-        "(Socket.underlying) is resolved by Socket.shadow"
-    )
+    return shadow_resolve(shadow, SyncSocket)
 
 
 class _AsyncPoller(_Async, SyncPoller):
