@@ -120,6 +120,25 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "why (RFC 37). Neither side reconnects, as with libzmq",
     ),
     (
+        "a `ZMQStream` `on_recv` callback that raises",
+        "the error is logged and the stream delivers nothing more (the messages queued "
+        "behind it, and later ones, wait for an event that never comes)",
+        "the error is logged and the stream goes on with the next message",
+    ),
+    (
+        "asyncio futures waiting when the context is terminated",
+        "stay pending (the loop logs ContextTerminated from its event handler)",
+        "fail with ContextTerminated",
+    ),
+    (
+        "several greenlets waiting on one `zmq.green` socket; `term()` from a greenlet while "
+        "another still has a socket open",
+        "AssertionError (one waiter per socket); `term()` blocks the hub's thread, so the "
+        "greenlet that would close the socket never runs",
+        "each waiter served in turn; `term()` waits off the hub and wakes blocked greenlets "
+        "with ETERM",
+    ),
+    (
         "context THREAD_SCHED_POLICY, THREAD_PRIORITY, THREAD_NAME_PREFIX",
         "applied to libzmq's threads",
         "accepted and read back as libzmq does, not applied: the I/O threads keep the process's "
