@@ -200,6 +200,43 @@ def test_source_admission_control_caps_each_batch(spark, zctx, tmp_path):
     assert all(row.topic is None and row.frames == [row.payload] for row in batches.all_rows())
 
 
+@pytest.mark.parametrize("trigger", ["availableNow", "once"])
+def test_a_trigger_that_ends_takes_what_the_peers_had_queued(spark, zctx, tmp_path, trigger):
+    """Trigger.AvailableNow (and once) processes what was available when the query started --
+    for a message stream, what its peers had queued for it -- then ends; AvailableNow keeps
+    ``maxRowsPerBatch``.  The target was the log's end a moment after the socket opened,
+    before the peers had connected: the first run ended with nothing and the next one took
+    what the first should have, in a single batch."""
+    port = free_port()
+    push = zctx.socket(pyzmq.PUSH)
+    push.connect(f"tcp://127.0.0.1:{port}")  # queues until the source binds
+    for i in range(23):
+        push.send(b"%d" % i)
+    options = {
+        "endpoints": f"tcp://127.0.0.1:{port}",
+        "socketType": "PULL",
+        "bind": "true",
+        "walPath": str(tmp_path / "wal"),
+        "maxRowsPerBatch": "5",
+    }
+    batches = Batches()
+    query = (
+        _read(spark, **options)
+        .writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(**{trigger: True})
+        .start()
+    )
+    try:
+        assert query.awaitTermination(WAIT), "the query did not end by itself"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert [row.payload for row in batches.all_rows()] == [b"%d" % i for i in range(23)]
+    if trigger == "availableNow":
+        assert max(len(rows) for rows in batches.rows.values()) <= 5
+
+
 def _logged(wal_path: Path, after: int, upto: int) -> bool:
     """Whether the source's log holds records ``after < seq <= upto`` (read as Spark would)."""
     try:
@@ -620,6 +657,49 @@ def _drop_replays(messages: list[list[bytes]]) -> list[bytes]:
             keys.add((partition_id, seq))
             kept.append(payload)
     return kept
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_a_batch_write_sends_the_same_messages_with_the_streams_batch_id_in_foreachbatch(
+    spark, zctx, tmp_path
+):
+    """``df.write.format("brokerless")``, the usual last step of a ``foreachBatch``: the same
+    messages as the streaming sink's, their header carrying the stream's batch id there (0 in
+    a batch job of its own).  It failed: the source had no batch writer."""
+    consumer = zctx.socket(pyzmq.PULL)
+    port = consumer.bind_to_random_port("tcp://127.0.0.1")
+
+    def write(frame) -> None:
+        frame.write.format("brokerless").mode("append").option(
+            "endpoints", f"tcp://127.0.0.1:{port}"
+        ).save()
+
+    write(spark.createDataFrame([(b"alone-%d" % i,) for i in range(3)], "payload binary"))
+    alone = [_recv(consumer) for _ in range(3)]
+    assert sorted(payload for _, payload in alone) == [b"alone-0", b"alone-1", b"alone-2"]
+    assert {parse_header(header).batch_id for header, _ in alone} == {0}
+
+    batch_ids: list[int] = []
+
+    def each_batch(frame, batch_id: int) -> None:
+        if batch_id == 1 and not frame.isEmpty():  # (batch 0 of rate-micro-batch may be empty)
+            batch_ids.append(batch_id)
+            write(frame.selectExpr("cast(cast(value as string) as binary) as payload"))
+
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 4)
+        .load()
+        .writeStream.foreachBatch(each_batch)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        inside = [_recv(consumer) for _ in range(4)]
+    finally:
+        query.stop()
+    assert batch_ids == [1]
+    assert {parse_header(header).batch_id for header, _ in inside} == {1}
 
 
 @pytest.mark.timeout(SPARK_TIMEOUT)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourceStreamWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
-from .sink import BrokerlessStreamWriter, SinkConfig
+from .sink import BrokerlessStreamWriter, BrokerlessWriter, SinkConfig
 from .source import SCHEMA, BrokerlessStreamReader, SourceConfig, SourceError
 
 __all__ = ["BrokerlessDataSource"]
@@ -32,3 +37,6 @@ class BrokerlessDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return BrokerlessStreamWriter(SinkConfig.from_options(self.options, schema))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BrokerlessWriter(SinkConfig.from_options(self.options, schema))

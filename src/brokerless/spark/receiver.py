@@ -174,6 +174,18 @@ class Receiver:
                 pass
         return taken
 
+    def settle(self, quiet: float, most: float) -> int:
+        """The log's last record once no message has come for ``quiet`` seconds (or ``most``
+        have passed, or the receiver stops): what the peers had queued is in by then."""
+        deadline = time.monotonic() + most
+        seen = self.wal.durable_seq
+        while not self._stopping.wait(min(quiet, max(0.0, deadline - time.monotonic()))):
+            now_seen = self.wal.durable_seq
+            if now_seen == seen or time.monotonic() >= deadline:
+                return now_seen
+            seen = now_seen
+        return self.wal.durable_seq
+
     def check(self) -> WriteAheadLog:
         if self.error is not None:
             raise SourceError(f"brokerless source: the receiver failed: {self.error!r}") from (

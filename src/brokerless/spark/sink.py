@@ -1,4 +1,5 @@
-"""Structured Streaming sink: ``df.writeStream.format("brokerless")``.
+"""Structured Streaming sink: ``df.writeStream.format("brokerless")`` (and ``df.write``, the
+same messages, for ``foreachBatch`` and batch jobs).
 
 Each write task (one per partition of a micro-batch, on an executor) opens its own brokerless
 PUSH or PUB socket, sends every row as one multipart message and closes the socket only when
@@ -34,7 +35,11 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 import brokerless as zmq
@@ -44,7 +49,14 @@ from .options import OptionError, boolean, check_known, choice, endpoints, posit
 from .security import OPTIONS as SECURITY_OPTIONS
 from .security import PeerSecurity
 
-__all__ = ["HEADER", "BrokerlessStreamWriter", "MessageHeader", "SinkConfig", "parse_header"]
+__all__ = [
+    "HEADER",
+    "BrokerlessStreamWriter",
+    "BrokerlessWriter",
+    "MessageHeader",
+    "SinkConfig",
+    "parse_header",
+]
 
 #: ``batch_id u64 | partition_id u32 | seq u64``, big-endian (20 bytes).
 HEADER = struct.Struct(">QIQ")
@@ -186,64 +198,82 @@ class BrokerlessStreamWriter(DataSourceStreamArrowWriter):
     # Arrow batches, as DataSourceStreamArrowWriter.write takes them (pyspark's own override of
     # the row writer's write is no more compatible)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:  # type: ignore[override]
-        context = TaskContext.get()
-        assert context is not None, "write() runs in a Spark task"
-        batch_id = context.getLocalProperty(_BATCH_ID)
-        if batch_id is None:
-            raise SinkError(
-                f"brokerless sink: the task has no {_BATCH_ID!r} property; "
-                "the sink runs in streaming queries only"
-            )
-        batches = (batch for batch in iterator if batch.num_rows)
-        first = next(batches, None)
-        if first is None:  # an empty partition opens no socket (and waits for no subscriber)
-            return WriterCommitMessage()
-        config = self.config
-        zmq_context = zmq.Context()
-        sock = zmq_context.socket(zmq.XPUB if config.socket_type == "PUB" else zmq.PUSH)
-        authenticator = config.security.apply(sock, zmq_context)  # a PLAIN server's ZAP handler
-        try:
-            self._open(sock)
-            rows = chain([first], batches)
-            _send_rows(sock, config, int(batch_id), context.partitionId(), rows)
-            started = time.monotonic()
-            sock.close()  # lingers up to timeoutMs while the queue drains
-            if authenticator is not None:
-                authenticator.stop()
-            zmq_context.term()
-            # A session still holding messages at the linger deadline is dropped with them, so
-            # a close that took the whole linger did not deliver everything.
-            if (time.monotonic() - started) * 1000 >= config.timeout_ms:
-                raise SinkError(
-                    f"brokerless sink: messages were still queued after timeoutMs="
-                    f"{config.timeout_ms} ms; no peer took them"
-                )
-        finally:
-            if authenticator is not None:
-                authenticator.stop()  # (again: a no-op once stopped)
-            zmq_context.destroy(linger=0)
-        return WriterCommitMessage()
+        return _write_partition(self.config, iterator, streaming=True)
 
-    def _open(self, sock: zmq.SyncSocket) -> None:
-        """Set up the sink's socket (its security options are set) and attach it."""
-        config = self.config
-        pub = config.socket_type == "PUB"
-        sock.setsockopt(zmq.LINGER, config.timeout_ms)
-        sock.setsockopt(zmq.SNDTIMEO, config.timeout_ms)
-        sock.setsockopt(zmq.MAXMSGSIZE, SUBSCRIPTION_MAX_BYTES)
-        hint = " (bind mode: one task at a time; use df.coalesce(1))" if config.bind else ""
-        attach(
-            sock,
-            config.endpoints,
-            config.bind,
-            lambda verb, endpoint, exc: SinkError(
-                f"brokerless sink: cannot {verb} {endpoint}: {exc}{hint}"
-            ),
+
+class BrokerlessWriter(DataSourceArrowWriter):
+    """The writer behind ``df.write.format("brokerless")``: the same messages.  Inside
+    ``foreachBatch`` their header carries the stream's batch id (the job runs with the
+    micro-batch's properties), so a consumer drops a replayed batch as from ``writeStream``;
+    in a batch job of its own the batch id is 0."""
+
+    def __init__(self, config: SinkConfig) -> None:
+        self.config = config
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:  # type: ignore[override]
+        return _write_partition(self.config, iterator, streaming=False)
+
+
+def _write_partition(
+    config: SinkConfig, iterator: Iterator[pa.RecordBatch], streaming: bool
+) -> WriterCommitMessage:
+    """One task's rows as messages (see the module doc); fails the task when no peer takes
+    them within ``timeoutMs``."""
+    context = TaskContext.get()
+    assert context is not None, "write() runs in a Spark task"
+    batch_id = context.getLocalProperty(_BATCH_ID)
+    if batch_id is None and streaming:
+        raise SinkError(
+            f"brokerless sink: the task has no {_BATCH_ID!r} property; "
+            "the streaming sink runs in streaming queries only"
         )
-        if pub and not sock.poll(config.timeout_ms):
+    batches = (batch for batch in iterator if batch.num_rows)
+    first = next(batches, None)
+    if first is None:  # an empty partition opens no socket (and waits for no subscriber)
+        return WriterCommitMessage()
+    zmq_context = zmq.Context()
+    sock = zmq_context.socket(zmq.XPUB if config.socket_type == "PUB" else zmq.PUSH)
+    authenticator = config.security.apply(sock, zmq_context)  # a PLAIN server's ZAP handler
+    try:
+        _open(sock, config)
+        rows = chain([first], batches)
+        _send_rows(sock, config, int(batch_id or 0), context.partitionId(), rows)
+        started = time.monotonic()
+        sock.close()  # lingers up to timeoutMs while the queue drains
+        if authenticator is not None:
+            authenticator.stop()
+        zmq_context.term()
+        # A session still holding messages at the linger deadline is dropped with them, so a
+        # close that took the whole linger did not deliver everything.
+        if (time.monotonic() - started) * 1000 >= config.timeout_ms:
             raise SinkError(
-                f"brokerless sink: no subscriber within timeoutMs={config.timeout_ms} ms"
+                f"brokerless sink: messages were still queued after timeoutMs="
+                f"{config.timeout_ms} ms; no peer took them"
             )
+    finally:
+        if authenticator is not None:
+            authenticator.stop()  # (again: a no-op once stopped)
+        zmq_context.destroy(linger=0)
+    return WriterCommitMessage()
+
+
+def _open(sock: zmq.SyncSocket, config: SinkConfig) -> None:
+    """Set up the sink's socket (its security options are set) and attach it."""
+    pub = config.socket_type == "PUB"
+    sock.setsockopt(zmq.LINGER, config.timeout_ms)
+    sock.setsockopt(zmq.SNDTIMEO, config.timeout_ms)
+    sock.setsockopt(zmq.MAXMSGSIZE, SUBSCRIPTION_MAX_BYTES)
+    hint = " (bind mode: one task at a time; use df.coalesce(1))" if config.bind else ""
+    attach(
+        sock,
+        config.endpoints,
+        config.bind,
+        lambda verb, endpoint, exc: SinkError(
+            f"brokerless sink: cannot {verb} {endpoint}: {exc}{hint}"
+        ),
+    )
+    if pub and not sock.poll(config.timeout_ms):
+        raise SinkError(f"brokerless sink: no subscriber within timeoutMs={config.timeout_ms} ms")
 
 
 def _send_rows(

@@ -32,6 +32,18 @@ reader offered or be within what the log held when it reopened: a log that lost 
 (``fsync=false`` and a machine crash) would otherwise give their numbers to new messages that
 Spark then skips as processed.
 
+*The first batch, and Trigger.AvailableNow*: a message stream keeps no backlog of its own, so
+what is "available" when a query starts is what its peers have queued for it, which arrives
+once they have connected.  The first ``latestOffset`` of a reader lets the receiver read until
+its socket has been quiet for ``FIRST_QUIET`` seconds (at most ``FIRST_MOST``), so the first
+batch -- the only one of a ``once`` trigger -- holds it.  Spark calls
+``prepareForTriggerAvailableNow`` first for an AvailableNow query; the receiver then reads until
+the socket has been quiet for ``SETTLE_QUIET`` seconds (at most ``SETTLE_MOST``: a peer that
+never pauses), and the log's end is the query's target: ``latestOffset`` goes no further (in
+batches of ``maxRowsPerBatch``), and what comes later waits for the next run.  Before, the end
+was taken a moment after the socket opened -- before its peers had connected -- and what they
+had queued was only read in the run after.
+
 The receiver -- the socket, its thread and the log, how it stops without losing what it took,
 and acknowledged ingestion (``ack=true``) -- is ``receiver.py``; the options are
 ``source_config.py``.
@@ -47,7 +59,12 @@ from itertools import islice, pairwise
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -97,13 +114,28 @@ class WalRange(InputPartition):
         return f"WalRange({self.wal_path!r}, ({self.after}, {self.upto}])"
 
 
-class BrokerlessStreamReader(DataSourceStreamReader):
+#: Trigger.AvailableNow's target: the log's end once the socket has been quiet this long (s),
+#: or after at most ``SETTLE_MOST``; the first batch's, ``FIRST_*`` (see the module doc).
+SETTLE_QUIET = 0.5
+SETTLE_MOST = 5.0
+FIRST_QUIET = 0.2
+FIRST_MOST = 1.0
+
+
+class BrokerlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The reader behind ``spark.readStream.format("brokerless")``."""
 
     def __init__(self, config: SourceConfig) -> None:
         self.config = config
         self._receiver: Receiver | None = None
         self._offered = 0  # the highest offset latestOffset returned
+        self._target: int | None = None  # Trigger.AvailableNow's (see the module doc)
+        self._first = True  # no latestOffset yet
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._log()
+        assert self._receiver is not None
+        self._target = self._receiver.settle(SETTLE_QUIET, SETTLE_MOST)
 
     def _log(self) -> WriteAheadLog:
         """The log, starting the receiver on the first call (driver side only)."""
@@ -138,7 +170,14 @@ class BrokerlessStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         begin = start["seq"]
-        end = self._check_known(begin).durable_seq
+        wal = self._check_known(begin)
+        if self._first and self._target is None:  # the first batch (the module doc)
+            assert self._receiver is not None
+            self._receiver.settle(FIRST_QUIET, FIRST_MOST)
+        self._first = False
+        end = wal.durable_seq
+        if self._target is not None:
+            end = max(begin, min(end, self._target))
         if isinstance(limit, ReadMaxRows):
             end = min(end, begin + limit.max_rows)
         self._offered = max(self._offered, end)
