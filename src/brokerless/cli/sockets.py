@@ -60,7 +60,10 @@ ROLES = {
         zmq.PUB,
         True,
         False,
-        "Publish each line of stdin (with --topic, as [TOPIC, line]).",
+        "Publish each line of stdin (with --topic, as [TOPIC, line]).  A PUB drops what it "
+        "sends before a subscriber has connected and subscribed (ZeroMQ's slow joiner): "
+        "a short input piped in at once may reach nobody; start the subscribers first and "
+        "keep the input open (tail -f), or use push/pull.",
         "tail -f app.log | brokerless pub --bind tcp://*:5556 --topic log",
     ),
     "sub": Role(
