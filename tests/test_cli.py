@@ -282,18 +282,25 @@ def test_router_shows_routing_ids_in_hex_and_replies_to_them(context):
     assert b"Traceback" not in err
 
 
-def test_dealer_talks_to_a_pyzmq_router(context):
+def dealer_round_trip(context, *options: str) -> bytes:
+    """``brokerless dealer`` (with ``options``) sends hello to a pyzmq ROUTER and prints its
+    answer, world; returns the routing id the ROUTER saw."""
     router = context.socket(libzmq.ROUTER)
+    router.rcvtimeo = 30_000
     port = router.bind_to_random_port(LOCAL)
-    with started("dealer", f"{LOCAL}:{port}", "-n", "1", stdin=True) as dealer:
+    with started("dealer", f"{LOCAL}:{port}", *options, "-n", "1", stdin=True) as dealer:
         dealer.stdin.write(b"\thello\n")
         dealer.stdin.flush()
         peer, empty, body = router.recv_multipart()
         assert (empty, body) == (b"", b"hello")
         router.send_multipart([peer, b"", b"world"])
         out, err = finish(dealer)
-    assert dealer.returncode == 0, err
-    assert out == b"\tworld\n"
+    assert dealer.returncode == 0 and out == b"\tworld\n", err
+    return peer
+
+
+def test_dealer_talks_to_a_pyzmq_router(context):
+    dealer_round_trip(context)
 
 
 @pytest.mark.timeout(120)
@@ -308,19 +315,7 @@ def test_option_values_are_taken_in_the_options_own_terms(context):
     huge = brokerless("pull", f"{LOCAL}:1", "-o", "rcvhwm=99999999999")
     assert huge.returncode == 2 and b"does not fit" in huge.stderr, huge.stderr
     assert b"Traceback" not in text.stderr + huge.stderr
-    router = context.socket(libzmq.ROUTER)
-    router.rcvtimeo = 30_000
-    port = router.bind_to_random_port(LOCAL)
-    with started(
-        "dealer", f"{LOCAL}:{port}", "-o", "routing_id=42", "-n", "1", stdin=True
-    ) as dealer:
-        dealer.stdin.write(b"\thello\n")
-        dealer.stdin.flush()
-        peer, _, body = router.recv_multipart()
-        assert (peer, body) == (b"42", b"hello")
-        router.send_multipart([peer, b"", b"world"])
-        out, err = finish(dealer)
-    assert dealer.returncode == 0 and out == b"\tworld\n", err
+    assert dealer_round_trip(context, "-o", "routing_id=42") == b"42"
 
 
 RAW_MESSAGES = [[b"line\nbreak", b"tab\there"], [b""], [bytes(range(256)) * 3]]

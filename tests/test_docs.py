@@ -102,33 +102,48 @@ def _source_module(
     root: Path,
     options: tuple[str, ...],
     documented: list[str],
-    security: tuple[str, ...] | None = None,
+    security: tuple[str, ...] = (),
+    security_documented: list[str] | None = None,
 ) -> None:
-    """A source module as the hook reads it: ``_OPTIONS``, and with ``security`` the options
-    of a sibling ``security.py`` that it imports and accepts too."""
-    bullets = "\n".join(f"        - ``{name}``: what {name} does." for name in documented)
-    imports, accepted = "", "_OPTIONS"
-    if security is not None:
-        (root / "security.py").write_text(f"OPTIONS = {security!r}\n", encoding="utf-8")
-        imports = "from .security import OPTIONS as SECURITY_OPTIONS\n"
-        accepted = "_OPTIONS + SECURITY_OPTIONS"
+    """A source module as the hook reads it: ``_OPTIONS`` (documented: ``documented``), and
+    the options of a sibling ``security.py`` that it imports and accepts too, documented in
+    its ``PeerSecurity`` (``security_documented``, default ``security``)."""
+
+    def bullets(names: list[str], indent: str) -> str:
+        return "\n".join(f"{indent}- ``{name}``: what {name} does." for name in names)
+
+    sec_bullets = bullets(
+        list(security) if security_documented is None else security_documented, "    "
+    )
+    (root / "security.py").write_text(
+        f"OPTIONS = {security!r}\n\n"
+        f'class PeerSecurity:\n    """Options:\n\n{sec_bullets}\n    """\n',
+        encoding="utf-8",
+    )
     (root / "source.py").write_text(
-        f"{imports}_OPTIONS = {options!r}\n\n"
+        "from .security import OPTIONS as SECURITY_OPTIONS\n"
+        f"_OPTIONS = {options!r}\n\n"
         "class SourceConfig:\n"
         "    @classmethod\n"
         "    def from_options(cls, options):\n"
-        f'        """Options:\n\n{bullets}\n        """\n'
-        f'        check_known(options, {accepted}, "source")\n',
+        f'        """Options:\n\n{bullets(documented, "        ")}\n        """\n'
+        '        check_known(options, _OPTIONS + SECURITY_OPTIONS, "source")\n',
         encoding="utf-8",
     )
 
 
-def test_options_table_is_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _options_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     hook = _hook()
     monkeypatch.setattr(hook, "ROOT", tmp_path)
     monkeypatch.setattr(
         hook, "SPARK_OPTIONS", {"source": ("source.py", "SourceConfig.from_options")}
     )
+    monkeypatch.setattr(hook, "SECURITY_DOC", ("security.py", "PeerSecurity"))
+    return hook
+
+
+def test_options_table_is_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _options_hook(tmp_path, monkeypatch)
     _source_module(tmp_path, ("endpoints", "rcvhwm"), ["endpoints", "rcvhwm"])
     table = hook.spark_options_table("source").splitlines()
     assert table[2:] == [
@@ -145,27 +160,22 @@ def test_options_table_is_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             hook.spark_options_table("source")
 
 
-def test_options_table_has_the_imported_security_options(
+def test_options_table_has_the_security_options_documented_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hook = _hook()
-    monkeypatch.setattr(hook, "ROOT", tmp_path)
-    monkeypatch.setattr(
-        hook, "SPARK_OPTIONS", {"source": ("source.py", "SourceConfig.from_options")}
-    )
+    """The security options both sides take are documented in ``PeerSecurity`` alone, and
+    each side's table shows them."""
+    hook = _options_hook(tmp_path, monkeypatch)
     security = ("curveServer", "zapDomain")
-    _source_module(tmp_path, ("endpoints",), ["endpoints", *security], security)
+    _source_module(tmp_path, ("endpoints",), ["endpoints"], security)
     assert hook.spark_options_table("source").splitlines()[2:] == [
         "| `endpoints` | what endpoints does. |",
         "| `curveServer` | what curveServer does. |",
         "| `zapDomain` | what zapDomain does. |",
     ]
     # A security option left out, or two named in one bullet (which documents neither):
-    for documented in (
-        ["endpoints", "curveServer"],
-        ["endpoints", "curveServer``, ``zapDomain"],
-    ):
-        _source_module(tmp_path, ("endpoints",), documented, security)
+    for documented in (["curveServer"], ["curveServer``, ``zapDomain"]):
+        _source_module(tmp_path, ("endpoints",), ["endpoints"], security, documented)
         with pytest.raises(PluginError, match="differ"):
             hook.spark_options_table("source")
 

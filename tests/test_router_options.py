@@ -142,18 +142,23 @@ def test_handover_gives_routing_id_to_newest_peer(make, endpoint):
     assert first.poll(200, zmq.POLLIN) == 0
 
 
-def test_without_handover_duplicate_routing_id_is_ignored(make, endpoint):
-    """The first peer keeps the id; the ROUTER does not hear a newcomer claiming it."""
+def claimed_twice(make, endpoint):
+    """A ROUTER, a DEALER named X it has heard from, and a second DEALER named X that has
+    sent Hello, which the ROUTER has not heard (the first keeps the id)."""
     router = make(zmq.ROUTER)
     addr = bind(router, endpoint())
     first = named_dealer(make, addr, b"X", router)
-
     second = make(zmq.DEALER)
     second.setsockopt(zmq.ROUTING_ID, b"X")
     connect(second, addr)
     second.send(b"Hello")
     assert router.poll(200, zmq.POLLIN) == 0
+    return router, first, second
 
+
+def test_without_handover_duplicate_routing_id_is_ignored(make, endpoint):
+    """The first peer keeps the id; the ROUTER does not hear a newcomer claiming it."""
+    router, first, second = claimed_twice(make, endpoint)
     router.send_multipart([b"X", b"for X"])
     assert recv_within(first) == b"for X"
     assert second.poll(200, zmq.POLLIN) == 0
@@ -196,16 +201,9 @@ def test_a_peer_whose_routing_id_is_taken_keeps_its_connection(
 def test_a_peer_whose_routing_id_is_taken_gets_it_when_it_is_free(make, endpoint):
     """Once the peer that had the id goes, a peer that waited with it takes it: what it sent
     meanwhile arrives then, and replies reach it."""
-    router = make(zmq.ROUTER)
-    addr = bind(router, endpoint())
-    first = named_dealer(make, addr, b"X", router)
-    second = make(zmq.DEALER)
-    second.setsockopt(zmq.ROUTING_ID, b"X")
-    connect(second, addr)
-    second.send(b"waited")
-    assert router.poll(200, zmq.POLLIN) == 0
+    router, first, second = claimed_twice(make, endpoint)
     first.close(linger=0)
-    assert recv_within(router, 5000, multipart=True) == [b"X", b"waited"]
+    assert recv_within(router, 5000, multipart=True) == [b"X", b"Hello"]
     router.send_multipart([b"X", b"for the second"])
     assert recv_within(second) == b"for the second"
 

@@ -50,11 +50,13 @@ SHOWN_AT = {
     "examples/guide/README.md": "guide.md",
 }
 
-#: Where each side's options are defined and documented.
+#: Where each side's options are defined and documented; the security options both take are
+#: documented once, in ``SECURITY_DOC``.
 SPARK_OPTIONS = {
     "source": ("src/brokerless/spark/source_config.py", "SourceConfig.from_options"),
     "sink": ("src/brokerless/spark/sink.py", "SinkConfig"),
 }
+SECURITY_DOC = ("src/brokerless/spark/security.py", "PeerSecurity")
 
 _DIRECTIVE = re.compile(r"^<!-- (include|include-if-present|spark-options): (.+?) -->$", re.M)
 _PLAIN_FILE_NOTE = re.compile(r"^\*\([^\n]*`make docs`[^\n]*\)\*[ \t]*(?:\n|\Z)", re.M)
@@ -168,6 +170,9 @@ def spark_options_table(side: str) -> str:
     module = ast.parse(_read(path))
     accepted = _accepted_options(module, path)
     documented = _documented_options(_docstring(module, qualname, path))
+    security_path, security_qualname = SECURITY_DOC
+    security = ast.parse(_read(security_path))
+    documented += _documented_options(_docstring(security, security_qualname, security_path))
     names = [name for name, _, _ in documented]
     if sorted(names) != sorted(accepted):
         raise PluginError(

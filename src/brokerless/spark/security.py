@@ -53,7 +53,24 @@ _DEFAULT_DOMAIN = "global"
 @dataclass(frozen=True)
 class PeerSecurity:
     """A socket's security options, checked.  ``mechanism``: NULL, PLAIN or CURVE; keys are
-    32 octets; the secrets never show in a repr."""
+    32 octets; the secrets never show in a repr.  The options, the source's and the sink's:
+
+    - ``curveServer``: ``true`` to be a CURVE server (with ``curveSecretKey``): the traffic is
+      encrypted and this side proven; any client that knows its public key gets in (default
+      ``false``).
+    - ``curveServerKey``: the CURVE server's public key (40 Z85 characters), to be a CURVE client
+      (with ``curveSecretKey``).
+    - ``curvePublicKey``: this side's CURVE public key; optional, and checked against
+      ``curveSecretKey``.
+    - ``curveSecretKey``: this side's CURVE secret key, for a CURVE server or client
+      (``zmq.curve_keypair()`` makes a pair).
+    - ``plainServer``: ``true`` to be a PLAIN server that admits exactly ``plainUsername`` with
+      ``plainPassword`` (PLAIN sends the password in clear: a trusted network only; default
+      ``false``).
+    - ``plainUsername``: the PLAIN user name: a PLAIN client's, or the one a PLAIN server admits.
+    - ``plainPassword``: the PLAIN password, with ``plainUsername``.
+    - ``zapDomain``: the ZAP domain of a server source or sink (ZeroMQ's ZAP_DOMAIN).
+    """
 
     mechanism: str = "NULL"
     server: bool = False

@@ -107,24 +107,9 @@ class SinkConfig:
     - ``timeoutMs``: how long a task may wait for a peer, for room to send, and for its queue to
       drain on close (default 30000).
 
-    Security towards the peers, CURVE or PLAIN (:mod:`brokerless.spark.security`); e.g.
-    ``curveServerKey`` with ``curveSecretKey`` for a sink that connects to a CURVE server:
-
-    - ``curveServer``: ``true`` to be a CURVE server (with ``curveSecretKey``): the traffic is
-      encrypted and this side proven; any client that knows its public key gets in (default
-      ``false``).
-    - ``curveServerKey``: the CURVE server's public key (40 Z85 characters), to be a CURVE client
-      (with ``curveSecretKey``).
-    - ``curvePublicKey``: this side's CURVE public key; optional, and checked against
-      ``curveSecretKey``.
-    - ``curveSecretKey``: this side's CURVE secret key, for a CURVE server or client
-      (``zmq.curve_keypair()`` makes a pair).
-    - ``plainServer``: ``true`` to be a PLAIN server that admits exactly ``plainUsername`` with
-      ``plainPassword`` (PLAIN sends the password in clear: a trusted network only; default
-      ``false``).
-    - ``plainUsername``: the PLAIN user name: a PLAIN client's, or the one a PLAIN server admits.
-    - ``plainPassword``: the PLAIN password, with ``plainUsername``.
-    - ``zapDomain``: the ZAP domain of a server sink (ZeroMQ's ZAP_DOMAIN).
+    Security towards the peers, CURVE or PLAIN: the options of
+    :class:`~brokerless.spark.security.PeerSecurity`; e.g. ``curveServerKey`` with
+    ``curveSecretKey`` for a sink that connects to a CURVE server.
     """
 
     endpoints: tuple[str, ...]
