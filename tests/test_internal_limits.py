@@ -15,10 +15,10 @@ import brokerless as zmq
 from brokerless.spark.ingest import ACK_MAX_FRAME, ReliableSender
 from brokerless.spark.sink import (
     SUBSCRIPTION_MAX_BYTES,
-    BrokerlessStreamWriter,
     SinkConfig,
     SinkError,
 )
+from brokerless.spark.sink import _open as open_sink
 from brokerless.stream.messaging import PEER_MAXMSGSIZE, SocketMessaging
 
 pytestmark = pytest.mark.timeout(60)
@@ -54,10 +54,10 @@ def test_a_worker_drops_a_port_that_sends_it_something_big(tmp_path):
         lctx.destroy(linger=0)
 
 
-def _sink(endpoint: str) -> BrokerlessStreamWriter:
+def _sink(endpoint: str) -> SinkConfig:
     schema = StructType([StructField("payload", BinaryType())])
     options = {"endpoints": endpoint, "socketType": "PUB", "bind": "true", "timeoutMs": "1500"}
-    return BrokerlessStreamWriter(SinkConfig.from_options(options, schema))
+    return SinkConfig.from_options(options, schema)
 
 
 @pytest.mark.parametrize("size", [1, SUBSCRIPTION_MAX_BYTES + 1])
@@ -75,10 +75,10 @@ def test_the_sink_takes_only_subscriptions_of_a_sane_size(tmp_path, size):
         sub.subscribe(b"t" * size)
         xpub = context.socket(zmq.XPUB)
         if size == 1:
-            _sink(endpoint)._open(xpub)
+            open_sink(xpub, _sink(endpoint))
         else:
             with pytest.raises(SinkError, match="no subscriber"):
-                _sink(endpoint)._open(xpub)
+                open_sink(xpub, _sink(endpoint))
         xpub.close(linger=0)
     finally:
         context.destroy(linger=0)
