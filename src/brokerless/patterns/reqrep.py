@@ -118,19 +118,17 @@ class Router(Pattern):
 
     def terminated(self, pipe: Pipe) -> None:
         rid = pipe.routing_id
+        waiting = self.waiting.get(rid, [])
         if self.out.get(rid) is pipe:
             self.fq.terminated(pipe)
             del self.out[rid]
-            waiting = self.waiting.get(rid)
             if waiting:  # the id is free: the next pipe with it takes it
                 self.out[rid] = heir = waiting.pop(0)
                 self.fq.attach(heir)
-        else:
-            waiting = self.waiting.get(rid)
-            if waiting and pipe in waiting:
-                waiting.remove(pipe)
-        if waiting is not None and not waiting:
-            del self.waiting[rid]
+        elif pipe in waiting:
+            waiting.remove(pipe)
+        if not waiting:
+            self.waiting.pop(rid, None)
 
     def read_activated(self, pipe: Pipe) -> None:
         if self.waiting and pipe in self.waiting.get(pipe.routing_id, ()):

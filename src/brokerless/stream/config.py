@@ -119,9 +119,9 @@ class Config:
             not isinstance(self.num_ackers, int) or self.num_ackers < 0
         ):
             found.append(f"num_ackers must be None or an integer >= 0, not {self.num_ackers!r}")
-        pending = self.max_spout_pending
-        if pending is not None and (not isinstance(pending, int) or pending < 1):
-            found.append(f"max_spout_pending must be None or an integer >= 1, not {pending!r}")
+        pending = pending_problem(self.max_spout_pending)
+        if pending is not None:
+            found.append(f"max_spout_pending {pending}")
         threshold = self.worker_gc_threshold
         if threshold is not None and (
             not isinstance(threshold, int) or not 1 <= threshold <= MAX_GC_THRESHOLD
@@ -177,3 +177,10 @@ def tick_problem(value: Any) -> str | None:
     ):
         return None
     return f"must be None or a number of seconds > 0, not {value!r}"
+
+
+def pending_problem(value: Any) -> str | None:
+    """What is wrong with a max_spout_pending (None: nothing)."""
+    if value is None or (not isinstance(value, bool) and isinstance(value, int) and value >= 1):
+        return None
+    return f"must be None or an integer >= 1, not {value!r}"

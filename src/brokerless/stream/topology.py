@@ -32,7 +32,7 @@ from .component import (
     Stream,
     declared_streams,
 )
-from .config import Config, tick_problem
+from .config import Config, pending_problem, tick_problem
 from .grouping import Grouping, Shuffle
 from .plan import ACKER, ComponentPlan, ExecutorPlan, Subscription, TopologyPlan
 from .tuple import Fields
@@ -190,14 +190,9 @@ class _Planner:
         tick = tick_problem(d.tick_secs)
         if tick is not None:
             raise self.error(f"{where}: tick_tuple_freq_secs {tick}")
-        pending = d.max_pending
-        if pending is not None and (
-            isinstance(pending, bool) or not isinstance(pending, int) or pending < 1
-        ):
-            raise self.error(
-                f"{where}: max_spout_pending must be None (the topology's) or an integer >= 1, "
-                f"not {pending!r}"
-            )
+        pending = pending_problem(d.max_pending)
+        if pending is not None:
+            raise self.error(f"{where}: max_spout_pending {pending} (None: the topology's)")
         if d.tasks is not None and (not isinstance(d.tasks, int) or d.tasks < d.parallelism):
             raise self.error(
                 f"{where}: tasks must be an integer >= parallelism ({d.parallelism}), "
