@@ -37,21 +37,22 @@ Stateful bolts (``StatefulBolt``, whose ``KeyValueState`` is exactly-once) make 
 checkpointed: aligned barriers from replayable spouts (``WALSpout``, ``SequenceSpout``), and a
 rollback to the last complete checkpoint when a worker is lost (``checkpoint.py``).
 (``brokerless.spark.run_on_spark`` runs the workers as Spark tasks.)
-Modules: ``component`` (Spout, Bolt, Stream), ``topology`` (builder, validation, plan),
-``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
-move, back pressure), ``executor`` (with ``spout_executor``, ``bolt_executor``,
-``acker_executor``; ``host``: what they see of their worker), ``emit`` (a task's emit path),
-``transfer`` (outboxes, credits), ``acker`` (reliability), ``queues``, ``messaging``,
-``inbound`` (what a worker accepts from the network), ``routing``, ``assignment``,
-``metrics``, ``run`` (completion), ``local``, ``control`` (the driver-workers channel of
-workers in other processes), ``multiprocess``, ``testing``, ``examples`` (word count);
-checkpoints: ``checkpoint`` (protocol, coordinator), ``stateful`` (its executors), ``state``,
-``storage``, ``spouts``, ``wal`` (the write-ahead log ``WALSpout`` reads).  The ``brokerless
-stream`` command is ``brokerless.cli.topologies``.
+Modules: ``component`` (Spout, Bolt, Stream), ``batching`` (streamparse's batching bolts),
+``topology`` (builder, validation, plan), ``grouping``, ``tuple``, ``serializer``, ``config``;
+and the runtime: ``worker`` (how tuples move, back pressure), ``executor`` (with
+``spout_executor``, ``bolt_executor``, ``acker_executor``; ``host``: what they see of their
+worker), ``emit`` (a task's emit path), ``transfer`` (outboxes, credits), ``acker``
+(reliability), ``queues``, ``messaging``, ``inbound`` (what a worker accepts from the
+network), ``routing``, ``assignment``, ``metrics``, ``run`` (completion), ``local``,
+``control`` (the driver-workers channel of workers in other processes), ``multiprocess``,
+``testing``, ``examples`` (word count); checkpoints: ``checkpoint`` (protocol, coordinator),
+``stateful`` (its executors), ``state``, ``storage``, ``spouts``, ``wal`` (the write-ahead log
+``WALSpout`` reads).  The ``brokerless stream`` command is ``brokerless.cli.topologies``.
 """
 
 from __future__ import annotations
 
+from .batching import BatchingBolt, TicklessBatchingBolt
 from .checkpoint import CheckpointRecord, CheckpointStatistics, read_state
 from .component import (
     DEFAULT_STREAM,
@@ -92,6 +93,7 @@ from .tuple import Tuple
 
 __all__ = [
     "DEFAULT_STREAM",
+    "BatchingBolt",
     "Bolt",
     "CheckpointRecord",
     "CheckpointStatistics",
@@ -116,6 +118,7 @@ __all__ = [
     "StatefulBolt",
     "Statistics",
     "Stream",
+    "TicklessBatchingBolt",
     "Topology",
     "TopologyContext",
     "TopologyError",

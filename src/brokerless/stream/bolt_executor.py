@@ -15,6 +15,10 @@ copy sent counts into them (``Emitter.send``); acking it counts it out of each, 
 collector that empties a tree tells the spout executor ``ACKED(root)`` itself, in its
 ``settled`` list (failing, ``FAILED(root)``).
 
+A :class:`~.batching.BatchingBolt` holds its input in batches: its tuples are not acked
+when ``process`` returns, and the executor is not *done* (``run.py``) while a batch holds
+some -- it says so before the items count as handled, so no completion round sees them gone.
+
 With a tick tuple frequency (``Config.tick_tuple_freq_secs`` or the bolt's own), the executor
 gives each task a tick tuple in ``process_tick`` when it is due -- checked at each step, and
 an idle step asks to run again then -- as Storm's system component sends ``__tick`` tuples.
@@ -31,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .acker import CountedTree
+from .batching import BatchingBolt
 from .component import Bolt, ComponentKind
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
@@ -188,6 +193,7 @@ class BoltExecutor(Executor[Bolt]):
     def open(self) -> None:
         self._tick = self.worker.plan.components[self.component].tick_secs
         self._next_tick = None if self._tick is None else time.monotonic() + self._tick
+        self._batching = False  # its tasks are BatchingBolts
         for task in self.task_ids:
             self._start(task)
         self._returns = [0] * self.worker.num_workers
@@ -196,7 +202,10 @@ class BoltExecutor(Executor[Bolt]):
     def _start(self, task: int) -> None:
         state = self._create(task, Bolt, self.collector)
         if state is not None:
-            self._set_up(state, state.component.prepare)
+            bolt = state.component
+            self._batching = isinstance(bolt, BatchingBolt)
+            state.ack_on_return = bolt.auto_ack and not self._batching
+            self._set_up(state, bolt.prepare)
 
     @property
     def holds_input(self) -> bool:
@@ -214,6 +223,8 @@ class BoltExecutor(Executor[Bolt]):
                 return restart
         if self._next_tick is not None and time.monotonic() >= self._next_tick:
             self._ticks()
+            if self._batching:
+                self._holding()
         items = self.queue.take(self.batch, 0)
         if not items:
             if self._next_tick is None:
@@ -236,8 +247,18 @@ class BoltExecutor(Executor[Bolt]):
             if outbox.size >= _FLUSH_AT:
                 outbox.flush()
         outbox.flush()
+        if self._batching:
+            self._holding()
         self.count_handled(len(items))
         return 0
+
+    def _holding(self) -> None:
+        """Not done while a batch holds tuples (the module doc)."""
+        self.done = not any(
+            s.component.holding
+            for s in self.states.values()
+            if isinstance(s.component, BatchingBolt)
+        )
 
     def _execute(self, state: TaskState[Bolt], tup: Any) -> None:
         collector = state.collector
@@ -254,7 +275,7 @@ class BoltExecutor(Executor[Bolt]):
         except Exception as exc:
             self._process_failed(state, tup, exc)
         else:
-            if bolt.auto_ack:
+            if state.ack_on_return:
                 collector.ack(tup)
         finally:
             state.current = None
@@ -275,6 +296,8 @@ class BoltExecutor(Executor[Bolt]):
         self._next_tick = max(self._next_tick + tick, time.monotonic())
 
     def _process_failed(self, state: TaskState[Bolt], tup: Tuple, error: Exception) -> None:
-        """``process`` raised: report it and fail the tuple (Storm's rule)."""
+        """``process`` raised: report it and fail the tuple (Storm's rule), unless the bolt
+        leaves it to time out (``auto_fail``)."""
         self.report(state.task, error)
-        state.collector.fail(tup)
+        if state.component.auto_fail:
+            state.collector.fail(tup)

@@ -217,7 +217,7 @@ class Spout(Component):
 class Bolt(Component):
     """Processes tuples.  By default every emit in ``process`` is anchored to the input tuple
     (``auto_anchor``), the input is acked when ``process`` returns (``auto_ack``), and failed
-    when it raises."""
+    when it raises (``auto_fail``; the error is recorded either way)."""
 
     _collector: BoltCollector
 
@@ -225,6 +225,9 @@ class Bolt(Component):
     auto_ack: ClassVar[bool] = True
     #: Anchor emits made during ``process`` to the input tuple when no ``anchors`` are given.
     auto_anchor: ClassVar[bool] = True
+    #: Fail the input tuple when ``process`` raises; without it, it is left to time out (and
+    #: be replayed then).  In a checkpointed topology an exception rolls back either way.
+    auto_fail: ClassVar[bool] = True
 
     def prepare(self, conf: Config, context: TopologyContext) -> None:
         """Called once per task before the first tuple."""

@@ -75,7 +75,16 @@ class TaskFailed(BaseException):
 class TaskState(Generic[_C]):
     """One task: its component instance, context and emit path."""
 
-    __slots__ = ("broken", "collector", "component", "context", "current", "output", "task")
+    __slots__ = (
+        "ack_on_return",
+        "broken",
+        "collector",
+        "component",
+        "context",
+        "current",
+        "output",
+        "task",
+    )
 
     def __init__(self, task: int, context: TopologyContext, output: Emitter) -> None:
         self.task = task
@@ -85,6 +94,7 @@ class TaskState(Generic[_C]):
         self.collector: Any = None
         self.current: Any = None  # the tuple a bolt is processing
         self.broken = False  # its component could not be created or opened
+        self.ack_on_return = False  # a bolt's: ack its input when ``process`` returns
 
 
 class Executor(Generic[_C]):

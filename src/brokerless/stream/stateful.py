@@ -14,13 +14,14 @@ barrier, so a topology without stateful bolts pays nothing for checkpoints).
 * :class:`CheckpointedBoltExecutor` -- aligns each task's input.  A task's *channels* are the
   tasks of the components it subscribes to.  When barrier ``n`` arrives from a channel, what
   comes after it on that channel is held back until barrier ``n`` has come from every channel;
-  then the task snapshots (a stateful task calls ``pre_prepare`` and serializes its
-  :class:`~.state.KeyValueState`), sends barrier ``n`` downstream and processes what it held
-  back, in order.  A barrier of a newer checkpoint while aligning gives the older one up
-  (declined); one of an older or finished checkpoint is dropped.  Holding back more than
-  ``_MAX_HELD`` queues' worth of tuples declines the checkpoint too, so neither a slow channel
-  nor a forged barrier makes a task hold input without bound.  On a restore, a stateful task
-  gets the checkpoint's state in ``init_state`` (an empty one on a fresh start).
+  then the task snapshots (a batching bolt processes its batches, a stateful task calls
+  ``pre_prepare`` and serializes its :class:`~.state.KeyValueState`), sends barrier ``n``
+  downstream and processes what it held back, in order.  A barrier of a newer checkpoint while
+  aligning gives the older one up (declined); one of an older or finished checkpoint is
+  dropped.  Holding back more than ``_MAX_HELD`` queues' worth of tuples declines the
+  checkpoint too, so neither a slow channel nor a forged barrier makes a task hold input
+  without bound.  On a restore, a stateful task gets the checkpoint's state in
+  ``init_state`` (an empty one on a fresh start).
 * Failures: an exception from a component (a bolt's ``process``, ``init_state`` and hooks, a
   spout's methods; all but ``close``/``cleanup``), a task that could not start, or a snapshot
   that cannot be made or restored is reported and raises :class:`~.executor.TaskFailed`: the
@@ -39,6 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from .batching import BatchingBolt
 from .bolt_executor import BoltCollector, BoltExecutor
 from .checkpoint import TaskAck, snapshot_path
 from .component import Bolt, Component, ReplayableSpout, Spout, StatefulBolt
@@ -349,9 +351,11 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
         checkpoints = self._checkpoints
         ack = TaskAck(checkpoint, state.task, alignment_ns=alignment)
         snapshot = None
+        bolt = state.component
+        if isinstance(bolt, BatchingBolt):  # its batches belong to this checkpoint
+            self._call(state, bolt.process_batches)  # (its emits go before the barrier)
         if align.state is not None:
             started = time.perf_counter_ns()
-            bolt = state.component
             assert isinstance(bolt, StatefulBolt)  # it has a state: it is one
             self._call(state, bolt.pre_prepare, checkpoint)
             snapshot = self._snapshot(checkpoints, state.task, checkpoint, align.state)

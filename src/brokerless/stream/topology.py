@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
+from .batching import BatchingBolt, TicklessBatchingBolt
 from .component import (
     DEFAULT_STREAM,
     Bolt,
@@ -175,7 +176,12 @@ class _Planner:
         stateful = {name for name, c in instances.items() if isinstance(c, StatefulBolt)}
         if stateful:
             self.check_checkpointable(stateful, instances, inputs)
-        return self.assemble(declarations, streams, finite, stateful, inputs)
+        ticks = {
+            d.name: self.tick_secs(d, instances[d.name])
+            for d in declarations
+            if d.kind is ComponentKind.BOLT
+        }
+        return self.assemble(declarations, streams, finite, stateful, inputs, ticks)
 
     def check_declaration(self, d: _Declaration, seen: set[str]) -> None:
         if not isinstance(d.name, str) or not d.name:
@@ -227,6 +233,32 @@ class _Planner:
             and type(instance).exhausted is not Spout.exhausted
         )
         return streams, finite, instance
+
+    def tick_secs(self, d: _Declaration, bolt: Component) -> float | None:
+        """A bolt's tick tuple frequency: its declaration's, else a TicklessBatchingBolt's
+        ``secs_between_batches``, else the topology's (which a BatchingBolt needs)."""
+        if d.tick_secs is not None:
+            return d.tick_secs  # type: ignore[no-any-return]  # checked: a number
+        where = f"bolt {d.name!r}"
+        if isinstance(bolt, TicklessBatchingBolt):
+            tick = tick_problem(bolt.secs_between_batches)
+            if tick is not None or bolt.secs_between_batches is None:
+                raise self.error(f"{where}: secs_between_batches {tick or 'must not be None'}")
+            return bolt.secs_between_batches
+        if isinstance(bolt, BatchingBolt):
+            n = bolt.ticks_between_batches
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise self.error(
+                    f"{where}: ticks_between_batches must be an integer >= 1, not {n!r}"
+                )
+            if self.config.tick_tuple_freq_secs is None:
+                raise self.error(
+                    f"{where} is a BatchingBolt, which processes its batches on tick tuples, "
+                    "and it gets none: pass .bolt(..., tick_tuple_freq_secs=SECONDS) or "
+                    "Config(tick_tuple_freq_secs=SECONDS), or make it a TicklessBatchingBolt "
+                    "(secs_between_batches)"
+                )
+        return self.config.tick_tuple_freq_secs
 
     def check_inputs(
         self,
@@ -323,6 +355,7 @@ class _Planner:
         finite: dict[str, bool],
         stateful: set[str],
         inputs: dict[str, dict[tuple[str, str], Grouping]],
+        ticks: dict[str, float | None],
     ) -> TopologyPlan:
         components: dict[str, ComponentPlan] = {}
         executors: list[ExecutorPlan] = []
@@ -339,12 +372,6 @@ class _Planner:
             d.name: default_pending if d.max_pending is None else d.max_pending
             for d in declarations
             if d.kind is ComponentKind.SPOUT
-        }
-        default_tick = self.config.tick_tuple_freq_secs
-        ticks = {
-            d.name: default_tick if d.tick_secs is None else d.tick_secs
-            for d in declarations
-            if d.kind is ComponentKind.BOLT
         }
         for name, kind, factory, parallelism, n_tasks in layout:
             tasks = tuple(range(next_task, next_task + n_tasks))
