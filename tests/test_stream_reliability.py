@@ -452,7 +452,7 @@ def test_reset_timeout_keeps_a_slow_tuple_from_timing_out(workers, threads, rese
     """Storm's ``resetTimeout``: a bolt working on a tuple longer than the message timeout
     starts its spout tuple's timeout again now and then, and the tuple is acked, not failed
     (without it: failed).  brokerless had no way to."""
-    config = Config(message_timeout_secs=0.3, tick_tuple_freq_secs=0.1, executor_threads=threads)
+    config = Config(message_timeout_secs=1.0, tick_tuple_freq_secs=0.2, executor_threads=threads)
     topo = (
         Topology("slow", config)
         .spout("spout", partial(ValueSpout, range(3), replay=False))
