@@ -126,6 +126,15 @@ class FailEveryThirdOnce(Bolt):
         self.ack(tup)
 
 
+class FailAll(Bolt):
+    """Fails every tuple it gets."""
+
+    auto_ack = False
+
+    def process(self, tup: Any) -> None:
+        self.fail(tup)
+
+
 class PairUp(Bolt):
     """Emits ``[[a, b]]`` for every two inputs in a row, anchored to both (one tuple in two
     spout tuples' trees), then acks them."""

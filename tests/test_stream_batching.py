@@ -25,7 +25,7 @@ from brokerless.stream import (
 )
 
 from .live_input import counted
-from .stream_topologies import StatefulCount, ValueSpout, WordSplit, wait_for
+from .stream_topologies import FailAll, StatefulCount, ValueSpout, WordSplit, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,15 +55,6 @@ class FailBatch(CountBatches):
         if key == "w0":
             raise ValueError("the w0 batch failed")
         super().process_batch(key, tups)
-
-
-class FailAll(Bolt):
-    """Fails every tuple it gets."""
-
-    auto_ack = False
-
-    def process(self, tup: Any) -> None:
-        self.fail(tup)
 
 
 def batching(bolt: Any = CountBatches, *, ackers: int = 1, tick: float | None = 0.05) -> Topology:

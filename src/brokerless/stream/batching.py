@@ -12,25 +12,29 @@ tuples are acked when it returns (``auto_ack``) and failed when it raises (``aut
 other batches are processed all the same, and the first error is raised after them, so the
 executor reports it (and a checkpointed topology rolls back).
 
-The executor's side (``bolt_executor.py``): it does not ack a tuple when ``process`` returns
-(the batch holds it), counts the bolt as not done while batches hold tuples (a run to
-completion waits for the next batch), and in a checkpointed topology processes the batches
-before a barrier passes the bolt (``stateful.py``), so every tuple that came before a
-checkpoint's barrier is processed within that checkpoint.
+The executor's side (``bolt_executor.py``, as for every ``BufferingBolt``): it does not ack a
+tuple when ``process`` returns (the batch holds it), and counts the bolt as not done while
+batches hold tuples (a run to completion waits for the next batch); in a checkpointed topology
+it processes the batches before a barrier passes the bolt (``stateful.py``), so every tuple
+that came before a checkpoint's barrier is processed within that checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, ClassVar
 
-from .component import DEFAULT_STREAM, Bolt
+from .component import BufferingBolt
+from .config import tick_problem
 from .tuple import Tuple
+
+if TYPE_CHECKING:
+    from .config import Config
 
 __all__ = ["BatchingBolt", "TicklessBatchingBolt"]
 
 
-class BatchingBolt(Bolt):
+class BatchingBolt(BufferingBolt):
     """Groups tuples into batches between tick tuples, then processes each batch at once
     (streamparse's ``BatchingBolt``): implement ``process_batch`` and, to get one batch per
     key, ``group_key``.  The bolt needs tick tuples: set
@@ -43,7 +47,6 @@ class BatchingBolt(Bolt):
     ticks_between_batches: ClassVar[int] = 1
 
     _batches: dict[Hashable, list[Tuple]] | None = None
-    _batch: Sequence[Tuple] | None = None  # the batch ``process_batch`` is processing
     _ticks = 0
 
     def group_key(self, tup: Tuple) -> Hashable:
@@ -56,8 +59,21 @@ class BatchingBolt(Bolt):
 
     @property
     def holding(self) -> bool:
-        """Whether batches hold tuples not processed yet."""
         return bool(self._batches)
+
+    def resolve_tick_secs(self, declared: float | None, config: Config) -> float | None:
+        n = self.ticks_between_batches
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"ticks_between_batches must be an integer >= 1, not {n!r}")
+        tick = super().resolve_tick_secs(declared, config)
+        if tick is None:
+            raise ValueError(
+                "it is a BatchingBolt, which processes its batches on tick tuples, and it gets "
+                "none: pass .bolt(..., tick_tuple_freq_secs=SECONDS) or "
+                "Config(tick_tuple_freq_secs=SECONDS), or make it a TicklessBatchingBolt "
+                "(secs_between_batches)"
+            )
+        return tick
 
     def process(self, tup: Tuple) -> None:
         batches = self._batches
@@ -83,7 +99,7 @@ class BatchingBolt(Bolt):
             return
         first_error: Exception | None = None
         for key, tups in batches.items():
-            self._batch = tups
+            self._anchors = tups
             try:
                 self.process_batch(key, tups)
             except Exception as exc:
@@ -99,32 +115,9 @@ class BatchingBolt(Bolt):
                     for tup in tups:
                         self.ack(tup)
             finally:
-                self._batch = None
+                self._anchors = None
         if first_error is not None:
             raise first_error
-
-    def emit(
-        self,
-        values: Sequence[Any],
-        anchors: Tuple | Sequence[Tuple] | None = None,
-        stream: str = DEFAULT_STREAM,
-        direct_task: int | None = None,
-    ) -> list[int]:
-        """Emit a tuple anchored to ``anchors`` (default: in ``process_batch``, the batch's
-        tuples; elsewhere the tuple being processed)."""
-        if anchors is None and self._batch is not None and self.auto_anchor:
-            anchors = self._batch
-        return super().emit(values, anchors, stream, direct_task)
-
-    def emit_direct(
-        self,
-        task: int,
-        values: Sequence[Any],
-        anchors: Tuple | Sequence[Tuple] | None = None,
-        stream: str = DEFAULT_STREAM,
-    ) -> list[int]:
-        """Emit to exactly ``task`` on a direct stream (anchored as ``emit``)."""
-        return self.emit(values, anchors, stream, task)
 
 
 class TicklessBatchingBolt(BatchingBolt):
@@ -134,3 +127,10 @@ class TicklessBatchingBolt(BatchingBolt):
 
     #: Seconds between two rounds of batches.
     secs_between_batches: ClassVar[float] = 2.0
+
+    def resolve_tick_secs(self, declared: float | None, config: Config) -> float | None:
+        secs = self.secs_between_batches
+        problem = tick_problem(secs) or ("must not be None" if secs is None else None)
+        if problem is not None:
+            raise ValueError(f"secs_between_batches {problem}")
+        return secs if declared is None else declared

@@ -15,9 +15,10 @@ copy sent counts into them (``Emitter.send``); acking it counts it out of each, 
 collector that empties a tree tells the spout executor ``ACKED(root)`` itself, in its
 ``settled`` list (failing, ``FAILED(root)``).
 
-A :class:`~.batching.BatchingBolt` holds its input in batches: its tuples are not acked
-when ``process`` returns, and the executor is not *done* (``run.py``) while a batch holds
-some -- it says so before the items count as handled, so no completion round sees them gone.
+A :class:`~.component.BufferingBolt` (batches, windows) keeps its input: its tuples are not
+acked when ``process`` returns, and the executor is not *done* (``run.py``) while the bolt
+holds some -- it says so before the items count as handled, so no completion round sees them
+gone.
 
 With a tick tuple frequency (``Config.tick_tuple_freq_secs`` or the bolt's own), the executor
 gives each task a tick tuple in ``process_tick`` when it is due -- checked at each step, and
@@ -35,8 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .acker import CountedTree
-from .batching import BatchingBolt
-from .component import Bolt, ComponentKind
+from .component import Bolt, BufferingBolt, ComponentKind
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
 from .protocol import ACK, ACKED, FAIL, FAILED, RESET_TIMEOUT
@@ -193,7 +193,7 @@ class BoltExecutor(Executor[Bolt]):
     def open(self) -> None:
         self._tick = self.worker.plan.components[self.component].tick_secs
         self._next_tick = None if self._tick is None else time.monotonic() + self._tick
-        self._batching = False  # its tasks are BatchingBolts
+        self._buffering = False  # its tasks are BufferingBolts
         for task in self.task_ids:
             self._start(task)
         self._returns = [0] * self.worker.num_workers
@@ -203,8 +203,8 @@ class BoltExecutor(Executor[Bolt]):
         state = self._create(task, Bolt, self.collector)
         if state is not None:
             bolt = state.component
-            self._batching = isinstance(bolt, BatchingBolt)
-            state.ack_on_return = bolt.auto_ack and not self._batching
+            self._buffering = isinstance(bolt, BufferingBolt)
+            state.ack_on_return = bolt.auto_ack and not self._buffering
             self._set_up(state, bolt.prepare)
 
     @property
@@ -223,7 +223,7 @@ class BoltExecutor(Executor[Bolt]):
                 return restart
         if self._next_tick is not None and time.monotonic() >= self._next_tick:
             self._ticks()
-            if self._batching:
+            if self._buffering:
                 self._holding()
         items = self.queue.take(self.batch, 0)
         if not items:
@@ -247,17 +247,17 @@ class BoltExecutor(Executor[Bolt]):
             if outbox.size >= _FLUSH_AT:
                 outbox.flush()
         outbox.flush()
-        if self._batching:
+        if self._buffering:
             self._holding()
         self.count_handled(len(items))
         return 0
 
     def _holding(self) -> None:
-        """Not done while a batch holds tuples (the module doc)."""
+        """Not done while the bolt holds tuples (the module doc)."""
         self.done = not any(
             s.component.holding
             for s in self.states.values()
-            if isinstance(s.component, BatchingBolt)
+            if isinstance(s.component, BufferingBolt)
         )
 
     def _execute(self, state: TaskState[Bolt], tup: Any) -> None:

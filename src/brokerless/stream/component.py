@@ -282,6 +282,51 @@ class Bolt(Component):
         self._collector.fail(tup)
 
 
+class BufferingBolt(Bolt):
+    """Base of bolts that keep their input after ``process`` returns and deal with it later,
+    on tick tuples (batches, windows: ``batching.py``, ``windowing.py``): the executor does
+    not ack a tuple when ``process`` returns, and a run to completion is not over while
+    ``holding``.  While ``_anchors`` is set (a batch, a window being processed), what the
+    bolt emits is anchored to those tuples (``auto_anchor``)."""
+
+    _anchors: Sequence[Tuple] | None = None
+
+    @property
+    def holding(self) -> bool:
+        """Whether tuples are kept that a coming tick will deal with."""
+        raise NotImplementedError
+
+    def resolve_tick_secs(self, declared: float | None, config: Config) -> float | None:
+        """The tick frequency this bolt runs with, given its declaration's
+        (``Topology.bolt(..., tick_tuple_freq_secs=)``) and the topology's; raises ValueError
+        saying what to change when the bolt cannot work with them (called when the topology
+        is built)."""
+        return config.tick_tuple_freq_secs if declared is None else declared
+
+    def emit(
+        self,
+        values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None = None,
+        stream: str = DEFAULT_STREAM,
+        direct_task: int | None = None,
+    ) -> list[int]:
+        """Emit a tuple anchored to ``anchors`` (default: while a batch or a window is being
+        processed, its tuples; otherwise the tuple being processed)."""
+        if anchors is None and self._anchors is not None and self.auto_anchor:
+            anchors = self._anchors
+        return self._collector.emit(values, anchors, stream, direct_task)
+
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        anchors: Tuple | Sequence[Tuple] | None = None,
+        stream: str = DEFAULT_STREAM,
+    ) -> list[int]:
+        """Emit to exactly ``task`` on a direct stream (anchored as ``emit``)."""
+        return self.emit(values, anchors, stream, task)
+
+
 class ReplayableSpout(Spout):
     """A spout over input it can read again from a recorded position: a log with offsets, a
     file, a list.  A checkpointed topology (one with a :class:`StatefulBolt`) takes only these:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from .batching import BatchingBolt, TicklessBatchingBolt
 from .component import (
     DEFAULT_STREAM,
     Bolt,
+    BufferingBolt,
     Component,
     ComponentKind,
     ReplayableSpout,
@@ -37,6 +37,7 @@ from .config import Config, pending_problem, tick_problem
 from .grouping import Grouping, Shuffle
 from .plan import ACKER, ComponentPlan, ExecutorPlan, Subscription, TopologyPlan
 from .tuple import Fields
+from .windowing import WindowedBolt
 
 Inputs = Mapping[str | tuple[str, str], Grouping] | Sequence[str]
 
@@ -235,30 +236,14 @@ class _Planner:
         return streams, finite, instance
 
     def tick_secs(self, d: _Declaration, bolt: Component) -> float | None:
-        """A bolt's tick tuple frequency: its declaration's, else a TicklessBatchingBolt's
-        ``secs_between_batches``, else the topology's (which a BatchingBolt needs)."""
-        if d.tick_secs is not None:
-            return d.tick_secs  # type: ignore[no-any-return]  # checked: a number
-        where = f"bolt {d.name!r}"
-        if isinstance(bolt, TicklessBatchingBolt):
-            tick = tick_problem(bolt.secs_between_batches)
-            if tick is not None or bolt.secs_between_batches is None:
-                raise self.error(f"{where}: secs_between_batches {tick or 'must not be None'}")
-            return bolt.secs_between_batches
-        if isinstance(bolt, BatchingBolt):
-            n = bolt.ticks_between_batches
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise self.error(
-                    f"{where}: ticks_between_batches must be an integer >= 1, not {n!r}"
-                )
-            if self.config.tick_tuple_freq_secs is None:
-                raise self.error(
-                    f"{where} is a BatchingBolt, which processes its batches on tick tuples, "
-                    "and it gets none: pass .bolt(..., tick_tuple_freq_secs=SECONDS) or "
-                    "Config(tick_tuple_freq_secs=SECONDS), or make it a TicklessBatchingBolt "
-                    "(secs_between_batches)"
-                )
-        return self.config.tick_tuple_freq_secs
+        """A bolt's tick tuple frequency: its declaration's, else the topology's; a batching
+        or windowed bolt decides for itself (``BufferingBolt.resolve_tick_secs``)."""
+        if isinstance(bolt, BufferingBolt):
+            try:
+                return bolt.resolve_tick_secs(d.tick_secs, self.config)
+            except ValueError as exc:
+                raise self.error(f"bolt {d.name!r}: {exc}") from None
+        return self.config.tick_tuple_freq_secs if d.tick_secs is None else d.tick_secs
 
     def check_inputs(
         self,
@@ -339,6 +324,12 @@ class _Planner:
                     f"spout {name!r} is not a ReplayableSpout and {why}: a rollback must send "
                     "every spout back to the position of the last checkpoint; make it a "
                     "ReplayableSpout (position()/seek()), e.g. WALSpout over a log"
+                )
+            if isinstance(instance, WindowedBolt):
+                raise self.error(
+                    f"bolt {name!r} is a WindowedBolt and {why}: windows are not "
+                    "checkpointed (a rollback would lose what they hold); keep windows in "
+                    "topologies without stateful bolts"
                 )
         downstream = _edges(inputs)
         for name in instances:
