@@ -5,8 +5,10 @@ them, and the settings Storm refuses refused when the topology is built."""
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -15,15 +17,18 @@ from brokerless.stream import (
     Count,
     Duration,
     SequenceSpout,
+    Spout,
     StatefulBolt,
+    Stream,
     Topology,
     TopologyError,
     WindowedBolt,
     complete_topology,
+    run_local,
     shuffle,
 )
 
-from .stream_topologies import FailAll, ValueSpout
+from .stream_topologies import FailAll, Source, ValueSpout, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -158,7 +163,9 @@ def test_windows_storm_refuses_are_refused_when_the_topology_is_built():
         windowed(NoLength, [1]).build()
     with pytest.raises(TopologyError, match=r"window_length: Count takes an integer >= 1"):
         windowed(ZeroCount, [1]).build()
-    with pytest.raises(TopologyError, match=r"\(35 s\) is more than message_timeout_secs"):
+    with pytest.raises(
+        TopologyError, match=r"can wait 35 s in its windows .* more than message_timeout_secs"
+    ):
         windowed(Long, [1]).build()
     windowed(Long, [1], message_timeout_secs=40).build()
     windowed(Long, [1], num_ackers=0).build()  # no acking: no timeout to outlast
@@ -176,3 +183,131 @@ def test_windows_storm_refuses_are_refused_when_the_topology_is_built():
     )
     with pytest.raises(TopologyError, match="'window' is a WindowedBolt and it has stateful"):
         checkpointed.build()
+
+
+# -- event time ---------------------------------------------------------------------------------
+
+
+class Phased(Spout):
+    """Emits ``[value, ts]`` for each timestamp of ``first`` (msg_id: the timestamp), then,
+    once ``go`` is set, those of ``then``; records the msg_ids acked in ``acked``."""
+
+    outputs = ["value", "ts"]
+
+    def __init__(
+        self, first: list[float], then: list[float], go: threading.Event, acked: Any = None
+    ) -> None:
+        self.todo = [*first]
+        self.then, self.go, self.acked = then, go, acked
+
+    def ack(self, msg_id: Any) -> None:
+        if self.acked is not None:
+            self.acked.append(msg_id)
+
+    def next_tuple(self) -> None:
+        if not self.todo and self.then and self.go.is_set():
+            self.todo, self.then = self.then, []
+        if self.todo:
+            ts = self.todo.pop(0)
+            self.emit([f"v{ts}", ts], msg_id=ts)
+
+
+class EventWindows(Windows):
+    window_length = Duration(10)
+    timestamp_field = "ts"
+    lag = Duration(5)
+    watermark_interval = Duration(0.02)
+    late_tuple_stream = "late"
+    outputs = [Stream(["values", "new", "expired"]), Stream(["value", "ts"], name="late")]
+
+
+def captured(run: Any, component: str, stream: str = "default") -> list[list[Any]]:
+    return [list(v) for c, s, v in run.captured() if (c, s) == (component, stream)]
+
+
+def test_event_time_windows_fire_as_the_watermark_passes_and_late_tuples_go_aside():
+    """Storm's event time: windows of the tuples' own times, aligned on the interval, fired
+    when the watermark (the newest time less the lag) passes their end, with the tuples in
+    time order; one behind the watermark is late (to the late stream, acked)."""
+    go, acked = threading.Event(), []
+    topology = (
+        Topology("event-time")
+        .spout("values", partial(Phased, [1, 5, 3, 12, 11, 25], [2, 60], go, acked))
+        .bolt("window", EventWindows, inputs={"values": shuffle()})
+    )
+    with run_local(topology, capture=True) as run:
+        wait_for(lambda: len(captured(run, "window")) == 2, what="two windows")
+        go.set()
+        wait_for(lambda: len(captured(run, "window")) == 3, what="the third window")
+        wait_for(lambda: captured(run, "window", "late"), what="the late tuple")
+        wait_for(lambda: len(acked) == 7, what="the acks")
+        windows = captured(run, "window")
+        late = captured(run, "window", "late")
+    assert windows == [
+        [["v1", "v3", "v5"], ["v1", "v3", "v5"], []],  # (0, 10]: the watermark is 25 - 5
+        [["v11", "v12"], ["v11", "v12"], ["v1", "v3", "v5"]],  # (10, 20]
+        [["v25"], ["v25"], ["v11", "v12"]],  # (20, 30], once 60 - 5 passed it; then none
+    ]
+    assert late == [["v2", 2]]
+    assert sorted(acked) == [1, 2, 3, 5, 11, 12, 25]  # evicted or late; 60 waits for a window
+
+
+class SlowSource(Windows):
+    """Counts its ticks (local mode)."""
+
+    window_length = Duration(10)
+    timestamp_field = "ts"
+    watermark_interval = Duration(0.02)
+    ticks: ClassVar[list[float]] = []
+
+    def process_tick(self, tup: Any) -> None:
+        self.ticks.append(time.monotonic())
+        super().process_tick(tup)
+
+
+def test_the_watermark_waits_for_every_input_stream():
+    go = threading.Event()
+    SlowSource.ticks.clear()
+    topology = (
+        Topology("two-streams")
+        .spout("fast", partial(Phased, [1, 15, 30], [], go))
+        .spout("slow", partial(Phased, [], [31], go))
+        .bolt("window", SlowSource, inputs=["fast", "slow"])
+    )
+    with run_local(topology, capture=True) as run:
+        wait_for(lambda: len(SlowSource.ticks) >= 10, what="ten ticks")
+        assert captured(run, "window") == []  # "slow" sent nothing: no watermark
+        go.set()
+        wait_for(lambda: len(captured(run, "window")) == 3, what="three windows")
+    assert captured(run, "window") == [  # the watermark: min(30, 31)
+        [["v1"], ["v1"], []],
+        [["v15"], ["v15"], ["v1"]],
+        [["v30"], ["v30"], ["v15"]],
+    ]
+
+
+class CountInEventTime(Windows):
+    window_length = Count(10)
+    timestamp_field = "ts"
+
+
+class UndeclaredLate(EventWindows):
+    outputs = ["values", "new", "expired"]
+
+
+class NegativeLag(EventWindows):
+    lag = Duration(-1)
+
+
+def test_event_time_settings_are_checked_when_the_topology_is_built():
+    def build(bolt: Any, **config: Any) -> None:
+        Topology("t", Config(**config)).spout("s", Source).bolt("w", bolt, inputs=["s"]).build()
+
+    with pytest.raises(TopologyError, match=r"window_length must be a Duration \(event time\)"):
+        build(CountInEventTime)
+    with pytest.raises(TopologyError, match="late_tuple_stream 'late' is not among its declared"):
+        build(UndeclaredLate)
+    with pytest.raises(TopologyError, match="lag: Duration's seconds must be None or a number"):
+        build(NegativeLag)
+    with pytest.raises(TopologyError, match=r"wait 25\.02 s .*lag and watermark interval"):
+        build(EventWindows, message_timeout_secs=20)

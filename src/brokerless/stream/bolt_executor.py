@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .acker import CountedTree
-from .component import Bolt, BufferingBolt, ComponentKind
+from .component import Bolt, BufferingBolt, ComponentKind, TopologyContext
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
 from .protocol import ACK, ACKED, FAIL, FAILED, RESET_TIMEOUT
@@ -184,6 +184,10 @@ class BoltCollector:
 
     def report_error(self, error: BaseException) -> None:
         self.executor.report(self.state.task, error)
+
+    @property
+    def context(self) -> TopologyContext:
+        return self.state.context
 
 
 class BoltExecutor(Executor[Bolt]):

@@ -96,6 +96,9 @@ class TopologyContext:
     num_workers: int
     component_tasks: Mapping[str, tuple[int, ...]] = field(repr=False)
     worker_tasks: frozenset[int] = field(repr=False)
+    #: The (component, stream) pairs this component subscribes to (Storm's
+    #: ``getThisSources``).
+    sources: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def task_index(self) -> int:
@@ -132,6 +135,9 @@ class BoltCollector(Collector, Protocol):
     def fail(self, tup: Tuple) -> None: ...
 
     def reset_timeout(self, tup: Tuple) -> None: ...
+
+    @property
+    def context(self) -> TopologyContext: ...
 
 
 class _NotRunning:

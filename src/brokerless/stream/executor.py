@@ -226,6 +226,7 @@ class Executor(Generic[_C]):
             num_workers=worker.num_workers,
             component_tasks=plan.component_tasks,
             worker_tasks=worker.tasks,
+            sources=tuple(plan.components[self.component].inputs),
         )
         state: TaskState[_C] = TaskState(
             task, context, Emitter(worker, self.component, task, self.metrics, self.outbox)

@@ -24,6 +24,16 @@ ones come, as Storm's: a finite input's last tuples are acked only by their time
 acking topology ``message_timeout_secs`` must outlast a Duration window's length plus its
 interval (Storm's rule, checked when the topology is built), or tuples would time out while a
 window still holds them.  Windows are not checkpointed: a checkpointed topology refuses them.
+
+Event time (``timestamp_field``; Duration windows only): a tuple's time is that field's value.
+At each tick (every ``watermark_interval``) the *watermark* moves to the oldest of each input
+stream's newest time, less ``lag``, once every input stream (``TopologyContext.sources``) has
+sent; windows are aligned on multiples of their interval, hold the tuples of (end - length,
+end] in time order, and fire in order once the watermark reaches their end (windows that would
+hold nothing are skipped).  A tuple at or behind the watermark is late: its values go to
+``late_tuple_stream``, anchored to it, or nowhere, and it is acked.  The watermark moves only
+as tuples come: the last windows of a finite input wait, as in Storm, and a run to completion
+does not wait for them.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from .component import BufferingBolt
+from .component import BufferingBolt, declared_streams
 from .config import tick_problem
 from .tuple import Tuple
 
@@ -49,7 +59,7 @@ class Count:
 
     n: int
 
-    def problem(self) -> str | None:
+    def problem(self, zero: bool = False) -> str | None:
         n = self.n
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             return f"Count takes an integer >= 1, not {n!r}"
@@ -63,7 +73,10 @@ class Duration:
 
     seconds: float
 
-    def problem(self) -> str | None:
+    def problem(self, zero: bool = False) -> str | None:
+        """What is wrong with it (None: nothing); ``zero``: 0 seconds will do."""
+        if zero and self.seconds == 0 and not isinstance(self.seconds, bool):
+            return None
         problem = tick_problem(self.seconds)
         if problem is not None or self.seconds is None:
             return f"Duration's seconds {problem or 'must not be None'}"
@@ -97,16 +110,29 @@ class WindowedBolt(BufferingBolt):
                 values = [t[0] for t in window.tuples]
                 self.emit([sum(values) / len(values)])
 
-    Implement ``process_window``; do not override ``process`` or ``process_tick``."""
+    With ``timestamp_field`` the windows are in event time (see the module doc).  Implement
+    ``process_window``; do not override ``process`` or ``process_tick``."""
 
     #: How much a window holds: a :class:`Count` of tuples or a :class:`Duration`.
     window_length: ClassVar[Count | Duration | None] = None
     #: How often a window fires; None: when the last one is full (tumbling windows).
     sliding_interval: ClassVar[Count | Duration | None] = None
+    #: Event time: the input field holding each tuple's time, in seconds (``time.time()``'s
+    #: unit); None: processing time (when the tuple came).
+    timestamp_field: ClassVar[str | None] = None
+    #: Event time: how late a tuple may come, behind the newest of its stream (Storm's lag).
+    lag: ClassVar[Duration] = Duration(0)
+    #: Event time: how often the watermark is computed (Storm's watermark interval).
+    watermark_interval: ClassVar[Duration] = Duration(1.0)
+    #: Event time: the declared stream a late tuple's values go to; None: dropped (acked).
+    late_tuple_stream: ClassVar[str | None] = None
 
-    _buffer: deque[tuple[float, Tuple]] | None = None  # (when it came, the tuple)
-    _new = 0  # tuples since the last window
+    _buffer: deque[tuple[float, Tuple]] | None = None  # (its time, the tuple)
+    _new = 0  # processing time: tuples since the last window
     _expired: list[Tuple] | None = None  # evicted since the last window
+    _newest: dict[tuple[str, str], float] | None = None  # event time: per input stream
+    _watermark: float | None = None  # event time: no tuple older than this is taken
+    _next_end: float | None = None  # event time: the end of the next window
 
     def process_window(self, window: TupleWindow) -> None:
         """Process one window (see :class:`TupleWindow`)."""
@@ -120,30 +146,46 @@ class WindowedBolt(BufferingBolt):
 
     @property
     def holding(self) -> bool:
-        return bool(self._buffer) and isinstance(self.window_length, Duration)
+        return (
+            bool(self._buffer)
+            and isinstance(self.window_length, Duration)
+            and self.timestamp_field is None
+        )
 
     def resolve_tick_secs(self, declared: float | None, config: Config) -> float | None:
         length, interval = self.window_length, self.sliding_interval
-        for name, value in (("window_length", length), ("sliding_interval", interval)):
+        event_time = self.timestamp_field is not None
+        settings = [("window_length", length), ("sliding_interval", interval)]
+        if event_time:
+            settings += [("lag", self.lag), ("watermark_interval", self.watermark_interval)]
+        for name, value in settings:
             if value is None and name == "sliding_interval":
                 continue
-            if not isinstance(value, Count | Duration):
-                raise ValueError(f"{name} must be a Count or a Duration, not {value!r}")
-            problem = value.problem()
+            if not isinstance(value, Duration if event_time else Count | Duration):
+                kinds = "a Duration (event time)" if event_time else "a Count or a Duration"
+                raise ValueError(f"{name} must be {kinds}, not {value!r}")
+            problem = value.problem(zero=name == "lag")
             if problem is not None:
                 raise ValueError(f"{name}: {problem}")
+        late = self.late_tuple_stream
+        if event_time and late is not None and late not in declared_streams(self.outputs):
+            raise ValueError(f"late_tuple_stream {late!r} is not among its declared outputs")
         if declared is not None:
             raise ValueError(
                 "a WindowedBolt's windows set its tick tuples: drop tick_tuple_freq_secs"
             )
         interval = interval or length
-        span = sum(v.seconds for v in (length, interval) if isinstance(v, Duration))
+        waits = [length, interval] + ([self.lag, self.watermark_interval] if event_time else [])
+        span = sum(v.seconds for v in waits if isinstance(v, Duration))
         if config.num_ackers != 0 and span > config.message_timeout_secs:
             raise ValueError(
-                f"its window length plus sliding interval ({span:g} s) is more than "
-                f"message_timeout_secs ({config.message_timeout_secs:g} s): its tuples would "
-                "time out while a window holds them; raise message_timeout_secs"
+                f"its tuples can wait {span:g} s in its windows (window length plus sliding "
+                f"interval{', lag and watermark interval' if event_time else ''}), more than "
+                f"message_timeout_secs ({config.message_timeout_secs:g} s): they would time "
+                "out while a window holds them; raise message_timeout_secs"
             )
+        if event_time:
+            return self.watermark_interval.seconds
         if isinstance(interval, Duration):
             return interval.seconds
         if isinstance(length, Duration):
@@ -154,6 +196,9 @@ class WindowedBolt(BufferingBolt):
         buffer = self._buffer
         if buffer is None:
             buffer = self._buffer = deque()
+        if self.timestamp_field is not None:
+            self._take(buffer, tup)
+            return
         buffer.append((time.monotonic(), tup))
         self._new += 1
         interval = self._interval
@@ -161,7 +206,9 @@ class WindowedBolt(BufferingBolt):
             self._fire()
 
     def process_tick(self, tup: Tuple) -> None:
-        if isinstance(self._interval, Duration):
+        if self.timestamp_field is not None:
+            self._advance()
+        elif isinstance(self._interval, Duration):
             self._fire()
         elif self._buffer:
             self._evict(time.monotonic())
@@ -188,6 +235,7 @@ class WindowedBolt(BufferingBolt):
             self.ack(tup)
 
     def _fire(self) -> None:
+        """Processing time: the window now."""
         buffer = self._buffer
         if buffer is None:
             buffer = self._buffer = deque()
@@ -197,20 +245,102 @@ class WindowedBolt(BufferingBolt):
             return  # (as Storm's: an empty window is not processed)
         tuples = [tup for _, tup in buffer]
         new = tuples[len(tuples) - min(self._new, len(tuples)) :]
-        window = TupleWindow(tuples, new, self._expired or [], time.time())
-        self._new, self._expired = 0, None
+        self._new = 0
+        self._process(buffer, tuples, new, time.time())
+        if self.sliding_interval is None:  # tumbling: no later window holds them
+            buffer.clear()
+            for tup in tuples:
+                self._expire(tup)
+
+    def _process(
+        self, buffer: deque[tuple[float, Tuple]], tuples: list[Tuple], new: list[Tuple], end: float
+    ) -> None:
+        """``process_window`` on ``tuples``, anchoring what it emits to them; if it raises,
+        they are failed and dropped from ``buffer``."""
+        window = TupleWindow(tuples, new, self._expired or [], end)
+        self._expired = None
         self._anchors = tuples
         try:
             self.process_window(window)
         except Exception:
+            gone = set(map(id, tuples))
+            kept = [item for item in buffer if id(item[1]) not in gone]
             buffer.clear()
+            buffer.extend(kept)
             if self.auto_fail:
                 for tup in tuples:
                     self.fail(tup)
             raise
         finally:
             self._anchors = None
-        if self.sliding_interval is None:  # tumbling: no later window holds them
-            buffer.clear()
-            for tup in tuples:
-                self._expire(tup)
+
+    # -- event time --------------------------------------------------------------------------
+
+    def _take(self, buffer: deque[tuple[float, Tuple]], tup: Tuple) -> None:
+        """Keep ``tup`` by its timestamp, or pass it on as late."""
+        ts = tup[self.timestamp_field]  # type: ignore[index]  # (event time: it is set)
+        if isinstance(ts, bool) or not isinstance(ts, int | float):
+            raise TypeError(
+                f"{type(self).__name__}: field {self.timestamp_field!r} of {tup!r} is "
+                f"{ts!r}, not a time in seconds"
+            )
+        newest = self._newest
+        if newest is None:
+            newest = self._newest = {}
+        source = (tup.component, tup.stream)
+        if ts > newest.get(source, float("-inf")):
+            newest[source] = ts
+        if self._watermark is not None and ts <= self._watermark:
+            if self.late_tuple_stream is not None:
+                self.emit(list(tup.values), [tup], self.late_tuple_stream)
+            if self.auto_ack:
+                self.ack(tup)
+            return
+        buffer.append((ts, tup))
+
+    def _advance(self) -> None:
+        """Move the watermark -- the oldest of each input stream's newest time, less the lag,
+        once every input stream sent -- and fire every window that ends at or before it."""
+        newest = self._newest
+        sources = self._collector.context.sources
+        if not newest or any(source not in newest for source in sources):
+            return
+        watermark = min(newest.values()) - self.lag.seconds
+        if self._watermark is not None and watermark <= self._watermark:
+            return
+        self._watermark = watermark
+        buffer = self._buffer
+        assert buffer is not None and isinstance(self.window_length, Duration)
+        length = self.window_length.seconds
+        interval = self._interval.seconds  # type: ignore[union-attr]  # (a Duration)
+        while buffer:
+            earliest = min(ts for ts, _ in buffer)
+            end = self._next_end
+            if end is None or end + length <= earliest:  # (skip windows that hold nothing)
+                end = (earliest // interval + 1) * interval
+            if end > watermark:
+                self._next_end = end
+                return
+            self._next_end = end + interval
+            self._fire_at(buffer, end, length, interval)
+
+    def _fire_at(
+        self, buffer: deque[tuple[float, Tuple]], end: float, length: float, interval: float
+    ) -> None:
+        """Event time: the window (end - length, end], then evict what no later one holds."""
+        start = end - length
+        inside = sorted(((ts, tup) for ts, tup in buffer if start < ts <= end), key=_time)
+        if inside:
+            tuples = [tup for _, tup in inside]
+            new = [tup for ts, tup in inside if ts > end - interval]
+            self._process(buffer, tuples, new, end)
+        horizon = end + interval - length  # the next window starts after it
+        kept = [item for item in buffer if item[0] > horizon]
+        for _, tup in sorted((item for item in buffer if item[0] <= horizon), key=_time):
+            self._expire(tup)
+        buffer.clear()
+        buffer.extend(kept)
+
+
+def _time(item: tuple[float, Tuple]) -> float:
+    return item[0]
