@@ -15,13 +15,13 @@ barrier, so a topology without stateful bolts pays nothing for checkpoints).
   tasks of the components it subscribes to.  When barrier ``n`` arrives from a channel, what
   comes after it on that channel is held back until barrier ``n`` has come from every channel;
   then the task snapshots (a batching bolt processes its batches, a stateful task calls
-  ``pre_prepare`` and serializes its :class:`~.state.KeyValueState`), sends barrier ``n``
-  downstream and processes what it held back, in order.  A barrier of a newer checkpoint while
-  aligning gives the older one up (declined); one of an older or finished checkpoint is
-  dropped.  Holding back more than ``_MAX_HELD`` queues' worth of tuples declines the
-  checkpoint too, so neither a slow channel nor a forged barrier makes a task hold input
-  without bound.  On a restore, a stateful task gets the checkpoint's state in
-  ``init_state`` (an empty one on a fresh start).
+  ``pre_prepare`` and serializes its :class:`~.state.KeyValueState`, a windowed one its
+  windows), sends barrier ``n`` downstream and processes what it held back, in order.  A
+  barrier of a newer checkpoint while aligning gives the older one up (declined); one of an
+  older or finished checkpoint is dropped.  Holding back more than ``_MAX_HELD`` queues' worth
+  of tuples declines the checkpoint too, so neither a slow channel nor a forged barrier makes
+  a task hold input without bound.  On a restore, a stateful task gets the checkpoint's state
+  in ``init_state`` (an empty one on a fresh start).
 * Failures: an exception from a component (a bolt's ``process``, ``init_state`` and hooks, a
   spout's methods; all but ``close``/``cleanup``), a task that could not start, or a snapshot
   that cannot be made or restored is reported and raises :class:`~.executor.TaskFailed`: the
@@ -52,7 +52,8 @@ from .queues import BoundedQueue, Shutdown
 from .spout_executor import SpoutExecutor
 from .state import KeyValueState, decode_snapshot, encode_snapshot
 from .storage import open_storage
-from .tuple import Tuple
+from .tuple import Fields, Tuple
+from .windowing import WindowedBolt
 
 __all__ = ["CheckpointedBoltExecutor", "CheckpointedSpoutExecutor", "TaskCheckpoints"]
 
@@ -303,7 +304,13 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
                 else:
                     kv = self._restore(checkpoints, task, True)
                 self._call(state, bolt.init_state, kv)
+            elif isinstance(bolt, WindowedBolt) and checkpoints.restore is not None:
+                windows = self._restore(checkpoints, task, False)
+                self._call(state, bolt.restore_windows, windows, self._fields)
             self._alignments[task] = _Alignment(kv)
+
+    def _fields(self, component: str, stream: str) -> Fields:
+        return self.worker.plan.components[component].schemas[stream]
 
     def _execute(self, state: TaskState[Bolt], tup: Any) -> None:
         align = self._alignments[state.task]
@@ -359,6 +366,11 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
             assert isinstance(bolt, StatefulBolt)  # it has a state: it is one
             self._call(state, bolt.pre_prepare, checkpoint)
             snapshot = self._snapshot(checkpoints, state.task, checkpoint, align.state)
+            ack = ack._replace(pause_ns=time.perf_counter_ns() - started)
+        elif isinstance(bolt, WindowedBolt):
+            started = time.perf_counter_ns()
+            windows = bolt.windows_snapshot()
+            snapshot = self._snapshot(checkpoints, state.task, checkpoint, windows)
             ack = ack._replace(pause_ns=time.perf_counter_ns() - started)
         checkpoints.save(ack, snapshot)
         self._send_barrier(state.task, checkpoint)

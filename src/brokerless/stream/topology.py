@@ -325,11 +325,11 @@ class _Planner:
                     "every spout back to the position of the last checkpoint; make it a "
                     "ReplayableSpout (position()/seek()), e.g. WALSpout over a log"
                 )
-            if isinstance(instance, WindowedBolt):
+            if isinstance(instance, WindowedBolt) and isinstance(instance, StatefulBolt):
                 raise self.error(
-                    f"bolt {name!r} is a WindowedBolt and {why}: windows are not "
-                    "checkpointed (a rollback would lose what they hold); keep windows in "
-                    "topologies without stateful bolts"
+                    f"bolt {name!r} is both a WindowedBolt and a StatefulBolt, which brokerless "
+                    "cannot checkpoint yet: process the windows in one bolt and keep the state "
+                    "in the next"
                 )
         downstream = _edges(inputs)
         for name in instances:

@@ -23,7 +23,9 @@ completion waits for that (``holding``).  A Count window keeps its last tuples u
 ones come, as Storm's: a finite input's last tuples are acked only by their timeout.  In an
 acking topology ``message_timeout_secs`` must outlast a Duration window's length plus its
 interval (Storm's rule, checked when the topology is built), or tuples would time out while a
-window still holds them.  Windows are not checkpointed: a checkpointed topology refuses them.
+window still holds them.  In a checkpointed topology the windows are in each checkpoint
+(``windows_snapshot``): a rollback takes them back as they were, and the spouts replay what came
+after.
 
 Event time (``timestamp_field``; Duration windows only): a tuple's time is that field's value.
 At each tick (every ``watermark_interval``) the *watermark* moves to the oldest of each input
@@ -40,12 +42,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .component import BufferingBolt, declared_streams
 from .config import tick_problem
-from .tuple import Tuple
+from .tuple import Fields, Tuple
 
 if TYPE_CHECKING:
     from .config import Config
@@ -273,6 +276,33 @@ class WindowedBolt(BufferingBolt):
             raise
         finally:
             self._anchors = None
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def windows_snapshot(self) -> list[Any]:
+        """What a checkpoint keeps of the windows (``stateful.py``): each tuple kept, with its
+        time (event time) or its age (processing time: another process has another clock),
+        and the watermark's bookkeeping."""
+        now = time.monotonic()
+        event_time = self.timestamp_field is not None
+        kept = [
+            [t if event_time else now - t, list(tup.values), tup.component, tup.stream, tup.task]
+            for t, tup in self._buffer or ()
+        ]
+        newest = [[c, s, ts] for (c, s), ts in (self._newest or {}).items()]
+        return [kept, self._new, newest, self._watermark, self._next_end]
+
+    def restore_windows(self, snapshot: list[Any], fields: Callable[[str, str], Fields]) -> None:
+        """Take the windows back from a :meth:`windows_snapshot`; ``fields(component,
+        stream)`` gives an input stream's fields."""
+        kept, self._new, newest, self._watermark, self._next_end = snapshot
+        now = time.monotonic()
+        event_time = self.timestamp_field is not None
+        self._buffer = deque(
+            (t if event_time else now - t, Tuple(tuple(values), c, s, task, fields(c, s)))
+            for t, values, c, s, task in kept
+        )
+        self._newest = {(c, s): ts for c, s, ts in newest} or None
 
     # -- event time --------------------------------------------------------------------------
 
