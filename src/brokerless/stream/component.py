@@ -268,8 +268,8 @@ class Bolt(Component):
         anchors: Tuple | Sequence[Tuple] | None = None,
         stream: str = DEFAULT_STREAM,
     ) -> list[int]:
-        """Emit to exactly ``task`` on a direct stream."""
-        return self._collector.emit(values, anchors, stream, task)
+        """Emit to exactly ``task`` on a direct stream (anchored as ``emit``)."""
+        return self.emit(values, anchors, stream, task)
 
     def ack(self, tup: Tuple) -> None:
         """Mark ``tup`` processed (once; later acks and fails of it are ignored)."""
@@ -321,16 +321,6 @@ class BufferingBolt(Bolt):
         if anchors is None and self._anchors is not None and self.auto_anchor:
             anchors = self._anchors
         return self._collector.emit(values, anchors, stream, direct_task)
-
-    def emit_direct(
-        self,
-        task: int,
-        values: Sequence[Any],
-        anchors: Tuple | Sequence[Tuple] | None = None,
-        stream: str = DEFAULT_STREAM,
-    ) -> list[int]:
-        """Emit to exactly ``task`` on a direct stream (anchored as ``emit``)."""
-        return self.emit(values, anchors, stream, task)
 
 
 class ReplayableSpout(Spout):
