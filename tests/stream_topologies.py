@@ -9,12 +9,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from brokerless.stream import (
+    BatchingBolt,
     Bolt,
     SerializationError,
     Spout,
     StatefulBolt,
     Stream,
+    TicklessBatchingBolt,
     WALSpout,
+    WindowedBolt,
 )
 
 
@@ -555,3 +558,34 @@ class TickReporter(Bolt):
 
     def process_tick(self, tup: Any) -> None:
         self.emit([self.task])
+
+
+class CountBatches(BatchingBolt):
+    """One batch per word: emits ``[word, tuples in the batch]``."""
+
+    outputs = ["word", "n"]
+
+    def group_key(self, tup: Any) -> Any:
+        return tup[0]
+
+    def process_batch(self, key: Any, tups: list[Any]) -> None:
+        self.emit([key, len(tups)])
+
+
+class TicklessCount(TicklessBatchingBolt, CountBatches):
+    secs_between_batches = 0.05
+
+
+class Windows(WindowedBolt):
+    """Emits each window as ``[values, new values, expired values]``."""
+
+    outputs = ["values", "new", "expired"]
+
+    def process_window(self, window: Any) -> None:
+        self.emit(
+            [
+                [t[0] for t in window.tuples],
+                [t[0] for t in window.new],
+                [t[0] for t in window.expired],
+            ]
+        )

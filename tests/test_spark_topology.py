@@ -42,7 +42,15 @@ from brokerless.spark import topology as spark_topology
 from brokerless.spark.demo import book_lines, run_demo, sherlock_topology, top_words, word_counts
 from brokerless.spark.failures import JobEnd, job_failure
 from brokerless.spark.session import barrier_refusal, slot_shortage
-from brokerless.stream import Config, Topology, TopologyError, WorkerProcessError, all_, shuffle
+from brokerless.stream import (
+    Config,
+    Count,
+    Topology,
+    TopologyError,
+    WorkerProcessError,
+    all_,
+    shuffle,
+)
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import complete_topology, run_to_completion
 
@@ -57,7 +65,16 @@ from .spark_topologies import (
     raise_deep_in_task,
     wait_for_cancel,
 )
-from .stream_topologies import Counter, FailingCount, ReportInterpreter, Sink, Source, wait_for
+from .stream_topologies import (
+    Counter,
+    FailingCount,
+    ReportInterpreter,
+    Sink,
+    Source,
+    TicklessCount,
+    Windows,
+    wait_for,
+)
 from .test_stream_state import EXPECTED as STATEFUL_EXPECTED
 from .test_stream_state import SENTENCES as STATEFUL_SENTENCES
 from .test_stream_state import word_count as stateful_word_count
@@ -254,6 +271,34 @@ def test_complete_on_spark_with_mocked_sources(spark):
     )
     assert sorted(v for (v,) in result.emitted("values")) == list(range(50))
     assert result.statistics["values"].acked == 50
+
+
+class TumblingTen(Windows):
+    window_length = Count(10)
+
+
+@pytest.mark.timeout(180)
+def test_batching_and_windowed_bolts_complete_on_spark(spark):
+    """A TicklessBatchingBolt and a tumbling Count window, their executors as in the other
+    modes: every tuple batched once, every window of ten, every spout tuple acked."""
+    topology = (
+        Topology("buffered")
+        .spout("values", Source)
+        .bolt("batch", TicklessCount, parallelism=2, inputs={"values": shuffle()})
+        .bolt("window", TumblingTen, inputs={"values": shuffle()})
+    )
+    values = [f"w{i % 3}" for i in range(60)]
+    result = complete_on_spark(
+        topology, {"values": [[v] for v in values]}, spark=spark, workers=2, timeout=120
+    )
+    batched: collections.Counter[str] = collections.Counter()
+    for word, n in result.emitted("batch"):
+        batched[word] += n
+    assert batched == collections.Counter(values)
+    windows = [w for w, _, _ in result.emitted("window")]
+    assert sorted(len(w) for w in windows) == [10] * 6
+    assert sorted(v for w in windows for v in w) == sorted(values)
+    assert result.statistics["values"].acked == 60 and result.errors == []
 
 
 @pytest.mark.timeout(180)

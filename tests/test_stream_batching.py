@@ -15,7 +15,6 @@ from brokerless.stream import (
     Bolt,
     Config,
     SequenceSpout,
-    TicklessBatchingBolt,
     Topology,
     TopologyError,
     complete_topology,
@@ -25,27 +24,19 @@ from brokerless.stream import (
 )
 
 from .live_input import counted
-from .stream_topologies import FailAll, StatefulCount, ValueSpout, WordSplit, wait_for
+from .stream_topologies import (
+    CountBatches,
+    FailAll,
+    StatefulCount,
+    TicklessCount,
+    ValueSpout,
+    WordSplit,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
 WORDS = [f"w{i % 5}" for i in range(300)]
-
-
-class CountBatches(BatchingBolt):
-    """One batch per word: emits ``[word, tuples in the batch]``."""
-
-    outputs = ["word", "n"]
-
-    def group_key(self, tup: Any) -> Any:
-        return tup[0]
-
-    def process_batch(self, key: Any, tups: list[Any]) -> None:
-        self.emit([key, len(tups)])
-
-
-class TicklessCount(TicklessBatchingBolt, CountBatches):
-    secs_between_batches = 0.05
 
 
 class FailBatch(CountBatches):

@@ -29,24 +29,9 @@ from brokerless.stream import (
     shuffle,
 )
 
-from .stream_topologies import FailAll, Source, ValueSpout, wait_for
+from .stream_topologies import FailAll, Source, ValueSpout, Windows, wait_for
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Windows(WindowedBolt):
-    """Emits each window as ``[values, new values, expired values]``."""
-
-    outputs = ["values", "new", "expired"]
-
-    def process_window(self, window: Any) -> None:
-        self.emit(
-            [
-                [t[0] for t in window.tuples],
-                [t[0] for t in window.new],
-                [t[0] for t in window.expired],
-            ]
-        )
 
 
 def windowed(bolt: Any, values: Any, **config: Any) -> Topology:
