@@ -1,4 +1,4 @@
-"""Per-component metrics: emitted, acked, failed, latency, queue depth."""
+"""Per-component metrics: emitted, acked, failed, latency, queue depth, own counters."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from functools import partial
 
 import pytest
 
-from brokerless.stream import Config, Topology, all_, complete_topology
+from brokerless.stream import Bolt, Config, Topology, all_, complete_topology
 from brokerless.stream.examples import SENTENCES, word_count
+from brokerless.stream.metrics import ExecutorMetrics
 
 from .stream_topologies import Busy, ValueSpout
 
@@ -49,3 +50,37 @@ def test_execute_latency_measures_the_bolt():
     assert stats["busy"].latency_ms_p99 >= 2.0
     # a spout tuple's tree completes after the 2 ms bolt ran
     assert stats["spout"].latency_ms_mean >= 2.0
+
+
+class CountsVowels(Bolt):
+    """Counts the vowels of its input in a counter of its own."""
+
+    def prepare(self, conf, context):
+        self.vowels = context.register_counter("vowels")
+        self.words = context.register_counter("words")
+
+    def process(self, tup):
+        self.vowels.incr(sum(ch in "aeiou" for ch in tup[0]))
+        self.words.incr()
+
+
+@pytest.mark.parametrize("mode", ["local", "multiprocess"])
+def test_a_component_counts_in_counters_of_its_own(mode):
+    """Storm's registered metrics (``context.registerCounter``): each task counts in its
+    component's counters, and ``statistics()`` sums them per component and per executor.
+    brokerless had none."""
+    words = ["storm", "spark", "zeromq", "queue"] * 25
+    topology = (
+        Topology("counters")
+        .spout("words", partial(ValueSpout, words))
+        .bolt("vowels", CountsVowels, parallelism=2, tasks=4, inputs={"words": all_()})
+    )
+    workers = 2 if mode == "multiprocess" else None
+    stats = complete_topology(topology, mode=mode, workers=workers, timeout=30).statistics
+    vowels = sum(ch in "aeiou" for w in words for ch in w)
+    assert stats["vowels"].metrics == {"vowels": 4 * vowels, "words": 4 * len(words)}
+    per_executor = [e.metrics for e in stats.executors if e.component == "vowels"]
+    assert [m["words"] for m in per_executor] == [2 * len(words)] * 2
+    assert stats["words"].metrics == {}
+    with pytest.raises(ValueError, match="a counter's name is a non-empty string"):
+        ExecutorMetrics().counter("")

@@ -180,11 +180,13 @@ def test_histogram_mean_and_p99_merge_across_executors():
                         "queue_capacity": 8,
                         "pending": 0,
                         "pending_max": 0,
+                        "metrics": {"seen": i + 1},
                     }
                 ],
             }
         )
     stats = Statistics.merge(snaps)["x"]
+    assert stats.metrics == {"seen": 3}  # the components' own counters add up
     assert stats.latency_ms_mean == pytest.approx(0.5005)
     assert 0.99 <= stats.latency_ms_p99 <= 0.99 * 1.25  # within one bucket above the truth
     assert stats.executors == 2

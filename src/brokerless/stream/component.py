@@ -20,7 +20,7 @@ checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -28,6 +28,7 @@ from brokerless._strenum import StrEnum
 
 if TYPE_CHECKING:
     from .config import Config
+    from .metrics import CountMetric
     from .state import KeyValueState
     from .tuple import Tuple
 
@@ -99,6 +100,14 @@ class TopologyContext:
     #: The (component, stream) pairs this component subscribes to (Storm's
     #: ``getThisSources``).
     sources: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    counter: Callable[[str], CountMetric] | None = field(default=None, repr=False, compare=False)
+
+    def register_counter(self, name: str) -> CountMetric:
+        """A counter of this component's own (Storm's ``registerCounter``): call its
+        ``incr()``; ``run.statistics()[component].metrics[name]`` sums it over the tasks."""
+        if self.counter is None:
+            raise RuntimeError("counters are registered by a running task (in open/prepare)")
+        return self.counter(name)
 
     @property
     def task_index(self) -> int:

@@ -227,6 +227,7 @@ class Executor(Generic[_C]):
             component_tasks=plan.component_tasks,
             worker_tasks=worker.tasks,
             sources=tuple(plan.components[self.component].inputs),
+            counter=self.metrics.counter,
         )
         state: TaskState[_C] = TaskState(
             task, context, Emitter(worker, self.component, task, self.metrics, self.outbox)
@@ -340,4 +341,5 @@ class Executor(Generic[_C]):
             "queue_capacity": self.queue_bound,
             "pending": pending,
             "pending_max": pending_max,
+            "metrics": {name: c.count for name, c in m.counters.items()},
         }

@@ -1,4 +1,5 @@
-"""Per-component and per-executor metrics: emitted, acked, failed, latency, queue depth.
+"""Per-component and per-executor metrics: emitted, acked, failed, latency, queue depth, and
+the components' own counters.
 
 Every executor counts for itself (one writer per counter, no locks); a worker's
 :meth:`~brokerless.stream.worker.Worker.snapshot` copies them into plain dicts, which travel
@@ -80,10 +81,33 @@ def _quantile_ms(n: int, counts: dict[int, int], q: float) -> float:
     return 0.0
 
 
+class CountMetric:
+    """A counter of the component's own (Storm's ``CountMetric``), from
+    ``TopologyContext.register_counter``: ``incr()`` it; ``statistics()[component].metrics``
+    has its count, summed over the component's tasks."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def incr(self, by: int = 1) -> None:
+        self.count += by
+
+
 class ExecutorMetrics:
     """The counters of one executor."""
 
-    __slots__ = ("acked", "emitted", "errors", "failed", "latency", "processed", "transferred")
+    __slots__ = (
+        "acked",
+        "counters",
+        "emitted",
+        "errors",
+        "failed",
+        "latency",
+        "processed",
+        "transferred",
+    )
 
     def __init__(self) -> None:
         self.emitted = 0  # emit calls that sent a tuple
@@ -94,6 +118,17 @@ class ExecutorMetrics:
         self.errors = 0
         #: bolts: execute latency; spouts: complete latency (emit -> ack)
         self.latency = Histogram()
+        #: the component's own counters, by name (its tasks share one of each name)
+        self.counters: dict[str, CountMetric] = {}
+
+    def counter(self, name: str) -> CountMetric:
+        """The component's counter ``name`` (made on first use)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a counter's name is a non-empty string, not {name!r}")
+        counter = self.counters.get(name)
+        if counter is None:
+            counter = self.counters[name] = CountMetric()
+        return counter
 
 
 @dataclass
@@ -130,6 +165,8 @@ class ComponentStats:
     queue_capacity: int | None = None  # the bound of each executor's queue (None: unbounded)
     pending: int = 0  # spouts: tuples in flight now
     pending_max: int = 0  # spouts: the most in flight at once in one task
+    #: the component's own counters (``TopologyContext.register_counter``), summed
+    metrics: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,6 +188,7 @@ class ExecutorStats:
     queue_depth: int
     queue_depth_max: int
     pending: int
+    metrics: dict[str, int]
 
 
 @dataclass
@@ -209,6 +247,8 @@ class Statistics:
                 ):
                     setattr(c, key, getattr(c, key) + ex[key])
                 c.queue_depth_max = max(c.queue_depth_max, ex["queue_depth_max"])
+                for metric, count in ex["metrics"].items():
+                    c.metrics[metric] = c.metrics.get(metric, 0) + count
                 c.pending_max = max(c.pending_max, ex["pending_max"])
                 latencies.setdefault(name, []).append(ex["latency"])
                 stats.executors.append(_executor_stats(ex, snap["worker"]["worker"]))
@@ -240,4 +280,5 @@ def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
         queue_depth=ex["queue_depth"],
         queue_depth_max=ex["queue_depth_max"],
         pending=ex["pending"],
+        metrics=dict(ex["metrics"]),
     )
