@@ -28,7 +28,6 @@ from brokerless._strenum import StrEnum
 
 if TYPE_CHECKING:
     from .config import Config
-    from .metrics import CountMetric
     from .state import KeyValueState
     from .tuple import Tuple
 
@@ -84,6 +83,20 @@ def declared_streams(outputs: Sequence[str | Stream]) -> dict[str, Stream]:
             raise ValueError(f"stream {item.name!r} declares a field twice: {names}")
         streams[item.name] = Stream(tuple(names), item.name, bool(item.direct))
     return streams
+
+
+class CountMetric:
+    """A counter of the component's own (Storm's ``CountMetric``), from
+    ``TopologyContext.register_counter``: ``incr()`` it; ``statistics()[component].metrics``
+    has its count, summed over the component's tasks."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def incr(self, by: int = 1) -> None:
+        self.count += by
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .component import ComponentKind
+from .component import ComponentKind, CountMetric
 
 #: Latencies are sampled, as Storm samples its statistics: an executor times the tuples whose
 #: count ``& LATENCY_SAMPLE`` is 0 (1 in 16, the first one included); counters count them all.
@@ -79,20 +79,6 @@ def _quantile_ms(n: int, counts: dict[int, int], q: float) -> float:
         if seen >= rank:
             return _bucket_top(index) / 1e6
     return 0.0
-
-
-class CountMetric:
-    """A counter of the component's own (Storm's ``CountMetric``), from
-    ``TopologyContext.register_counter``: ``incr()`` it; ``statistics()[component].metrics``
-    has its count, summed over the component's tasks."""
-
-    __slots__ = ("count",)
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def incr(self, by: int = 1) -> None:
-        self.count += by
 
 
 class ExecutorMetrics:
