@@ -286,3 +286,36 @@ def test_a_deactivated_topology_emits_nothing_until_it_is_activated(mode):
         wait_for(lambda: seen()[len(events) :][:1] == [("life", "activate")], what="activate()")
         wait_for(lambda: len(seen()) > len(events) + 3, what="values again")
         assert run.active
+
+
+class _Logs(Bolt):
+    """Logs each input through streamparse's ``self.logger`` and ``self.log``."""
+
+    def process(self, tup):
+        self.logger.info("got %s", tup[0])
+        self.log(f"warned {tup[0]}", level="warn")
+
+
+def test_components_log_through_a_logger_of_their_own(caplog):
+    """streamparse's ``self.logger`` and ``self.log(message, level)``: a logger named after
+    the topology and the component.  brokerless had neither (AttributeError)."""
+    topology = (
+        Topology("logs")
+        .spout("values", partial(ValueSpout, ["a", "b"]))
+        .bolt("say", _Logs, inputs=["values"])
+    )
+    with caplog.at_level("INFO", logger="brokerless.stream.logs"):
+        complete_topology(topology)
+    said = sorted(
+        (r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.endswith(".say")
+    )
+    assert said == [
+        ("brokerless.stream.logs.say", "INFO", "got a"),
+        ("brokerless.stream.logs.say", "INFO", "got b"),
+        ("brokerless.stream.logs.say", "WARNING", "warned a"),
+        ("brokerless.stream.logs.say", "WARNING", "warned b"),
+    ]
+    with pytest.raises(ValueError, match="level must be one of"):
+        _Logs().log("x", level="loud")
+    with pytest.raises(RuntimeError, match="needs a running topology"):
+        _Logs().logger  # noqa: B018

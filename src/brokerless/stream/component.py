@@ -20,8 +20,10 @@ checkpoint.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from brokerless._strenum import StrEnum
@@ -136,6 +138,9 @@ class Collector(Protocol):
 
     def report_error(self, error: BaseException) -> None: ...
 
+    @property
+    def context(self) -> TopologyContext: ...
+
 
 class SpoutCollector(Collector, Protocol):
     def emit(
@@ -158,9 +163,6 @@ class BoltCollector(Collector, Protocol):
 
     def reset_timeout(self, tup: Tuple) -> None: ...
 
-    @property
-    def context(self) -> TopologyContext: ...
-
 
 class _NotRunning:
     """Stands in for the collector until the component runs in a topology."""
@@ -173,6 +175,15 @@ class _NotRunning:
 
 
 _NOT_RUNNING = _NotRunning()
+#: streamparse's log levels
+_LEVELS = {
+    "trace": logging.DEBUG - 5,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 class Component:
@@ -187,6 +198,21 @@ class Component:
     def report_error(self, error: BaseException) -> None:
         """Record an error (with component, task and traceback) in the topology's error log."""
         self._collector.report_error(error)
+
+    @cached_property
+    def logger(self) -> logging.Logger:
+        """This component's logger (streamparse's ``self.logger``):
+        ``brokerless.stream.<topology>.<component>``."""
+        context = self._collector.context
+        return logging.getLogger(f"brokerless.stream.{context.topology}.{context.component_id}")
+
+    def log(self, message: str, level: str | None = None) -> None:
+        """Log ``message`` on :attr:`logger` (streamparse's ``log``): ``level`` is "trace",
+        "debug", "info" (the default), "warn" or "error"."""
+        number = _LEVELS.get(level or "info")
+        if number is None:
+            raise ValueError(f"level must be one of {sorted(_LEVELS)}, not {level!r}")
+        self.logger.log(number, message)
 
 
 class Spout(Component):

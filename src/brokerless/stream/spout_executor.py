@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .acker import CountedTree, PendingTrees
-from .component import ComponentKind, Spout
+from .component import ComponentKind, Spout, TopologyContext
 from .executor import Executor, TaskState
 from .metrics import LATENCY_SAMPLE
 from .protocol import ACK_INIT, ACKED, BATCH, RESET_TIMEOUT
@@ -84,6 +84,10 @@ class SpoutCollector:
 
     def report_error(self, error: BaseException) -> None:
         self.executor.report(self.state.task, error)
+
+    @property
+    def context(self) -> TopologyContext:
+        return self.state.context
 
 
 class SpoutExecutor(Executor[Spout]):
