@@ -38,17 +38,17 @@ checkpointed: aligned barriers from replayable spouts (``WALSpout``, ``SequenceS
 rollback to the last complete checkpoint when a worker is lost (``checkpoint.py``).
 (``brokerless.spark.run_on_spark`` runs the workers as Spark tasks.)
 Modules: ``component`` (Spout, Bolt, Stream), ``batching`` (streamparse's batching bolts),
-``windowing`` (Storm's windowed bolts), ``topology`` (builder, validation, plan),
-``grouping``, ``tuple``, ``serializer``, ``config``; and the runtime: ``worker`` (how tuples
-move, back pressure), ``executor`` (with ``spout_executor``, ``bolt_executor``,
-``acker_executor``; ``host``: what they see of their worker), ``emit`` (a task's emit path),
-``transfer`` (outboxes, credits), ``acker`` (reliability), ``queues``, ``messaging``,
-``inbound`` (what a worker accepts from the network), ``routing``, ``assignment``,
-``metrics``, ``run`` (completion), ``local``, ``control`` (the driver-workers channel of
-workers in other processes), ``multiprocess``, ``testing``, ``examples`` (word count);
-checkpoints: ``checkpoint`` (protocol, coordinator), ``stateful`` (its executors), ``state``,
-``storage``, ``spouts``, ``wal`` (the write-ahead log ``WALSpout`` reads).  The ``brokerless
-stream`` command is ``brokerless.cli.topologies``.
+``windowing`` (Storm's windowed bolts), ``sparse`` (streamparse's class DSL), ``topology``
+(builder, validation, plan), ``grouping``, ``tuple``, ``serializer``, ``config``; and the
+runtime: ``worker`` (how tuples move, back pressure), ``executor`` (with ``spout_executor``,
+``bolt_executor``, ``acker_executor``; ``host``: what they see of their worker), ``emit`` (a
+task's emit path), ``transfer`` (outboxes, credits), ``acker`` (reliability), ``queues``,
+``messaging``, ``inbound`` (what a worker accepts from the network), ``routing``,
+``assignment``, ``metrics``, ``run`` (completion), ``local``, ``control`` (the driver-workers
+channel of workers in other processes), ``multiprocess``, ``testing``, ``examples`` (word
+count); checkpoints: ``checkpoint`` (protocol, coordinator), ``stateful`` (its executors),
+``state``, ``storage``, ``spouts``, ``wal`` (the write-ahead log ``WALSpout`` reads).  The
+``brokerless stream`` command is ``brokerless.cli.topologies``.
 """
 
 from __future__ import annotations

@@ -186,6 +186,31 @@ _LEVELS = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class ComponentSpec:
+    """A component of a topology written in streamparse's class-based DSL
+    (``Component.spec``; see ``sparse.py``): what to run, and how.  Compared by identity: a
+    spec stands for one component, and other specs' ``inputs`` name it by itself."""
+
+    component: Callable[[], Component]
+    name: str | None = None
+    inputs: Any = None
+    par: Any = None
+    config: Mapping[str, Any] | None = None
+
+    def __getitem__(self, stream: str) -> StreamRef:
+        """This component's output stream ``stream``, as an input of another."""
+        return StreamRef(self, stream)
+
+
+@dataclass(frozen=True)
+class StreamRef:
+    """One output stream of a :class:`ComponentSpec` (streamparse's ``spec["stream"]``)."""
+
+    spec: ComponentSpec
+    stream: str
+
+
 class Component:
     """Base of spouts and bolts.  Their ``emit``, ``ack`` and ``fail`` may be called only in
     the thread that calls the component (``process``, ``next_tuple``, ...): the executor's."""
@@ -198,6 +223,20 @@ class Component:
     def report_error(self, error: BaseException) -> None:
         """Record an error (with component, task and traceback) in the topology's error log."""
         self._collector.report_error(error)
+
+    @classmethod
+    def spec(
+        cls,
+        name: str | None = None,
+        inputs: Any = None,
+        par: int | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> ComponentSpec:
+        """This component in a topology written in streamparse's DSL
+        (:class:`brokerless.stream.sparse.Topology`): ``inputs`` (bolts) a list of specs or a
+        dict of spec (or ``spec["stream"]``) to grouping, ``par`` its parallelism, ``config``
+        its Storm settings."""
+        return ComponentSpec(cls, name, inputs, par, config)
 
     @cached_property
     def logger(self) -> logging.Logger:
