@@ -644,17 +644,13 @@ def test_parse_header():
 
 
 def _drop_replays(messages: list[list[bytes]]) -> list[bytes]:
-    """The consumer side of the sink's contract: keep the keys of the newest batch id, drop
-    repeated keys and older batch ids."""
-    newest, keys, kept = -1, set(), []
+    """The consumer side of the sink's contract: drop a message whose header (batch id,
+    partition, row) came before -- whatever batch ids came in between."""
+    seen, kept = set(), []
     for header, payload in messages:
-        batch_id, partition_id, seq = parse_header(header)
-        if batch_id < newest:
-            continue
-        if batch_id > newest:
-            newest, keys = batch_id, set()
-        if (partition_id, seq) not in keys:
-            keys.add((partition_id, seq))
+        key = parse_header(header)
+        if key not in seen:
+            seen.add(key)
             kept.append(payload)
     return kept
 
@@ -758,6 +754,52 @@ def test_sink_push_delivers_the_rows_and_a_replayed_batch_is_recognisable(spark,
         query.stop()
     assert sorted(replayed) == sorted(m for m in first if parse_header(m[0]).batch_id == last)
     assert sorted(_drop_replays(first + replayed)) == sorted(sent)
+
+
+@pytest.mark.timeout(SPARK_TIMEOUT)
+def test_a_consumer_behind_the_query_gets_every_row_once_through_the_replay_filter(
+    spark, zctx, tmp_path
+):
+    """A consumer that reads only after the query has written three batches: each task wrote
+    over a connection of its own, so the consumer's fair queue hands out the batches
+    interleaved -- an earlier batch's rows after a later one's.  The sink's documented rule
+    for dropping replays must keep them all.  It lost them: the rule said to drop every
+    message of a batch id older than the newest seen."""
+    producer = zctx.socket(pyzmq.PUSH)
+    producer.setsockopt(pyzmq.SNDTIMEO, int(WAIT * 1000))  # waits for the source to connect
+    in_port = producer.bind_to_random_port("tcp://127.0.0.1")
+    consumer = zctx.socket(pyzmq.PULL)
+    out_port = consumer.bind_to_random_port("tcp://127.0.0.1")
+    checkpoint = tmp_path / "checkpoint"
+    sent = [b"row-%d" % i for i in range(60)]
+    query = (
+        _read(
+            spark,
+            endpoints=f"tcp://127.0.0.1:{in_port}",
+            socketType="PULL",
+            walPath=str(checkpoint / "brokerless-wal"),
+            maxRowsPerBatch="20",
+        )
+        .select("payload")
+        .writeStream.format("brokerless")
+        .option("endpoints", f"tcp://127.0.0.1:{out_port}")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        for payload in sent:
+            producer.send(payload)
+        wait_for(
+            lambda: sum(p["numInputRows"] for p in query.recentProgress) == len(sent),
+            WAIT,
+            "the query to write every row",
+        )
+    finally:
+        query.stop()
+    received = [_recv(consumer) for _ in sent]
+    batch_ids = [parse_header(header).batch_id for header, _ in received]
+    assert len(set(batch_ids)) == 3
+    assert sorted(_drop_replays(received)) == sorted(sent), f"batch ids received: {batch_ids}"
 
 
 @pytest.mark.timeout(SPARK_TIMEOUT)

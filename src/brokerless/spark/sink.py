@@ -9,9 +9,14 @@ A message is ``[topic, header, payload]`` for PUB and ``[header, payload]`` for 
 header is 20 bytes, big-endian ``batch_id u64 | partition_id u32 | seq u64``: the micro-batch,
 the partition within it, and the row's position in that partition from 0 (decode it with
 :func:`parse_header`).  When Spark runs a batch again (a retried task, or the last batch after a
-restart) it sends the same keys again, as long as the batch's plan is deterministic; Spark only
-ever replays the most recent batch, so a consumer that keeps the keys of the newest batch id it
-has seen, drops repeated keys and drops older batch ids gets every row once.
+restart) it sends the same keys again, as long as the batch's plan is deterministic, so a
+consumer that drops a message whose header it has already received gets every row once.
+Batches may arrive interleaved: each task writes over a connection of its own, so a consumer
+that reads slower than the query writes receives the end of one batch after the start of the
+next; a message is not a replay for carrying an older batch id than one already seen.  Spark
+replays only a batch it has not committed, and starts a batch only once the one before is
+committed, so a batch's keys can be forgotten once a later batch id has come and the batch's
+own messages have stopped coming.
 
 Delivery: ZeroMQ has no acknowledgements, so "sent" means handed to a connected peer's TCP
 connection.  PUSH waits (up to ``timeoutMs``) for a peer and for room below the high-water mark,
