@@ -19,7 +19,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from brokerless.spark import receiver
 from brokerless.spark.options import OptionError
-from brokerless.spark.source import BrokerlessStreamReader, SourceConfig, SourceError
+from brokerless.spark.source import BrokerlessStreamReader, SourceConfig, SourceError, WalRange
 from brokerless.spark.wal import WriteAheadLog, read_range
 
 WAIT = 30.0  # seconds to wait for something that should happen in a few
@@ -250,3 +250,15 @@ def test_sigterm_stops_the_receiver_even_when_it_interrupts_a_commit(tmp_path):
     assert [r.frames for r in read_range(tmp_path / "wal", 0, 1000)] == [
         [b"%d" % i] for i in range(1000)
     ]
+
+
+def test_a_read_task_that_cannot_see_the_log_says_walpath_must_be_shared(tmp_path, readers):
+    """A read task on an executor whose machine does not have ``walPath`` (a cluster, the log
+    on the driver's local disk): the error says where it ran and that every executor must
+    read the log.  It was a bare FileNotFoundError, four times over, deep in an executor's
+    log."""
+    reader = readers(_options(tmp_path))
+    elsewhere = WalRange(str(tmp_path / "on-the-driver-only"), 0, 3, "PULL")
+    with pytest.raises(SourceError, match="every executor can read") as error:
+        list(reader.read(elsewhere))
+    assert "on-the-driver-only" in str(error.value)

@@ -17,7 +17,8 @@ for a new log).  ``latestOffset`` returns the newest durable record, capped by t
 Spark passes (``maxRowsPerBatch`` becomes ``ReadMaxRows``).  ``partitions(start, end)`` splits
 ``(start, end]`` into contiguous ranges; each range names the log directory, and ``read`` runs
 on an executor and reads those records straight from the segment files, so the log directory
-must be readable by every executor (local mode: any directory; a cluster: a shared mount).
+must be readable by every executor (local mode: any directory; a cluster: a shared mount; a
+read task that does not find it says so, naming its host).
 ``commit(end)`` deletes the segments that hold only records ``<= end``.
 
 The socket's limits are options: frames of at most ``maxMessageSize`` bytes (MAXMSGSIZE) and
@@ -54,6 +55,8 @@ planner process only to ship its ``read`` method to executors; that one must ope
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator, Sequence
 from itertools import islice, pairwise
 
@@ -197,6 +200,13 @@ class BrokerlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, WalRange)
+        if not os.path.isdir(partition.wal_path):
+            raise SourceError(
+                f"brokerless source: walPath {partition.wal_path} is not a directory on "
+                f"{socket.gethostname()}, where this read task runs: the source logs on the "
+                "driver and its read tasks read the log on the executors, so walPath must be on "
+                "storage every executor can read at the same path (a shared mount)"
+            )
         records = read_range(partition.wal_path, partition.after, partition.upto)
         while chunk := list(islice(records, _ROWS_PER_ARROW_BATCH)):
             yield _to_arrow(chunk, partition.socket_type)
