@@ -22,6 +22,8 @@ from brokerless.spark.options import OptionError
 from brokerless.spark.source import BrokerlessStreamReader, SourceConfig, SourceError, WalRange
 from brokerless.spark.wal import WriteAheadLog, read_range
 
+from .stream_topologies import wait_for
+
 WAIT = 30.0  # seconds to wait for something that should happen in a few
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,10 +87,16 @@ def readers():
 
 def test_source_limit_options_have_finite_defaults_and_are_checked(tmp_path):
     config = SourceConfig.from_options(_options(tmp_path))
-    assert (config.max_message_size, config.rcvhwm) == (1 << 20, 1000)
-    config = SourceConfig.from_options(_options(tmp_path, maxMessageSize="4096", rcvhwm="7"))
-    assert (config.max_message_size, config.rcvhwm) == (4096, 7)
-    for name in ("maxMessageSize", "rcvhwm"):
+    assert (config.max_message_size, config.rcvhwm, config.max_backlog_bytes) == (
+        1 << 20,
+        1000,
+        1 << 30,
+    )
+    config = SourceConfig.from_options(
+        _options(tmp_path, maxMessageSize="4096", rcvhwm="7", maxBacklogBytes="9")
+    )
+    assert (config.max_message_size, config.rcvhwm, config.max_backlog_bytes) == (4096, 7, 9)
+    for name in ("maxMessageSize", "rcvhwm", "maxBacklogBytes"):
         for bad in ("0", "-1", "lots"):
             with pytest.raises(OptionError, match=f'option "{name}" must be a positive integer'):
                 SourceConfig.from_options(_options(tmp_path, **{name: bad}))
@@ -134,6 +142,12 @@ def _fill_while_the_log_stalls(
     taking them (a full second without room); returns the gate, the PUSH and how many went."""
     gate = FlushGate(reader)
     gate.open.clear()
+    return (gate, *_fill(pyctx, tmp_path))
+
+
+def _fill(pyctx: pyzmq.Context, tmp_path) -> tuple[pyzmq.Socket, int]:
+    """Push numbered messages of 8 KiB until the source stops taking them (a full second
+    without room); returns the PUSH and how many went."""
     push = pyctx.socket(pyzmq.PUSH)
     push.sndhwm = 10
     push.connect(f"ipc://{tmp_path}/source")
@@ -145,7 +159,7 @@ def _fill_while_the_log_stalls(
         except pyzmq.Again:
             if not push.poll(1000, pyzmq.POLLOUT):
                 break
-    return gate, push, sent
+    return push, sent
 
 
 def test_a_pull_source_whose_log_stalls_pushes_back_and_loses_nothing(tmp_path, pyctx, readers):
@@ -157,6 +171,32 @@ def test_a_pull_source_whose_log_stalls_pushes_back_and_loses_nothing(tmp_path, 
     assert sent < _LIMIT, "the source took everything: no push-back"
     gate.open.set()
     gate.wait_durable(sent)
+    got = [r.frames[0][:8] for r in read_range(tmp_path / "wal", 0, sent)]
+    assert got == [b"%08d" % i for i in range(sent)]
+    push.close(linger=0)
+
+
+def test_a_source_whose_backlog_is_full_reads_nothing_until_spark_takes_more(
+    tmp_path, pyctx, readers
+):
+    """A peer faster than the query: once the log holds maxBacklogBytes that Spark has not
+    taken into a batch, the source reads nothing more and the PUSH peer waits; each batch
+    Spark takes lets more in, and every message arrives, in order.  Before, the source read
+    whatever came: a PUSH at full speed grew the log by 100 MB/s while the query took 100 rows
+    a batch, until the disk was full."""
+    backlog = 100 * 8200  # a hundred of _fill's messages
+    reader = readers(_options(tmp_path, rcvhwm="10", maxBacklogBytes=str(backlog)))
+    wal = reader._log()  # the query starts: the receiver runs
+    push, sent = _fill(pyctx, tmp_path)
+    assert sent < _LIMIT, "the source took everything: no push-back"
+    logged = wal.durable_seq
+    assert logged * 8200 >= backlog and logged < sent
+
+    def next_batch() -> int:  # Spark plans a batch of everything logged, and takes it
+        return reader.latestOffset({"seq": 0}, ReadAllAvailable())["seq"]
+
+    assert next_batch() >= logged
+    wait_for(lambda: next_batch() == sent, WAIT, "every message, batch after batch")
     got = [r.frames[0][:8] for r in read_range(tmp_path / "wal", 0, sent)]
     assert got == [b"%08d" % i for i in range(sent)]
     push.close(linger=0)

@@ -16,6 +16,14 @@ unread ones included: once it stops reading, they are never read), messages a PU
 no subscriber is connected, and what a PUSH had queued for a connection that closed (a bound
 PUSH drops it; a PUSH that connected keeps it for the next run).
 
+*The backlog.*  The receiver reads as fast as its peers send, whatever the query's pace; what
+Spark has not yet taken into a batch (``latestOffset`` has not offered it) is the backlog.  Past
+``maxBacklogBytes`` of it the receiver reads nothing until the reader reports that Spark took
+more (:meth:`Receiver.taken`): the socket then fills to its RCVHWM and pushes back, so a peer
+faster than the query waits (PUSH, a ReliableSender) or drops at its own SNDHWM (PUB), and the
+log does not grow without bound.  The bytes counted are the messages' frames, marked at each
+flush, so the backlog is known to within one drained batch.
+
 *Acknowledged ingestion* (``ack=true``, :mod:`brokerless.spark.ingest`) closes that gap: the
 socket is a ROUTER; each message carries its sender's id and number, the receiver logs only a
 sender's next message (duplicates and out-of-order ones are dropped: see ``AckTable``), and
@@ -33,6 +41,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import brokerless as zmq
@@ -66,6 +75,11 @@ class Receiver:
         self._stopping = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopped = self._terminating = False
+        self._max_backlog = config.max_backlog_bytes
+        self._logged_bytes = 0  # the frames this receiver logged, in bytes
+        self._taken_bytes = 0  # ... of which Spark has taken into batches
+        self._marks: deque[tuple[int, int]] = deque()  # (a flush's last seq, _logged_bytes)
+        self._room = threading.Event()  # Spark took more: the backlog may have room again
         try:
             if config.ack:
                 self._acks = AckTable(config.wal_path)
@@ -117,7 +131,10 @@ class Receiver:
         drain = self._drain if self._acks is None else self._drain_acknowledged
         try:
             while not self._stopping.is_set():
-                if self._socket.poll(_POLL_MS):
+                if self._logged_bytes - self._taken_bytes >= self._max_backlog:
+                    self._room.wait(_POLL_MS / 1000)  # read nothing until Spark takes more
+                    self._room.clear()
+                elif self._socket.poll(_POLL_MS):
                     drain()
             # Stopping: nothing more from the network; everything the socket took goes to the
             # log (and, with acks, is acknowledged) before it closes.
@@ -130,7 +147,7 @@ class Receiver:
     def _drain(self) -> int:
         """Log (and flush) up to ``_MAX_DRAIN`` messages the socket holds; returns how many."""
         recv, append, now_ns = self._socket.recv_multipart, self.wal.append, time.time_ns
-        taken = 0
+        taken = size = 0
         while taken < _MAX_DRAIN:
             try:
                 frames = recv(zmq.NOBLOCK)
@@ -138,7 +155,8 @@ class Receiver:
                 break
             append(frames, now_ns() // 1000)
             taken += 1
-        self.wal.flush()
+            size += sum(map(len, frames))
+        self._flush(size)
         return taken
 
     def _drain_acknowledged(self) -> int:
@@ -148,7 +166,7 @@ class Receiver:
         assert acks is not None
         sock, now = self._socket, time.time_ns() // 1000
         answer: dict[bytes, bytes] = {}  # sender -> the routing id its messages came from
-        taken = 0
+        taken = size = 0
         while taken < _MAX_DRAIN:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -162,9 +180,10 @@ class Receiver:
             admitted = acks.admit(sender, seq, base)
             if admitted is Admit.LOG:
                 self.wal.append(record_frames(sender, seq, payload), now)
+                size += sum(map(len, payload))
             if admitted is not Admit.REFUSED:
                 answer[sender] = frames[0]
-        self.wal.flush()
+        self._flush(size)
         acks.flushed()
         for sender, route in answer.items():
             reply = [route, *encode_ack(sender, acks.durable_upto(sender))]
@@ -173,6 +192,20 @@ class Receiver:
             except zmq.ZMQError:  # that connection is gone: the sender asks again
                 pass
         return taken
+
+    def _flush(self, size: int) -> None:
+        """Make what was appended durable; ``size`` bytes of frames joined the backlog."""
+        self.wal.flush()
+        if size:
+            self._logged_bytes += size
+            self._marks.append((self.wal.durable_seq, self._logged_bytes))
+
+    def taken(self, seq: int) -> None:
+        """Spark has taken every record up to ``seq`` into a batch: they leave the backlog."""
+        marks = self._marks
+        while marks and marks[0][0] <= seq:
+            self._taken_bytes = marks.popleft()[1]
+        self._room.set()
 
     def settle(self, quiet: float, most: float) -> int:
         """The log's last record once no message has come for ``quiet`` seconds (or ``most``

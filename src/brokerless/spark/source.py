@@ -22,9 +22,11 @@ read task that does not find it says so, naming its host).
 ``commit(end)`` deletes the segments that hold only records ``<= end``.
 
 The socket's limits are options: frames of at most ``maxMessageSize`` bytes (MAXMSGSIZE) and
-at most ``rcvhwm`` messages held while the log is busy (RCVHWM).  A full socket stops reading,
-so a PUSH peer waits and a PUB peer drops at its own SNDHWM (ZeroMQ's PUB/SUB rule); the
-source itself never drops a message its socket took.
+at most ``rcvhwm`` messages held while the log is busy (RCVHWM); and the log's, at most
+``maxBacklogBytes`` of messages that ``latestOffset`` has not yet offered (then the receiver
+reads nothing until it does).  A full socket stops reading, so a PUSH peer waits and a PUB
+peer drops at its own SNDHWM (ZeroMQ's PUB/SUB rule); the source itself never drops a message
+its socket took.
 
 A restarted query reopens the same log: the receiver continues the numbering after the last
 good record, and Spark asks again for the range it had planned but not committed, which the
@@ -184,6 +186,8 @@ class BrokerlessStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if isinstance(limit, ReadMaxRows):
             end = min(end, begin + limit.max_rows)
         self._offered = max(self._offered, end)
+        assert self._receiver is not None
+        self._receiver.taken(self._offered)  # the backlog shrinks (receiver.py)
         return {"seq": end}
 
     def reportLatestOffset(self) -> dict[str, int]:

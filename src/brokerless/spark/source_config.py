@@ -23,11 +23,13 @@ _OPTIONS = (
     "fsync",
     "maxMessageSize",
     "rcvhwm",
+    "maxBacklogBytes",
     "ack",
 )
 _WHAT = "source"
 _MAX_MESSAGE_SIZE = 1 << 20  # default maxMessageSize: the largest frame a peer may send (bytes)
 _RCVHWM = 1000  # default rcvhwm: messages the socket holds for the receiver (libzmq's default)
+_MAX_BACKLOG_BYTES = 1 << 30  # default maxBacklogBytes: the log's bytes Spark has not yet taken
 
 
 class SourceError(RuntimeError):
@@ -48,6 +50,7 @@ class SourceConfig:
     fsync: bool
     max_message_size: int
     rcvhwm: int
+    max_backlog_bytes: int = _MAX_BACKLOG_BYTES
     ack: bool = False
     security: PeerSecurity = field(default_factory=PeerSecurity)
 
@@ -79,6 +82,11 @@ class SourceConfig:
           peer waits, a PUB peer drops at its own SNDHWM (ZeroMQ's rule for PUB/SUB); a message
           the socket has taken is never dropped.  So what one peer can make the source hold is
           bounded: ``rcvhwm`` messages whose frames are at most ``maxMessageSize`` each.
+        - ``maxBacklogBytes``: how many bytes of messages the log may hold that Spark has not
+          yet taken into a batch (default 1 GiB).  Past it the source stops reading until the
+          query's next batch takes some: the socket fills to ``rcvhwm`` and pushes back as
+          above, so a peer faster than the query cannot fill the disk.  The log on disk then
+          holds at most about this much plus the batches Spark has not yet committed.
 
         Security towards the peers, CURVE or PLAIN: the options of
         :class:`~brokerless.spark.security.PeerSecurity`; e.g. ``curveServer=true`` with
@@ -121,6 +129,9 @@ class SourceConfig:
             fsync=boolean(options, "fsync", True, _WHAT),
             max_message_size=positive_int(options, "maxMessageSize", _MAX_MESSAGE_SIZE, _WHAT),
             rcvhwm=positive_int(options, "rcvhwm", _RCVHWM, _WHAT),
+            max_backlog_bytes=positive_int(
+                options, "maxBacklogBytes", _MAX_BACKLOG_BYTES, _WHAT
+            ),
             ack=ack,
             security=PeerSecurity.from_options(options, _WHAT),
         )
