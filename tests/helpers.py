@@ -70,3 +70,18 @@ def recv_within(sock, timeout_ms: int = 2000, *, multipart: bool = False):
     if not sock.poll(timeout_ms, zmq.POLLIN):
         raise AssertionError(f"no message within {timeout_ms} ms on {sock!r}")
     return sock.recv_multipart() if multipart else sock.recv()
+
+
+def drop_replays(messages: list[list[bytes]]) -> list[bytes]:
+    """The consumer side of the Spark sink's contract (``[header, payload]`` messages): drop a
+    message whose header (batch id, partition, row) came before -- whatever batch ids came in
+    between."""
+    from brokerless.spark import parse_header  # (the Spark tests' only)
+
+    seen, kept = set(), []
+    for header, payload in messages:
+        key = parse_header(header)
+        if key not in seen:
+            seen.add(key)
+            kept.append(payload)
+    return kept

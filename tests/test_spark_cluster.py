@@ -4,8 +4,9 @@ demo give exact results with one worker in each Worker's executor; a Worker JVM 
 (its executor with it) makes the run wait for a slot -- saying so -- and recover with exact
 counts once the Worker is back, both for a finite input replayed from the start and for a
 checkpointed word count over live input (``live_input.py``), which rolls back to its last
-checkpoint; a session with dynamic allocation is refused at once; everything the cluster
-started is gone at the end.
+checkpoint; a session with dynamic allocation is refused at once; a Structured Streaming
+query (acknowledged ingestion in, the sink out) that loses a Worker delivers every message once
+through the sink's replay rule; everything the cluster started is gone at the end.
 
 Marked ``cluster`` and left out of the default suite (the JVMs take minutes to start on a
 small machine): ``make test-cluster``, or ``pytest -m cluster tests/test_spark_cluster.py``.
@@ -22,14 +23,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import zmq as pyzmq  # the sink's consumer is real libzmq
 
 import brokerless
-from brokerless.spark import Phase, run_on_spark, session_builder
+from brokerless.spark import Phase, register, run_on_spark, session_builder
 from brokerless.spark.demo import run_demo, sherlock_topology, top_words, word_counts
 from brokerless.stream.examples import final_counts
 from brokerless.stream.testing import run_to_completion
 
+from .helpers import drop_replays
 from .live_input import LiveInput
+from .ports import free_port
 from .processes import descendants
 from .spark_cluster import Daemon, StandaloneCluster
 from .stream_topologies import wait_for
@@ -235,3 +239,69 @@ def test_a_live_word_count_that_loses_an_executor_counts_exactly_what_was_sent(
             assert "ExecutorLostFailure" in run.restarts[0]
             assert run.checkpoint_statistics().restored_from >= 2  # not from the start
     live.check()
+
+
+def test_a_streaming_query_that_loses_an_executor_delivers_every_message_once(
+    cluster, spark, tmp_path
+):
+    # Structured Streaming on the cluster: a sender process (tests/ingest_sender.py, a
+    # ReliableSender) into format("brokerless") with ack=true, out through the sink's PUSH to
+    # a libzmq PULL, while a Worker JVM is killed mid-run (its executor with it) and another
+    # started.  Spark reruns what the executor was doing; through the sink's replay rule the
+    # consumer has every message once.  (Last in the module: it changes the cluster's Workers.)
+    register(spark)
+    total = 3000
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    context = pyzmq.Context()
+    consumer = context.socket(pyzmq.PULL)
+    out = consumer.bind_to_random_port("tcp://127.0.0.1")
+    checkpoint = tmp_path / "checkpoint"
+    reader = spark.readStream.format("brokerless")
+    for name, value in {
+        "endpoints": endpoint,
+        "bind": "true",
+        "ack": "true",
+        "walPath": str(checkpoint / "brokerless-wal"),
+        "numPartitions": str(WORKERS),
+        "maxRowsPerBatch": "200",
+    }.items():
+        reader = reader.option(name, value)
+    query = (
+        reader.load()
+        .select("payload")
+        .writeStream.format("brokerless")
+        .option("endpoints", f"tcp://127.0.0.1:{out}")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    journal = str(tmp_path / "journal")
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "tests.ingest_sender", endpoint, journal, str(total), "300"],
+        cwd=ROOT,
+        env=cluster.env,
+        stdout=subprocess.DEVNULL,
+    )
+    received: list[list[bytes]] = []
+
+    def receive_until(count: int) -> None:
+        while len(received) < count:
+            assert consumer.poll(120_000), f"nothing for 2 min after {len(received)} messages"
+            received.append(consumer.recv_multipart())
+
+    try:
+        receive_until(total // 3)
+        cluster.kill_worker(cluster.workers[-1])  # both Workers' executors run the query
+        cluster.start_worker(cores=1)
+        assert sender.wait(300) == 0, "the sender did not get every message acknowledged"
+        while len({header for header, _ in received}) < total:  # (drop_replays' keys)
+            receive_until(len(received) + 1)
+    finally:
+        query.stop()
+        if sender.poll() is None:
+            sender.kill()
+            sender.wait()
+        context.destroy(linger=0)
+    numbers = sorted(int(payload) for payload in drop_replays(received))
+    assert numbers == list(range(1, total + 1)), (
+        f"{len(received)} received, {len(numbers)} kept, {len(set(numbers))} distinct"
+    )

@@ -26,6 +26,7 @@ from brokerless.spark import HEADER, MessageHeader, parse_header
 from brokerless.spark.wal import WALCorruptError, read_range
 
 from . import tcp_accounting
+from .helpers import drop_replays
 from .ports import free_port
 from .processes import descendants, gone
 from .stream_topologies import wait_for
@@ -643,18 +644,6 @@ def test_parse_header():
         parse_header(frame + b"x")
 
 
-def _drop_replays(messages: list[list[bytes]]) -> list[bytes]:
-    """The consumer side of the sink's contract: drop a message whose header (batch id,
-    partition, row) came before -- whatever batch ids came in between."""
-    seen, kept = set(), []
-    for header, payload in messages:
-        key = parse_header(header)
-        if key not in seen:
-            seen.add(key)
-            kept.append(payload)
-    return kept
-
-
 @pytest.mark.timeout(SPARK_TIMEOUT)
 def test_a_batch_write_sends_the_same_messages_with_the_streams_batch_id_in_foreachbatch(
     spark, zctx, tmp_path
@@ -753,7 +742,7 @@ def test_sink_push_delivers_the_rows_and_a_replayed_batch_is_recognisable(spark,
     finally:
         query.stop()
     assert sorted(replayed) == sorted(m for m in first if parse_header(m[0]).batch_id == last)
-    assert sorted(_drop_replays(first + replayed)) == sorted(sent)
+    assert sorted(drop_replays(first + replayed)) == sorted(sent)
 
 
 @pytest.mark.timeout(SPARK_TIMEOUT)
@@ -799,7 +788,7 @@ def test_a_consumer_behind_the_query_gets_every_row_once_through_the_replay_filt
     received = [_recv(consumer) for _ in sent]
     batch_ids = [parse_header(header).batch_id for header, _ in received]
     assert len(set(batch_ids)) == 3
-    assert sorted(_drop_replays(received)) == sorted(sent), f"batch ids received: {batch_ids}"
+    assert sorted(drop_replays(received)) == sorted(sent), f"batch ids received: {batch_ids}"
 
 
 @pytest.mark.timeout(SPARK_TIMEOUT)
