@@ -5,6 +5,7 @@ SIGTERM that ends a stopped query's source process."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,10 +16,12 @@ from pathlib import Path
 import pytest
 import zmq as pyzmq  # the peer is real libzmq
 from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.types import BinaryType, StructField, StructType
 from zmq.utils.monitor import recv_monitor_message
 
 from brokerless.spark import receiver
 from brokerless.spark.options import OptionError
+from brokerless.spark.sink import SinkConfig
 from brokerless.spark.source import BrokerlessStreamReader, SourceConfig, SourceError, WalRange
 from brokerless.spark.wal import WriteAheadLog, read_range
 
@@ -302,3 +305,16 @@ def test_a_read_task_that_cannot_see_the_log_says_walpath_must_be_shared(tmp_pat
     with pytest.raises(SourceError, match="every executor can read") as error:
         list(reader.read(elsewhere))
     assert "on-the-driver-only" in str(error.value)
+
+
+@pytest.mark.parametrize("endpoint", ["tcp://127.0.0.1:*", "tcp://*:0"])
+def test_an_endpoint_to_bind_must_name_its_port(tmp_path, endpoint):
+    """A source or sink that binds a port the system picks is refused as the options are read
+    (at load() for a source): no peer could learn the port, and every run (every sink task)
+    would get another.  It was accepted, and the source listened where nobody would come."""
+    port_please = 'give the port to bind, e.g. "tcp://0.0.0.0:5555"'
+    with pytest.raises(OptionError, match=re.escape(port_please)):
+        SourceConfig.from_options(_options(tmp_path, endpoints=endpoint))
+    schema = StructType([StructField("payload", BinaryType())])
+    with pytest.raises(OptionError, match=re.escape(port_please)):
+        SinkConfig.from_options({"endpoints": endpoint, "bind": "true"}, schema)

@@ -29,8 +29,9 @@ def check_known(
             )
 
 
-def endpoints(options: Mapping[str, str], name: str, what: str) -> tuple[str, ...]:
-    """A required comma-separated list of tcp:// or ipc:// endpoints."""
+def endpoints(options: Mapping[str, str], name: str, what: str, bind: bool) -> tuple[str, ...]:
+    """A required comma-separated list of tcp:// or ipc:// endpoints (to bind: each with the
+    port to bind, not one the system picks)."""
     raw = options.get(name)
     if not raw or not raw.strip():
         raise OptionError(
@@ -43,6 +44,12 @@ def endpoints(options: Mapping[str, str], name: str, what: str) -> tuple[str, ..
             raise OptionError(
                 f'brokerless {what}: option "{name}": {endpoint!r} is not a tcp:// or ipc:// '
                 "endpoint (inproc:// cannot work: Spark runs sources and sinks in other processes)"
+            )
+        if bind and endpoint.startswith("tcp://") and endpoint.rpartition(":")[2] in ("*", "0"):
+            raise OptionError(
+                f'brokerless {what}: option "{name}": {endpoint!r} would bind a port the system '
+                "picks, which no peer could learn (and each run or task would get another); give "
+                'the port to bind, e.g. "tcp://0.0.0.0:5555"'
             )
     return found
 

@@ -102,7 +102,8 @@ class SinkError(RuntimeError):
 class SinkConfig:
     """The sink's options, checked against the DataFrame's schema.
 
-    - ``endpoints`` (required): comma-separated ``tcp://`` or ``ipc://`` endpoints.
+    - ``endpoints`` (required): comma-separated ``tcp://`` or ``ipc://`` endpoints (to bind:
+      with their port; a port the system picks, ``*`` or ``0``, is refused).
     - ``socketType``: ``PUSH`` (default) or ``PUB``.
     - ``bind``: ``true`` to bind (one writing task at a time), ``false`` (default) to connect.
     - ``payloadColumn``: the binary or string column to send (default ``payload``, else
@@ -145,10 +146,11 @@ class SinkConfig:
             )
         timeout_ms = positive_int(options, "timeoutMs", 30_000, _WHAT)
         assert timeout_ms is not None
+        bind = boolean(options, "bind", False, _WHAT)
         return cls(
-            endpoints=endpoints(options, "endpoints", _WHAT),
+            endpoints=endpoints(options, "endpoints", _WHAT, bind),
             socket_type=socket_type,
-            bind=boolean(options, "bind", False, _WHAT),
+            bind=bind,
             payload_index=_column(schema, payload, "payloadColumn"),
             topic_index=None if topic is None else _column(schema, topic, "topicColumn"),
             timeout_ms=timeout_ms,

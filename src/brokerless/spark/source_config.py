@@ -58,7 +58,8 @@ class SourceConfig:
     def from_options(cls, options: Mapping[str, str]) -> SourceConfig:
         """Options (names are case-insensitive):
 
-        - ``endpoints`` (required): comma-separated ``tcp://`` or ``ipc://`` endpoints.
+        - ``endpoints`` (required): comma-separated ``tcp://`` or ``ipc://`` endpoints (to
+          bind: with their port; a port the system picks, ``*`` or ``0``, is refused).
         - ``socketType``: ``SUB`` (default) or ``PULL``.
         - ``ack``: ``true`` for acknowledged ingestion (:mod:`brokerless.spark.ingest`): the
           source is a ROUTER, takes messages from :class:`~brokerless.spark.ingest.ReliableSender`
@@ -118,11 +119,12 @@ class SourceConfig:
                 f'brokerless source: option "walPath" must be a local or mounted directory, '
                 f"not {wal_path!r} (the log is written with POSIX file calls)"
             )
+        bind = boolean(options, "bind", False, _WHAT)
         return cls(
-            endpoints=endpoints(options, "endpoints", _WHAT),
+            endpoints=endpoints(options, "endpoints", _WHAT, bind),
             socket_type=socket_type,
             topics=topics,
-            bind=boolean(options, "bind", False, _WHAT),
+            bind=bind,
             wal_path=os.path.abspath(wal_path),
             max_rows_per_batch=positive_int(options, "maxRowsPerBatch", None, _WHAT),
             num_partitions=positive_int(options, "numPartitions", 1, _WHAT),
