@@ -23,6 +23,12 @@ threads and locks they share are in :mod:`.engine_state`.
   heartbeats, a reset) close this connection only, with a reason, through
   ``session.engine_failed``; the error's ``code`` is what the monitor reports (see
   :mod:`brokerless.zmtp.errors`).  Whole messages decoded before a fault are delivered first.
+* **Unread PONGs:** while what the engine wrote waits for the peer to read it, the peer's
+  PINGs are not answered: their PONGs are dropped (on CURVE a dropped box only skips nonces,
+  which RFC 26 allows: they need only increase).  What waits tells the peer as much as a PONG
+  would, once it reads -- its heartbeat timeout counts any traffic, libzmq's as ours -- and a
+  peer that pings and never reads costs nothing more than what it made us write already
+  (libzmq too holds at most one PONG in that state).
 * **ZAP:** a handshake that must ask the ZAP handler pauses (a ``ZapRequest`` event): reading
   stops, the :class:`~.zap.ZapClient` asks, and its answer resumes the handshake on the I/O
   thread -- the thread never waits for the handler.
@@ -52,6 +58,7 @@ from ..errno import EFAULT
 from ..mailbox import WAKE
 from ..runs import Run
 from ..zmtp import (
+    TRAFFIC,
     AuthenticationFailed,
     Ping,
     ProtocolError,
@@ -250,13 +257,14 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
     def _on_input(self, data: bytes | memoryview) -> None:
         """Decode what was read and hand on what it completes (``in_lock`` held, I/O
         thread)."""
+        pongs = self.conn.state is TRAFFIC  # all decoding traffic queues (see "Unread PONGs")
         try:
             with self.out_lock:  # a PONG it queues is boxed with the direct writer's nonces
                 items, events = self.conn.receive(data)
         except ProtocolError as exc:
             self._protocol_failed(exc)
             return
-        self._send_reply()
+        self._send_reply(pongs)
         if items:
             self._deliver(items, events)
 
@@ -277,9 +285,13 @@ class Engine(OutputMixin, LentInputMixin, LivenessMixin):
             self._flush()
         self.fail(f"protocol error: {exc}", *failure_event(exc), protocol=protocol)
 
-    def _send_reply(self) -> None:
+    def _send_reply(self, pongs: bool = False) -> None:
+        """Write what the connection queued; ``pongs``: only PONGs, dropped while what waits is
+        unread (see "Unread PONGs")."""
         with self.out_lock:
             reply = self.conn.data_to_send()
+            if pongs and self._out:
+                return
             if reply:
                 self._write_command(reply)
 

@@ -369,7 +369,7 @@ class LentInputMixin(EngineState):
         """The I/O thread's part of a lent read that left work here (a PONG to send, events
         to deliver, what an interruption left, or a restart_input that found the input lent):
         do it, then wake the socket's thread, which may borrow the input again."""
-        self._send_reply()
+        self._send_reply(pongs=True)  # (a lent read decodes traffic, which queues only PONGs)
         self.restart_input()
         if self.alive:
             self.session.socket.post(WAKE, None)

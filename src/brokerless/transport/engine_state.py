@@ -264,7 +264,7 @@ class EngineState:
     def _protocol_failed(self, exc: ProtocolError, protocol: bool = True) -> None:
         raise NotImplementedError
 
-    def _send_reply(self) -> None:
+    def _send_reply(self, pongs: bool = False) -> None:
         raise NotImplementedError
 
     def _close_socket(self) -> None:
