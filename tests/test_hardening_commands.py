@@ -1,5 +1,5 @@
 """Hostile commands after the handshake, over real tcp: what a peer's PINGs can make a socket
-hold.
+hold, and how a PING libzmq answers is answered.
 
 A raw peer written from RFC 23/37 by hand (``test_faults``'s wire helpers) attacks a bound PULL.
 The memory test runs the PULL in a subprocess and reads its RSS there, so this process's heap
@@ -15,6 +15,8 @@ import subprocess
 import sys
 
 import pytest
+
+import brokerless as zmq
 
 from .conftest import AGAINST_PYZMQ
 from .test_faults import frame, handshake
@@ -93,3 +95,15 @@ def test_a_peer_that_pings_and_never_reads_costs_one_pong():
         proc.wait()
     assert proc.returncode == 0, "the receiving process failed"
 
+
+def test_a_ping_context_longer_than_16_octets_is_answered_with_its_first_16(make):
+    """RFC 37 lets a PING carry up to 16 octets of context; libzmq answers a longer one with
+    its first 16, and keeps the connection."""
+    pull = make(zmq.PULL, RCVTIMEO=int(DEADLINE * 1000))
+    pull.bind("tcp://127.0.0.1:*")
+    port = int(pull.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as raw:
+        handshake(raw, b"PUSH")
+        raw.sendall(ping(bytes(range(100))) + frame(b"still here"))
+        assert read_command(raw) == b"\x04PONG" + bytes(range(16))
+        assert pull.recv() == b"still here"

@@ -927,7 +927,15 @@ def test_ping_context_up_to_16_octets(ctx):
     assert conn.data_to_send() == command(b"PONG", ctx)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00", b"\x00\x01" + bytes(17)])
+def test_a_ping_context_over_16_octets_is_answered_with_its_first_16():
+    """As libzmq answers it (RFC 37 allows 16 octets; a longer one is not refused)."""
+    conn, _ = facing(T.PAIR, b"PAIR")
+    ctx = bytes(range(17))
+    assert conn.receive_data(command(b"PING", b"\x00\x00" + ctx)) == [Ping(0, ctx[:16])]
+    assert conn.data_to_send() == command(b"PONG", ctx[:16])
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00"])
 def test_malformed_ping_is_refused(data):
     conn, _ = facing(T.PAIR, b"PAIR")
     with pytest.raises(ProtocolError):

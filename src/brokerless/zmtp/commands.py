@@ -94,10 +94,11 @@ def fold(properties: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def parse_ping(data: bytes) -> tuple[int, bytes]:
-    """(TTL in tenths of a second, context) of a PING."""
-    if len(data) < 2 or len(data) > 2 + MAX_PING_CONTEXT:
+    """(TTL in tenths of a second, context) of a PING.  A context longer than RFC 37's 16
+    octets is cut to its first 16, as libzmq answers it."""
+    if len(data) < 2:
         raise MalformedCommand("malformed PING command")
-    return int.from_bytes(data[:2], "big"), data[2:]
+    return int.from_bytes(data[:2], "big"), data[2 : 2 + MAX_PING_CONTEXT]
 
 
 def ping_data(ttl_deciseconds: int, context: bytes = b"") -> bytes:
