@@ -8,6 +8,11 @@ Accepting a burst: a peer whose SYN finds the listen queue full retries it a sec
 the queue (BACKLOG, by default the OS maximum) absorbs the burst and each wake-up of the
 listener accepts up to ``ACCEPT_BATCH`` connections -- enough to drain it quickly, few enough
 that the other connections of the I/O thread get their turn in between.
+
+Out of descriptors (EMFILE, ENFILE) or kernel memory: ``accept`` fails while the listen queue
+stays readable, so the listener reports ACCEPT_FAILED (with the errno, as libzmq does) and
+stops watching it for ``ACCEPT_RETRY_S`` rather than failing again at once, on and on, in the
+I/O thread every connection shares.  The waiting peers stay in the queue meanwhile.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ from .raw import RawEngine
 from .session import Session, new_connection
 
 if TYPE_CHECKING:
-    from ..io import IOThread
+    from ..io import IOThread, Timer
     from ..pipe import Pipe
     from .port import ContextPort, SocketPort
 
 _O = SocketOption
 READ = 1
 ACCEPT_BATCH = 64
+ACCEPT_RETRY_S = 0.1
+#: ``accept`` errors that last until something is freed: retried after ACCEPT_RETRY_S.
+_OUT_OF_RESOURCES = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 
 
 def _tuned(sock: pysocket.socket, opts: Mapping[SocketOption, Any]) -> pysocket.socket:
@@ -71,9 +79,14 @@ class Listener:
         self.path = path  # the ipc socket file, removed on close (if it is still ours)
         self._inode = os.stat(path).st_ino if path and not path.startswith("\0") else None
         self.sessions: set[Session] = set()
+        self._retry: Timer | None = None  # while out of descriptors (see the module doc)
 
     def start(self, _: Any = None) -> None:
         self.io.register(self.sock, READ, self._accept)
+
+    def _resume(self) -> None:
+        self._retry = None
+        self.start()
 
     def _accept(self, _: int) -> None:
         for _ in range(ACCEPT_BATCH):  # the rest (if any) on the next turn: still readable
@@ -81,8 +94,12 @@ class Listener:
                 conn, _addr = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
-                return  # e.g. EMFILE: the listener stays; the peer retries
+            except OSError as exc:  # the peer gone already (ECONNABORTED), or out of resources
+                self.socket.emit(Event.ACCEPT_FAILED, exc.errno or 0, self.uri)
+                if exc.errno in _OUT_OF_RESOURCES:
+                    self._stop_accepting()
+                    self._retry = self.io.call_later(ACCEPT_RETRY_S, self._resume)
+                return
             self.socket.emit(Event.ACCEPTED, conn.fileno(), self.uri)
             session = Session(
                 self.io, self.socket, self.uri, connecting=False, on_done=self.sessions.discard
@@ -93,7 +110,7 @@ class Listener:
     def stop_input(self, _: Any = None) -> None:
         """Accept no more connections; the ones accepted read nothing more (I/O thread).  The
         listening socket stays bound until ``close``."""
-        self.io.unregister(self.sock)
+        self._stop_accepting()
         for session in list(self.sessions):
             session.stop_input()
 
@@ -110,9 +127,15 @@ class Listener:
         for session in list(self.sessions):
             _closed_socket_session(session)
 
+    def _stop_accepting(self) -> None:
+        self.io.unregister(self.sock)
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+
     def stop_listening(self) -> None:
         """Close the listening socket (I/O thread), as the monitor reports it."""
-        self.io.unregister(self.sock)
+        self._stop_accepting()
         self.socket.emit(Event.CLOSED, self.sock.fileno(), self.uri)
         self.sock.close()
         if self._inode is not None and self.path is not None:
