@@ -4,6 +4,15 @@ libzmq keeps prefix tries; in Python a trie walk costs a dict lookup per byte, s
 kept in a dict and grouped by length instead: matching a message tries one slice lookup per
 distinct subscription length (usually one or two), and the all-topics subscription ``b""``
 matches without slicing.
+
+That costs a slice and a hash of ``n`` octets for every distinct length ``n`` up to the
+message's, which subscribers choose: a peer subscribing to a few thousand topics of as many
+lengths (a few MB, sent once) would make every message of a few KB cost milliseconds to
+publish, where libzmq's trie walk costs its length.  So a publisher's table whose distinct
+lengths add up to more than :data:`MATCH_COST_MAX` octets matches through a radix tree
+(:class:`_Radix`: edges of many octets, compared in place) instead, which looks at each octet
+of the message at most once; built when first needed, kept up to date from then on, and
+dropped when the table is empty.
 """
 
 from __future__ import annotations
@@ -11,15 +20,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+#: The most octets a match by length may slice and hash (the sum of the distinct lengths)
+#: before a publisher's table matches through its radix tree instead.
+MATCH_COST_MAX = 4096
+
 
 class _ByLength:
     """Shared bookkeeping: how many topics of each length exist, and the sorted lengths."""
 
-    __slots__ = ("_count_by_length", "_lengths")
+    __slots__ = ("_count_by_length", "_length_sum", "_lengths")
 
     def __init__(self) -> None:
         self._count_by_length: dict[int, int] = {}
         self._lengths: list[int] = []  # sorted distinct topic lengths
+        self._length_sum = 0  # of the distinct lengths: what a match by length may hash
 
     def _added(self, topic: bytes) -> None:
         n = len(topic)
@@ -28,6 +42,7 @@ class _ByLength:
         if not count:
             self._lengths.append(n)
             self._lengths.sort()
+            self._length_sum += n
 
     def _removed(self, topic: bytes) -> None:
         n = len(topic)
@@ -37,6 +52,86 @@ class _ByLength:
         else:
             del self._count_by_length[n]
             self._lengths.remove(n)
+            self._length_sum -= n
+
+
+class _Node:
+    """A radix tree's node: the edge from its parent (one or more octets), its children by
+    the first octet of theirs, and the topic the octets down to here spell, if one is."""
+
+    __slots__ = ("children", "edge", "topic")
+
+    def __init__(self, edge: bytes, topic: bytes | None = None) -> None:
+        self.edge = edge
+        self.children: dict[int, _Node] = {}
+        self.topic = topic
+
+
+class _Radix:
+    """The topics of a table as a radix tree, to find those that are prefixes of a message
+    looking at each of its octets at most once."""
+
+    __slots__ = ("_root",)
+
+    def __init__(self, topics: Iterable[bytes]) -> None:
+        self._root = _Node(b"")
+        for topic in topics:
+            self.add(topic)
+
+    def add(self, topic: bytes) -> None:
+        node, pos, size = self._root, 0, len(topic)
+        while pos < size:
+            child = node.children.get(topic[pos])
+            if child is None:
+                node.children[topic[pos]] = _Node(topic[pos:], topic)
+                return
+            edge = child.edge
+            common = len(edge)
+            if not topic.startswith(edge, pos):
+                common = 1  # (the first octets are equal: that is how the child was found)
+                while pos + common < size and topic[pos + common] == edge[common]:
+                    common += 1
+                middle = _Node(edge[:common])
+                child.edge = edge[common:]
+                middle.children[child.edge[0]] = child
+                node.children[edge[0]] = middle
+                child = middle
+            node, pos = child, pos + common
+        node.topic = topic
+
+    def discard(self, topic: bytes) -> None:
+        path: list[_Node] = []
+        node, pos = self._root, 0
+        while pos < len(topic):
+            child = node.children.get(topic[pos])
+            if child is None or not topic.startswith(child.edge, pos):
+                return
+            path.append(node)
+            node, pos = child, pos + len(child.edge)
+        node.topic = None
+        # Prune: a node that is no topic goes if it has no child, or merges into its one child.
+        while path and node.topic is None and len(node.children) < 2:
+            parent = path.pop()
+            if node.children:
+                (child,) = node.children.values()
+                child.edge = node.edge + child.edge
+                parent.children[node.edge[0]] = child
+                return
+            del parent.children[node.edge[0]]
+            node = parent
+
+    def prefixes_of(self, data: bytes) -> Iterator[bytes]:
+        """The topics that are prefixes of ``data``, shortest first."""
+        node, pos, size = self._root, 0, len(data)
+        if node.topic is not None:
+            yield node.topic
+        while pos < size:
+            child = node.children.get(data[pos])
+            if child is None or not data.startswith(child.edge, pos):
+                return
+            node, pos = child, pos + len(child.edge)
+            if node.topic is not None:
+                yield node.topic
 
 
 class SubscriptionCounts(_ByLength):
@@ -99,11 +194,12 @@ class SubscriptionCounts(_ByLength):
 class SubscriptionTable(_ByLength):
     """An XPUB's view: which pipes subscribed to which topics (a pipe counts once per topic)."""
 
-    __slots__ = ("_topics",)
+    __slots__ = ("_radix", "_topics")
 
     def __init__(self) -> None:
         super().__init__()
         self._topics: dict[bytes, set[Any]] = {}
+        self._radix: _Radix | None = None  # (see the module docstring)
 
     def add(self, topic: bytes, pipe: Any) -> bool:
         """Subscribe ``pipe``; True when it is the topic's first subscriber."""
@@ -111,6 +207,8 @@ class SubscriptionTable(_ByLength):
         if pipes is None:
             self._topics[topic] = {pipe}
             self._added(topic)
+            if self._radix is not None:
+                self._radix.add(topic)
             return True
         pipes.add(pipe)
         return False
@@ -125,6 +223,11 @@ class SubscriptionTable(_ByLength):
             return False
         del self._topics[topic]
         self._removed(topic)
+        if self._radix is not None:
+            if self._topics:
+                self._radix.discard(topic)
+            else:
+                self._radix = None
         return True
 
     def topics_of(self, pipe: Any) -> list[bytes]:
@@ -146,8 +249,14 @@ class SubscriptionTable(_ByLength):
         topics = self._topics
         if not topics:
             return ()
-        size = len(data)
         found: Any = None
+        if self._radix is not None or self._length_sum > MATCH_COST_MAX:
+            if self._radix is None:
+                self._radix = _Radix(topics)
+            for topic in self._radix.prefixes_of(data):
+                found = topics[topic] if found is None else found | topics[topic]
+            return found or ()
+        size = len(data)
         for n in self._lengths:
             if n > size:
                 break
