@@ -1,6 +1,6 @@
 """Out of file descriptors: a listener whose process hits its descriptor limit (idle peers
 holding every one) keeps its other connections, says so on the monitor, and serves new peers
-once descriptors are free again.
+once descriptors are free again; a connect made then is retried until it gets one.
 
 The listening PULL runs in a subprocess whose RLIMIT_NOFILE is small, so the test's own
 process keeps its descriptors; it imports ``zmq`` instead of ``brokerless`` under
@@ -117,3 +117,57 @@ def test_a_listener_out_of_descriptors_waits_and_serves_again(at_fd_limit, lmake
     proc.stdin.write("sent\n")
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline()) == {"message": "after EMFILE"}
+
+
+# The connecting process: a PUSH connects to a PULL of its own while every descriptor it may
+# open is taken; it prints the first monitor event, frees the descriptors and prints whether
+# the PULL got the message queued meanwhile.
+_CONNECTOR = r"""
+import importlib, json, os, resource, struct, sys
+
+zmq = importlib.import_module(sys.argv[1])
+ctx = zmq.Context()
+pull = ctx.socket(zmq.PULL)
+port = pull.bind_to_random_port("tcp://127.0.0.1")
+push = ctx.socket(zmq.PUSH)
+push.setsockopt(zmq.LINGER, 0)
+push.setsockopt(zmq.RECONNECT_IVL, 50)
+monitor = push.get_monitor_socket(zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_CONNECTED)
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+taken = []
+try:
+    while True:
+        taken.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+push.connect(f"tcp://127.0.0.1:{port}")
+push.send(b"queued while out of descriptors")
+first = struct.unpack("=HI", monitor.recv_multipart()[0][:6]) if monitor.poll(10000) else None
+for fd in taken:
+    os.close(fd)
+message = pull.recv().decode() if pull.poll(10000) else None
+print(json.dumps({"first": first, "message": message}), flush=True)
+ctx.destroy(linger=0)
+"""
+
+
+@pytest.mark.beyond_libzmq  # in our runs libzmq 4.3.5 hung in this situation
+def test_a_connect_made_out_of_descriptors_is_retried():
+    """A connection that cannot get a descriptor is tried again after RECONNECT_IVL (the
+    monitor says CONNECT_RETRIED), as a refused one is, and is made once descriptors are
+    free: the message queued meanwhile arrives."""
+    impl = "zmq" if AGAINST_PYZMQ else "brokerless"
+    done = subprocess.run(
+        [sys.executable, "-c", _CONNECTOR, impl, str(FD_LIMIT)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE * 3,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first"] is not None, f"no CONNECT_RETRIED: {report}"
+    event, interval = report["first"]
+    assert event == libzmq.EVENT_CONNECT_RETRIED, report
+    assert 50 <= interval <= 100, report  # RECONNECT_IVL, with libzmq's random part
+    assert report["message"] == "queued while out of descriptors", (report, done.stderr)

@@ -12,7 +12,8 @@ that the other connections of the I/O thread get their turn in between.
 Out of descriptors (EMFILE, ENFILE) or kernel memory: ``accept`` fails while the listen queue
 stays readable, so the listener reports ACCEPT_FAILED (with the errno, as libzmq does) and
 stops watching it for ``ACCEPT_RETRY_S`` rather than failing again at once, on and on, in the
-I/O thread every connection shares.  The waiting peers stay in the queue meanwhile.
+I/O thread every connection shares.  The waiting peers stay in the queue meanwhile.  A
+connection that cannot get a descriptor is tried again after RECONNECT_IVL, as a refused one.
 """
 
 from __future__ import annotations
@@ -170,7 +171,11 @@ class Connector:
         except ZMQError:
             self.session.connect_failed()  # e.g. a name that does not resolve yet
             return
-        sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
+        try:
+            sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
+        except OSError:  # out of descriptors (EMFILE, ENFILE) or memory: retried, as libzmq
+            self.session.connect_failed()
+            return
         sock.setblocking(False)
         if source is not None:
             try:
