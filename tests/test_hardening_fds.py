@@ -171,3 +171,67 @@ def test_a_connect_made_out_of_descriptors_is_retried():
     assert event == libzmq.EVENT_CONNECT_RETRIED, report
     assert 50 <= interval <= 100, report  # RECONNECT_IVL, with libzmq's random part
     assert report["message"] == "queued while out of descriptors", (report, done.stderr)
+
+
+# The process runs out of descriptors and calls ``what`` ("socket": Context.socket, "bind": a
+# bound socket binds again, "first_bind": the first bind of a context, which starts its I/O
+# thread); it prints the error it got and whether, with the descriptors
+# freed, the same call then works.
+_API_CALL = r"""
+import importlib, json, os, resource, sys
+
+zmq = importlib.import_module(sys.argv[1])
+what = sys.argv[3]
+ctx = zmq.Context()
+pull = ctx.socket(zmq.PULL)
+pull.bind("tcp://127.0.0.1:*")
+fresh = zmq.Context().socket(zmq.PULL)  # its context has no I/O thread yet
+call = {
+    "socket": lambda: ctx.socket(zmq.PUSH),
+    "bind": lambda: pull.bind("tcp://127.0.0.1:*"),
+    "first_bind": lambda: fresh.bind("tcp://127.0.0.1:*"),
+}
+limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+taken = []
+try:
+    while True:
+        taken.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+try:
+    call[what]()
+    error = None
+except Exception as exc:
+    error = [type(exc).__name__, isinstance(exc, zmq.ZMQError), getattr(exc, "errno", None)]
+for fd in taken:
+    os.close(fd)
+call[what]()
+print(json.dumps({"error": error}), flush=True)
+fresh.context.destroy(linger=0)
+ctx.destroy(linger=0)
+"""
+
+
+def _out_of_descriptors(what: str) -> dict:
+    impl = "zmq" if AGAINST_PYZMQ else "brokerless"
+    done = subprocess.run(
+        [sys.executable, "-c", _API_CALL, impl, str(FD_LIMIT), what],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE * 3,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_socket_made_out_of_descriptors_raises_zmqerror_emfile():
+    """pyzmq raises ZMQError(EMFILE) for a socket libzmq cannot make a mailbox for, so code
+    that catches ZMQError sees it (brokerless raised a bare OSError)."""
+    assert _out_of_descriptors("socket") == {"error": ["ZMQError", True, errno.EMFILE]}
+
+
+@pytest.mark.beyond_libzmq  # libzmq 4.3.5 aborts (an assertion in ip_resolver.cpp)
+@pytest.mark.parametrize("what", ["bind", "first_bind"])
+def test_a_bind_made_out_of_descriptors_raises_zmqerror_emfile(what):
+    assert _out_of_descriptors(what) == {"error": ["ZMQError", True, errno.EMFILE]}

@@ -378,7 +378,10 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
         return self
 
     def _new_mailbox(self) -> Mailbox[Command]:
-        return Mailbox()
+        try:
+            return Mailbox()
+        except OSError as exc:
+            raise _no_descriptor(exc, "a socket's mailbox") from None
 
     def _socket_closing(self, port: SocketPort) -> None:
         """Tell every transport that a socket is closing (listeners stop, sessions flush)."""
@@ -418,7 +421,15 @@ class Context(ContextOptionAttrs, Generic[_SocketT]):
             if not self._io_threads:
                 count = max(1, self._options[ContextOption.IO_THREADS])
                 cpus = frozenset(self._thread_cpus) if self._thread_cpus else None
-                self._io_threads = [IOThread(f"brokerless-io-{i}", cpus) for i in range(count)]
+                threads: list[IOThread] = []
+                try:
+                    for i in range(count):
+                        threads.append(IOThread(f"brokerless-io-{i}", cpus))
+                except OSError as exc:
+                    for thread in threads:
+                        thread.stop()
+                    raise _no_descriptor(exc, "an I/O thread") from None
+                self._io_threads = threads
             io = self._io_threads[self._next_io % len(self._io_threads)]
             self._next_io += 1
             return io
@@ -467,3 +478,12 @@ os.register_at_fork(after_in_child=_forget_parent_connections)
 
 #: ``zmq.Context[zmq.SyncSocket]``: what ``zmq.Context()`` is to a type checker.
 SyncContext = Context[SyncSocket]
+
+
+def _no_descriptor(exc: OSError, what: str) -> ZMQError:
+    """``exc`` (EMFILE, ENFILE: no descriptor for ``what``) as libzmq reports it, a ZMQError."""
+    return ZMQError(
+        exc.errno or EMFILE,
+        f"{exc.strerror}: no descriptor for {what} "
+        "(close sockets, or raise the process's limit: ulimit -n)",
+    )

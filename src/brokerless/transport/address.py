@@ -138,7 +138,10 @@ def check_ipc_path(address: str) -> None:
 
 def listen(addr: NetAddress, backlog: int) -> pysocket.socket:
     """A listening, non-blocking OS socket for ``addr``; EADDRINUSE etc. as ZMQError."""
-    sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
+    try:
+        sock = pysocket.socket(addr.family, pysocket.SOCK_STREAM)
+    except OSError as exc:  # EMFILE, ENFILE
+        raise ZMQError(exc.errno or EINVAL, f"Cannot bind {addr.uri()}: {exc.strerror}") from None
     try:
         if addr.family == pysocket.AF_UNIX:
             path = addr.sockaddr
