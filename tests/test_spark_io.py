@@ -659,7 +659,12 @@ def test_a_batch_write_sends_the_same_messages_with_the_streams_batch_id_in_fore
             "endpoints", f"tcp://127.0.0.1:{port}"
         ).save()
 
-    write(spark.createDataFrame([(b"alone-%d" % i,) for i in range(3)], "payload binary"))
+    rows = spark.createDataFrame([(b"alone-%d" % i,) for i in range(3)], "payload binary")
+    with pytest.raises(PySparkException, match=r'mode\("overwrite"\) cannot be'):
+        rows.write.format("brokerless").mode("overwrite").option(  # (it appended, silently)
+            "endpoints", f"tcp://127.0.0.1:{port}"
+        ).save()
+    write(rows)
     alone = [_recv(consumer) for _ in range(3)]
     assert sorted(payload for _, payload in alone) == [b"alone-0", b"alone-1", b"alone-2"]
     assert {parse_header(header).batch_id for header, _ in alone} == {0}
@@ -878,6 +883,10 @@ def test_register_is_idempotent_and_defaults_to_the_active_session(spark):
         (
             {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "numPartitions": "0"},
             'option "numPartitions" must be a positive integer',
+        ),
+        (  # a space after the comma: " trades." matched nothing, silently
+            {"endpoints": "tcp://127.0.0.1:1", "walPath": "/tmp/x", "topics": "prices., trades."},
+            "option \"topics\" has ' trades.', with spaces around it",
         ),
     ],
 )

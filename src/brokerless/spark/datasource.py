@@ -10,6 +10,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .options import OptionError
 from .sink import BrokerlessStreamWriter, BrokerlessWriter, SinkConfig
 from .source import SCHEMA, BrokerlessStreamReader, SourceConfig, SourceError
 
@@ -39,4 +40,9 @@ class BrokerlessDataSource(DataSource):
         return BrokerlessStreamWriter(SinkConfig.from_options(self.options, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OptionError(
+                'brokerless sink: mode("overwrite") cannot be: messages sent cannot be taken '
+                'back; write with mode("append")'
+            )
         return BrokerlessWriter(SinkConfig.from_options(self.options, schema))

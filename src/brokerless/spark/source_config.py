@@ -105,6 +105,13 @@ class SourceConfig:
         if raw_topics is not None and socket_type != "SUB":
             raise OptionError('brokerless source: option "topics" applies to socketType SUB only')
         topics = tuple(t.encode() for t in raw_topics.split(",")) if raw_topics else (b"",)
+        for topic in topics:
+            if topic != topic.strip():
+                raise OptionError(
+                    f'brokerless source: option "topics" has {topic.decode()!r}, with spaces '
+                    "around it: topics are prefixes compared octet for octet, so it would "
+                    'match nothing sent without them; write the list without spaces ("a,b")'
+                )
         wal_path = options.get("walPath")
         if not wal_path:
             raise OptionError(
