@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .ports import free_port
+from .processes import descendants
 from .test_cli import BROKERLESS, ENV, brokerless, finish, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,4 +233,67 @@ def endless():
 
     return (
         Topology("endless").spout("counter", Counter).bolt("sink", Sink, inputs={"counter": all_()})
+    )
+
+
+def lose_a_worker(process: subprocess.Popen[bytes]) -> int:
+    """Kill (SIGKILL) one worker process of a multi-process run ``process`` started; its pid."""
+    worker = min(descendants(process.pid))
+    os.kill(worker, signal.SIGKILL)
+    return worker
+
+
+@pytest.mark.timeout(120)
+def test_run_that_loses_a_worker_says_so_without_a_traceback():
+    with started(
+        "stream", "run", "tests.test_cli_stream:endless", "--workers", "2", "--ui", "0"
+    ) as process:
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        assert process.stderr.readline().startswith(b"topology UI: ")  # the workers are up
+        worker = lose_a_worker(process)
+        _, err = finish(process)
+    assert process.returncode == 1, err.decode()
+    assert b"Traceback" not in err, err.decode()
+    assert f"(pid {worker}) exited with code -9".encode() in err.splitlines()[-1], err.decode()
+
+
+@pytest.mark.timeout(120)
+def test_run_that_is_not_done_in_its_timeout_says_so_without_a_traceback():
+    done = brokerless("stream", "run", "tests.test_cli_stream:stuck", "--local", "--timeout", "1")
+    assert done.returncode == 1, done.stderr.decode()
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    assert done.stderr.startswith(b"Error: topology 'stuck' not finished after 1.0 s")
+
+
+@pytest.mark.timeout(120)
+def test_stream_ui_that_loses_a_worker_keeps_the_page_until_ctrl_c():
+    with started("stream", "ui", "tests.test_cli_stream:endless", "--workers", "2") as process:
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        url = process.stderr.readline().decode().split()[2]
+        worker = lose_a_worker(process)
+        lost = process.stderr.readline().decode()
+        assert lost.startswith("Error: ") and f"(pid {worker}) exited with code -9" in lost
+        assert process.stderr.readline().decode() == (
+            f"failed: the last figures stay at {url} until Ctrl-C\n"
+        )
+        with urllib.request.urlopen(url + "api/stats", timeout=10) as answer:
+            assert json.load(answer)["stopped"]
+        process.send_signal(signal.SIGINT)
+        _, err = finish(process)
+    assert process.returncode == 1, err.decode()
+    assert b"Traceback" not in err, err.decode()
+
+
+def stuck():
+    """A topology that never finishes: its bolt holds every tuple (acks none)."""
+    from functools import partial
+
+    from brokerless.stream import Topology, shuffle
+
+    from .stream_topologies import HoldValue, ValueSpout
+
+    return (
+        Topology("stuck")
+        .spout("values", partial(ValueSpout, [1, 2]))
+        .bolt("hold", partial(HoldValue, 2), inputs={"values": shuffle()})
     )

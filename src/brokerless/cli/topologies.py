@@ -12,9 +12,11 @@ all its spouts can say so (``exhausted()``) -- or for ``--duration`` seconds, or
 It prints one JSON object: the statistics, the errors and, for each ``--emitted
 COMPONENT[:STREAM]``, the tuples that component emitted; with ``--ui`` it serves the live
 topology UI meanwhile.  ``ui`` runs it the same way but keeps the page up after the end, until
-Ctrl-C.  ``list`` shows the topologies a module defines.  A module is looked up in the current
-directory first, as ``python -m`` does.  ``worker`` (hidden) is what ``run`` starts: one worker
-process, its job read from stdin.
+Ctrl-C.  A run that fails (a worker process lost, or not done after ``--timeout``) is an error
+(status 1, saying why); ``ui`` keeps its page up then too, showing how far it got.  ``list``
+shows the topologies a module defines.  A module is looked up in the current directory first,
+as ``python -m`` does.  ``worker`` (hidden) is what ``run`` starts: one worker process, its job
+read from stdin.
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ class RunOptions:
 
     def wait(self, run: TopologyRun) -> None:
         """Until the run is done (finite spouts), ``duration`` is over, or Ctrl-C; with
-        progress on stderr when wanted."""
+        progress on stderr when wanted.  A run that fails (it lost a worker, or is not done
+        after ``timeout``) is a ClickException saying why."""
         shown = _Progress(run) if _show_progress(self.progress) else None
         try:
             if self.duration is None and _finite(run.plan):
@@ -160,6 +163,8 @@ class RunOptions:
                 run.errors()  # lets a multi-process run take in its workers' reports
                 left = _WAKE_EVERY if deadline is None else max(0.0, deadline - time.monotonic())
                 idle.wait(min(_WAKE_EVERY, left))
+        except (RuntimeError, TimeoutError) as exc:  # WorkerProcessError is a RuntimeError
+            raise click.ClickException(str(exc)) from None
         finally:
             if shown is not None:
                 shown.close()
@@ -307,13 +312,24 @@ Examples:
     help="The UI's address (it shows errors with tracebacks: keep it local).",
 )
 def ui(options: RunOptions, port: int, host: str) -> int:
-    """Run TOPOLOGY with its live web UI; the page stays up after the run ends, until
-    Ctrl-C."""
+    """Run TOPOLOGY with its live web UI; the page stays up after the run ends (or fails),
+    until Ctrl-C."""
     handle = options.start(False, f"{host}:{port}")
     assert handle.ui is not None
     with handle:
         click.echo(f"topology UI: {handle.ui.url}  (Ctrl-C to stop)", err=True)
-        options.wait(handle)
+        try:
+            options.wait(handle)
+        except click.ClickException as failure:  # the page shows how far it got, until Ctrl-C
+            try:  # (from here on, however early Ctrl-C comes, the status says it failed)
+                handle.stop()
+                failure.show()
+                click.echo(
+                    f"failed: the last figures stay at {handle.ui.url} until Ctrl-C", err=True
+                )
+                _until_ctrl_c()
+            except KeyboardInterrupt:
+                return failure.exit_code
         handle.stop()
         click.echo(f"done: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
         _until_ctrl_c()
