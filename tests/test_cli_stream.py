@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -296,4 +297,32 @@ def stuck():
         Topology("stuck")
         .spout("values", partial(ValueSpout, [1, 2]))
         .bolt("hold", partial(HoldValue, 2), inputs={"values": shuffle()})
+    )
+
+
+@pytest.mark.timeout(120)
+def test_a_ui_port_that_is_taken_is_an_error_saying_so():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (["run", "--ui", str(port)], ["ui", "--port", str(port)]):
+            done = brokerless(
+                "stream", command[0], "tests.test_cli_stream:endless", "--local", *command[1:]
+            )
+            err = done.stderr.decode()
+            assert done.returncode == 1, err
+            assert "Traceback" not in err, err
+            assert err.endswith(
+                f"Error: [Errno 98] the topology UI cannot listen on 127.0.0.1:{port}: Address "
+                "already in use (choose another port, or 0 for a free one)\n"
+            ), err
+
+
+@pytest.mark.timeout(120)
+def test_stream_ui_with_a_port_out_of_range_is_a_usage_error():
+    done = brokerless("stream", "ui", "brokerless.stream.examples:word_count", "--port", "99999")
+    assert done.returncode == 2, done.stderr.decode()
+    assert (
+        b"Traceback" not in done.stderr and b"99999 is not in the range 0<=x<=65535" in done.stderr
     )

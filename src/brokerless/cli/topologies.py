@@ -131,6 +131,12 @@ class RunOptions:
                 "SECONDS (or stop it with Ctrl-C)",
                 err=True,
             )
+        try:
+            return self._start(topology, capture, ui)
+        except OSError as exc:  # the UI's port taken, say
+            raise click.ClickException(str(exc)) from None
+
+    def _start(self, topology: Topology, capture: bool, ui: UIAddress | None) -> TopologyRun:
         if self.mode == "local":
             return run_local(topology, workers=self.workers, capture=capture, ui=ui)
         if self.mode == "spark":
@@ -304,7 +310,13 @@ Examples:
   brokerless stream ui mymodule:topology --spark --host 0.0.0.0 --port 8080"""
 )
 @_run_options
-@click.option("--port", default=0, show_default=True, help="The UI's port (0: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The UI's port (0: a free one).",
+)
 @click.option(
     "--host",
     default="127.0.0.1",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from errno import EADDRINUSE
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -69,7 +70,15 @@ class TopologyUI:
         self._lock = threading.Lock()
         self._stats: bytes | None = None
         self._stats_at = 0.0
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        try:
+            self._server = ThreadingHTTPServer((host, port), _handler(self))
+        except OSError as exc:  # the port is taken, the host unknown: say where and why
+            advice = (
+                " (choose another port, or 0 for a free one)" if exc.errno == EADDRINUSE else ""
+            )
+            raise OSError(
+                exc.errno, f"the topology UI cannot listen on {host}:{port}: {exc.strerror}{advice}"
+            ) from exc
         self._server.daemon_threads = True
         # server_address as bound (typeshed types it as the bind argument: str or bytes)
         bound_host, bound_port = self._server.socket.getsockname()[:2]
