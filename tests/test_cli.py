@@ -593,6 +593,25 @@ def test_bench_into_a_reader_that_went_away_ends_quietly():
     assert b"Traceback" not in err and b"Exception ignored" not in err, err.decode()
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "command",
+    [["stream", "list"], ["stream", "run", "brokerless.stream.examples:word_count", "--local"]],
+)
+def test_a_command_whose_reader_went_away_ends_quietly_with_141(command):
+    # `brokerless stream list | head -0`: the reader gone before the first line (click's own
+    # handling of it exits with 1, which says nothing of what happened)
+    process = subprocess.Popen(
+        [*BROKERLESS, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=100) == 141, err.decode()
+    assert b"Traceback" not in err and b"Exception ignored" not in err, err.decode()
+
+
 def test_bench_without_a_checkout_says_where_to_get_one(tmp_path):
     done = brokerless("bench", "--bench-dir", str(tmp_path))
     assert done.returncode == 1

@@ -27,13 +27,14 @@ import click
 from click.shell_completion import get_completion_class
 
 from .programs import bench, demo
-from .runner import COMPLETE_VAR, run_command
+from .runner import COMPLETE_VAR, Program, run_command
 from .sockets import COMMANDS
 from .tools import monitor, proxy
 from .topologies import stream
 
 
 @click.group(
+    cls=Program,
     epilog="""\b
 Examples:
   seq 5 | brokerless push tcp://localhost:5557        # lines become messages

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -13,6 +14,24 @@ from .status import BROKEN_PIPE, INTERRUPTED
 
 #: The environment variable through which click's shell completion asks for completions.
 COMPLETE_VAR = "_BROKERLESS_COMPLETE"
+
+
+class Program(click.Group):
+    """The group of commands run as a program (``brokerless``, ``brokerless-stream``): a
+    command whose reader of stdout went away (``| head``) ends with ``BROKEN_PIPE``, quietly
+    (click's own handling of it exits with 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise click.exceptions.Exit(BROKEN_PIPE) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it on the way out does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def run_command(command: click.Command, argv: Sequence[str] | None, name: str) -> int:
@@ -31,6 +50,6 @@ def run_command(command: click.Command, argv: Sequence[str] | None, name: str) -
         exc.show()
         return exc.exit_code
     except BrokenPipeError:  # the reader of stdout went away (| head): nothing to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush to fail
+        _quiet_stdout()  # (outside a command: shell completion's output)
         return BROKEN_PIPE
     return status if isinstance(status, int) else 0

@@ -42,7 +42,7 @@ from brokerless.stream.run import TopologyRun
 from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
-from .runner import run_command
+from .runner import Program, run_command
 from .status import INTERRUPTED
 
 if TYPE_CHECKING:
@@ -238,6 +238,7 @@ def _finite(plan: TopologyPlan) -> bool:
 
 
 @click.group(
+    cls=Program,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="""\b
 Examples:
