@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from brokerless.stream import run_local
+from brokerless.stream import Config, run_local
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
 from .stream_topologies import wait_for
@@ -153,3 +153,25 @@ def test_the_page_shows_a_running_word_count_and_its_counters_move(browser):
             timeout=30,
             what="the page to say the run stopped",
         )
+
+
+CONFIG = """
+return Object.fromEntries([...document.querySelectorAll('#config tbody tr')]
+  .map(tr => [tr.dataset.key, tr.cells[1].textContent]));
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_page_shows_the_topologys_configuration(browser):
+    topology = endless_word_count()
+    with run_local(topology, ui=True, config=Config(max_spout_pending=50)) as run:
+        browser.get(run.ui.url)
+        shown = wait_for(lambda: browser.script(CONFIG), timeout=30, what="the configuration")
+        assert shown == {
+            "num_workers": "1",
+            "num_ackers": "—",  # (None: one per worker)
+            "max_spout_pending": "50",
+            "message_timeout_secs": "30",
+            "executor_queue_size": "4,096",
+            "executor_batch_size": "64",
+        }

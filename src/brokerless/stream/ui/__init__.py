@@ -6,10 +6,10 @@
 or ``brokerless stream ui module:topology``.  The page draws the topology's graph (spouts,
 bolts, the groupings on the edges) and, updated live, per component and per executor (its
 tasks): emitted, transferred, acked, failed, executed, execute or complete latency, queue
-depth, tuples in flight; per worker its transfer queue and traffic; the errors with their
-tracebacks; and the attempts of a run that restarts (Spark).  Behind it are two JSON endpoints,
-``/api/topology`` and ``/api/stats`` (``model.py`` says what they hold; ``server.py`` how they
-are served).
+depth, tuples in flight; per worker its transfer queue and traffic; the configuration; the
+errors with their tracebacks; and the attempts of a run that restarts (Spark).  Behind it are
+two JSON endpoints, ``/api/topology`` and ``/api/stats`` (``model.py`` says what they hold;
+``server.py`` how they are served).
 """
 
 from __future__ import annotations
