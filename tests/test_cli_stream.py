@@ -326,3 +326,15 @@ def test_stream_ui_with_a_port_out_of_range_is_a_usage_error():
     assert (
         b"Traceback" not in done.stderr and b"99999 is not in the range 0<=x<=65535" in done.stderr
     )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("option", ["--duration", "--timeout"])
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_duration_or_timeout_that_is_not_positive_is_a_usage_error(option, value):
+    done = brokerless("stream", "run", "brokerless.stream.examples:word_count", option, value)
+    assert done.returncode == 2, done.stderr.decode()
+    assert f"Invalid value for '{option}': {float(value)} is not in the range x>0".encode() in (
+        done.stderr
+    )
+    assert not done.stdout

@@ -203,11 +203,13 @@ _RUN_OPTIONS = [
         help="Between worker processes.",
     ),
     click.option(
-        "--duration", type=float, help="Stop after this many seconds (default: when done)."
+        "--duration",
+        type=click.FloatRange(min=0, min_open=True),
+        help="Stop after this many seconds (default: when done).",
     ),
     click.option(
         "--timeout",
-        type=float,
+        type=click.FloatRange(min=0, min_open=True),
         default=600.0,
         show_default=True,
         help="Give up when not done after this many seconds.",
