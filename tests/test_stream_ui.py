@@ -18,6 +18,7 @@ import pytest
 from brokerless.stream import Bolt, Spout, Topology, fields, run_local, run_multiprocess, shuffle
 from brokerless.stream.examples import SENTENCES, CountBolt, SplitBolt, word_count_topology
 from brokerless.stream.ui import TopologyUI, parse_address
+from brokerless.stream.ui.server import ACTION_HEADER
 
 from .stream_topologies import wait_for
 
@@ -180,6 +181,30 @@ def test_the_page_is_served_and_nothing_else():
             urllib.request.urlopen(post, timeout=10)
         assert refused.value.code == 405
         assert get(run.ui.url + "api/stats")["components"]  # still serving
+
+
+def act(url: str, **headers: str) -> Any:
+    """POST ``url`` (an action of the page: api/activate, api/deactivate) with ``headers``."""
+    request = urllib.request.Request(url, data=b"", method="POST", headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def test_deactivate_and_activate_as_storm_ui_does():
+    with run_local(endless_word_count(), ui=True) as run:
+        api = run.ui.url + "api/"
+        # without the header a page of another site cannot send: refused, nothing done
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            act(api + "deactivate")
+        assert refused.value.code == 403 and run.active
+        assert act(api + "deactivate", **{ACTION_HEADER: "1"}) == {"active": False}
+        assert not run.active and get(api + "stats")["active"] is False
+        assert act(api + "activate", **{ACTION_HEADER: "1"}) == {"active": True}
+        assert run.active and get(api + "stats")["active"] is True
+        run.stop()
+        with pytest.raises(urllib.error.HTTPError) as stopped:
+            act(api + "deactivate", **{ACTION_HEADER: "1"})
+        assert stopped.value.code == 409 and b"has stopped" in stopped.value.read()
 
 
 def test_stats_are_computed_at_most_once_per_refresh_however_many_ask():

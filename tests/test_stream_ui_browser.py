@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from brokerless.stream import Config, run_local
+from brokerless.stream.examples import word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
 from .stream_topologies import wait_for
@@ -175,3 +176,43 @@ def test_the_page_shows_the_topologys_configuration(browser):
             "executor_queue_size": "4,096",
             "executor_batch_size": "64",
         }
+
+
+STATE = "return document.getElementById('state').textContent;"
+TOGGLE = "document.getElementById('toggle').click();"
+
+
+@pytest.mark.timeout(120)
+def test_the_page_deactivates_and_activates_the_topology(browser):
+    with run_local(endless_word_count(), ui=True) as run:
+        browser.get(run.ui.url + "?interval=200")
+        wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running")
+        browser.script(TOGGLE)
+        wait_for(lambda: not run.active, timeout=30, what="the button to deactivate the run")
+        wait_for(lambda: browser.script(STATE) == "inactive", timeout=30, what="inactive")
+        browser.script(TOGGLE)
+        wait_for(lambda: run.active, timeout=30, what="the button to activate the run")
+        wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running again")
+
+
+CROSS_SITE = """
+window.settled = 0;
+const tries = [{mode: "no-cors", headers: {}}, {mode: "cors", headers: {"X-Brokerless-UI": "1"}}];
+for (const {mode, headers} of tries) {  // a form's post; the page's own request
+  fetch(arguments[0], {method: "POST", mode, headers}).finally(() => { window.settled += 1; });
+}
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_page_of_another_site_cannot_deactivate_the_topology(browser):
+    with run_local(endless_word_count(), ui=True) as run:
+        with run_local(word_count_topology(), ui=True) as other:
+            browser.get(other.ui.url)  # another origin: another port
+            browser._call(
+                "POST",
+                f"{browser.session}/execute/sync",
+                {"script": CROSS_SITE, "args": [run.ui.url + "api/deactivate"]},
+            )
+            wait_for(lambda: browser.script("return window.settled") == 2, timeout=30)
+        assert run.active

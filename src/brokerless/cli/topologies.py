@@ -324,7 +324,8 @@ Examples:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="The UI's address (it shows errors with tracebacks: keep it local).",
+    help="The UI's address (it shows errors with tracebacks and can deactivate the topology: "
+    "keep it local).",
 )
 def ui(options: RunOptions, port: int, host: str) -> int:
     """Run TOPOLOGY with its live web UI; the page stays up after the run ends (or fails),

@@ -4,7 +4,8 @@
 components (kind, executors with their tasks, declared streams), the edges between them with
 their groupings, and the config.  ``/api/stats`` (:func:`describe_stats`) is the live part:
 :class:`~brokerless.stream.metrics.Statistics` as a dict (per component, per executor, per
-worker), the errors with their tracebacks, and the run's attempts (a Spark run restarts the
+worker), whether the spouts emit (``active``), the errors with their tracebacks, and the
+run's attempts (a Spark run restarts the
 whole topology when it loses a worker; ``restarts`` says why each earlier attempt ended).
 """
 
@@ -39,10 +40,13 @@ _CONFIG = (
 
 
 class ObservedRun(Protocol):
-    """What the UI reads of a run (every ``brokerless.stream.run.TopologyRun`` has it)."""
+    """What the UI reads of a run, and the two things it may do to it: ``deactivate`` and
+    ``activate`` (every ``brokerless.stream.run.TopologyRun`` has them)."""
 
     #: "local", "multiprocess" or "spark"
     mode: str
+    #: Whether the spouts emit (Storm's ACTIVE; ``deactivate()`` and ``activate()`` set it).
+    active: bool
     #: The run's current set of workers (1 at first), of at most ``max_attempts``; why each
     #: earlier one ended (``restarts``); what each worker of this one said when it started.
     attempt: int
@@ -61,6 +65,10 @@ class ObservedRun(Protocol):
     def statistics(self) -> Statistics: ...
 
     def errors(self) -> list[ErrorReport]: ...
+
+    def deactivate(self) -> None: ...
+
+    def activate(self) -> None: ...
 
 
 def describe_topology(run: ObservedRun) -> dict[str, Any]:
@@ -114,6 +122,7 @@ def describe_stats(
         "time": time.time(),
         "uptime_s": round(time.monotonic() - started, 3),
         "stopped": run.stopped,
+        "active": run.active,
         **statistics.as_dict(),
         "errors_total": len(errors),
         "errors": [asdict(e) for e in errors[-MAX_ERRORS:]],

@@ -1,4 +1,5 @@
-"""The topology UI's web server: a page and two JSON endpoints, served from the driver.
+"""The topology UI's web server: a page, two JSON endpoints and two actions, served from the
+driver.
 
 Theory of operation
 -------------------
@@ -8,7 +9,15 @@ A :class:`TopologyUI` is a stdlib ``ThreadingHTTPServer`` on a daemon thread of 
 * ``/`` -- the page (``static/index.html``, self-contained: its script draws the graph as SVG
   and polls the two endpoints below; nothing is fetched from elsewhere);
 * ``/api/topology`` -- the plan (``model.describe_topology``), computed once;
-* ``/api/stats`` -- the live figures (``model.describe_stats``).
+* ``/api/stats`` -- the live figures (``model.describe_stats``);
+
+and it takes two actions, Storm UI's buttons: a POST of ``/api/deactivate`` (the spouts stop
+emitting; the tuples in flight are still processed) or ``/api/activate``, answered with
+``{"active": ...}`` (409 once the run has stopped).  A POST must carry the header
+``X-Brokerless-UI`` (the page's script sends it; 403 without): a page of another site cannot
+send such a header to this one without asking first (a CORS preflight, which is not
+answered), so a web page elsewhere cannot deactivate a topology through the browser of whoever
+watches it.
 
 Reading a run's figures may cost a round trip to every worker (multi-process and Spark runs ask
 them over the control channel), so ``/api/stats`` computes them at most once per
@@ -16,9 +25,9 @@ them over the control channel), so ``/api/stats`` computes them at most once per
 same answer.  If the run cannot answer (it is stopping, a worker is lost) the last figures are
 served, marked with the reason (``"stale"``).
 
-Only GET of those paths is answered (anything else: 404 or 405); a request gets
-``_REQUEST_TIMEOUT`` seconds to arrive, so a client that stalls ties up only its own thread.
-The page shows errors with their tracebacks, so by default the server listens on 127.0.0.1.
+Nothing else is answered (404 or 405); a request gets ``_REQUEST_TIMEOUT`` seconds to arrive,
+so a client that stalls ties up only its own thread.  The page shows errors with their
+tracebacks and can deactivate the topology, so by default the server listens on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from .model import ObservedRun, describe_stats, describe_topology
 
 _REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request
 _PAGE = "index.html"
+#: The header a POST must carry (see the module doc).
+ACTION_HEADER = "X-Brokerless-UI"
 
 #: Where the UI listens: True (127.0.0.1, a free port), a port (127.0.0.1), or "host:port".
 UIAddress = bool | int | str
@@ -124,6 +135,20 @@ class TopologyUI:
     def topology(self) -> bytes:
         return self._topology
 
+    def set_active(self, active: bool) -> bytes:
+        """Activate or deactivate the run (``POST /api/activate`` or ``/api/deactivate``);
+        the JSON of the answer.  Raises RuntimeError when the run has stopped."""
+        run = self.run
+        if run.stopped:
+            raise RuntimeError(f"topology {run.plan.name!r} has stopped")
+        if active:
+            run.activate()
+        else:
+            run.deactivate()
+        with self._lock:
+            self._stats_at = float("-inf")  # the next /api/stats says so at once
+        return json.dumps({"active": run.active}).encode()
+
     def page(self) -> bytes:
         return self._page
 
@@ -136,6 +161,8 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
         "/api/stats": (ui.stats, "application/json"),
     }
 
+    actions = {"/api/activate": True, "/api/deactivate": False}
+
     class Handler(BaseHTTPRequestHandler):
         timeout = _REQUEST_TIMEOUT
         server_version = "brokerless-ui"
@@ -145,18 +172,35 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
             if route is None:
                 self.send_error(HTTPStatus.NOT_FOUND)
                 return
-            body = route[0]()
+            self._answer(route[0](), route[1])
+
+        def do_POST(self) -> None:
+            active = actions.get(self.path)
+            if active is None:
+                self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
+                return
+            if self.headers.get(ACTION_HEADER) is None:
+                self.send_error(HTTPStatus.FORBIDDEN, f"send the header {ACTION_HEADER}: 1")
+                return
+            try:
+                body = ui.set_active(active)
+            except RuntimeError as exc:  # stopped
+                self.send_error(HTTPStatus.CONFLICT, str(exc))
+                return
+            self._answer(body, "application/json")
+
+        def do_PUT(self) -> None:
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
+
+        do_DELETE = do_PATCH = do_PUT
+
+        def _answer(self, body: bytes, content_type: str) -> None:
             self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", route[1])
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(body)
-
-        def do_POST(self) -> None:
-            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
-
-        do_PUT = do_DELETE = do_PATCH = do_POST
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # the driver's terminal is the user's, not an access log
