@@ -11,6 +11,7 @@ module is not collected when they are not installed (see ``tests/conftest.py``).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import tempfile
@@ -21,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from brokerless.stream import Config, run_local
+from brokerless.stream import Bolt, Config, Topology, run_local, shuffle
 from brokerless.stream.examples import word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
-from .stream_topologies import wait_for
+from .stream_topologies import Counter, wait_for
 from .test_stream_ui import endless_word_count
 
 #: From the machine notes: no sandbox (root), no GPU, and nothing that reaches the network.
@@ -216,3 +217,37 @@ def test_a_page_of_another_site_cannot_deactivate_the_topology(browser):
             )
             wait_for(lambda: browser.script("return window.settled") == 2, timeout=30)
         assert run.active
+
+
+class AlwaysRaises(Bolt):
+    def process(self, tup: Any) -> None:
+        raise ValueError(f"cannot take {tup[0]}")
+
+
+ERRORS_TOTAL = """
+return document.getElementById('errors-total').textContent.replaceAll(',', '');
+"""
+COUNTS = re.compile(
+    r"\((?P<counted>\d+); listed: the latest (?P<listed>\d+) of the (?P<kept>\d+) reports kept "
+    r"\(each worker keeps only its first ones\)\)"
+)
+
+
+@pytest.mark.timeout(120)
+def test_the_error_count_is_every_error_not_only_the_reports_kept(browser):
+    # a worker keeps the reports of its first errors only; the page said "(1000)" for ever
+    topology = (
+        Topology("raising")
+        .spout("counter", Counter)
+        .bolt("raises", AlwaysRaises, inputs={"counter": shuffle()})
+    )
+    with run_local(topology, ui=True) as run:
+        browser.get(run.ui.url + "?interval=200")
+
+        def said() -> re.Match[str] | None:
+            shown = COUNTS.fullmatch(browser.script(ERRORS_TOTAL))
+            return shown if shown and int(shown["kept"]) == len(run.errors()) else None
+
+        shown = wait_for(said, timeout=60, what="more errors than the reports kept")
+    counted, listed, kept = (int(shown[n]) for n in ("counted", "listed", "kept"))
+    assert counted > kept and listed == min(kept, 100)
