@@ -251,3 +251,23 @@ def test_the_error_count_is_every_error_not_only_the_reports_kept(browser):
         shown = wait_for(said, timeout=60, what="more errors than the reports kept")
     counted, listed, kept = (int(shown[n]) for n in ("counted", "listed", "kept"))
     assert counted > kept and listed == min(kept, 100)
+
+
+HEADINGS = """
+return Object.fromEntries(['components', 'executors', 'workers'].map(id => [id,
+  [...document.querySelectorAll(`#${id} thead th`)].map(th => th.textContent)]));
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_columns_say_their_units(browser):
+    with run_local(word_count_topology(), ui=True) as run:
+        browser.get(run.ui.url)
+        headings = wait_for(
+            lambda: all((h := browser.script(HEADINGS)).values()) and h,
+            timeout=30,
+            what="the tables",
+        )
+    for table in ("components", "executors"):
+        assert {"latency mean (ms)", "latency p99 (ms)"} <= set(headings[table])
+    assert {"tuples sent", "tuples received"} <= set(headings["workers"])
