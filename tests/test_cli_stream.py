@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from .ports import free_port
-from .processes import descendants
+from .processes import descendants, gone
 from .test_cli import BROKERLESS, ENV, brokerless, finish, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -338,3 +339,35 @@ def test_a_duration_or_timeout_that_is_not_positive_is_a_usage_error(option, val
         done.stderr
     )
     assert not done.stdout
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_leaves_nothing_behind():
+    # `timeout 60 brokerless stream run ...`, `kill`: the report, and no files or workers left
+    with tempfile.TemporaryDirectory(prefix="sigterm-") as short:  # (ipc paths must be short)
+        sigterm_a_run(Path(short))
+
+
+def sigterm_a_run(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [*BROKERLESS, "stream", "run", "tests.test_cli_stream:endless", "--workers=2", "--ui=0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(ENV, TMPDIR=str(tmp_path)),
+    )
+    try:
+        assert process.stderr is not None
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        assert process.stderr.readline().startswith(b"topology UI: ")  # the workers are up
+        workers = descendants(process.pid)
+        assert list(tmp_path.iterdir())  # the run's directory: its ipc endpoints
+        process.terminate()
+        out, err = finish(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    assert process.returncode == 143, err.decode()
+    assert b"Traceback" not in err, err.decode()
+    assert json.loads(out)["interrupted"]
+    assert all(gone(pid) for pid in workers) and not list(tmp_path.iterdir())

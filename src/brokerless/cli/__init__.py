@@ -14,9 +14,10 @@ rich, shellingham and typing-extensions for the same.  Progress uses click's own
 
 Exit codes and Ctrl-C: 0 when a command did its work, 1 on an error (a clear message, no
 traceback), 2 on a usage error, and 130 (128 + SIGINT, as a shell reports it) when Ctrl-C
-stopped it (141 when the reader of its output went away: ``| head``).  Every command closes
-its sockets on the way out (a ``with`` or ``finally`` around them), so Ctrl-C leaves nothing
-behind and prints no traceback.
+stopped it (141 when the reader of its output went away: ``| head``; 143 when SIGTERM stopped
+``stream run`` or ``stream ui``, which take it as Ctrl-C).  Every command closes its sockets on
+the way out (a ``with`` or ``finally`` around them), so Ctrl-C leaves nothing behind and prints
+no traceback.
 """
 
 from __future__ import annotations

@@ -4,16 +4,37 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
-from .status import BROKEN_PIPE, INTERRUPTED
+from .status import BROKEN_PIPE, INTERRUPTED, TERMINATED
 
 #: The environment variable through which click's shell completion asks for completions.
 COMPLETE_VAR = "_BROKERLESS_COMPLETE"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, where a command takes it as Ctrl-C (see :func:`sigterm_interrupts`)."""
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within: SIGTERM (``kill``, ``timeout``, ``docker stop``) is taken as Ctrl-C is -- the
+    command stops what it runs and cleans up -- and the program's status is ``TERMINATED``."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Program(click.Group):
@@ -44,8 +65,8 @@ def run_command(command: click.Command, argv: Sequence[str] | None, name: str) -
             complete_var=COMPLETE_VAR,
             standalone_mode=False,
         )
-    except click.exceptions.Abort:  # click's name for KeyboardInterrupt
-        return INTERRUPTED
+    except click.exceptions.Abort as exc:  # click's name for KeyboardInterrupt
+        return TERMINATED if isinstance(exc.__cause__, Terminated) else INTERRUPTED
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code

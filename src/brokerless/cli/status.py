@@ -4,3 +4,5 @@
 INTERRUPTED = 130
 #: The reader of its output went away, e.g. ``| head`` (128 + SIGPIPE).
 BROKEN_PIPE = 141
+#: SIGTERM stopped it (``kill``, ``timeout``, ``docker stop``): 128 + SIGTERM.
+TERMINATED = 143

@@ -12,11 +12,12 @@ all its spouts can say so (``exhausted()``) -- or for ``--duration`` seconds, or
 It prints one JSON object: the statistics, the errors and, for each ``--emitted
 COMPONENT[:STREAM]``, the tuples that component emitted; with ``--ui`` it serves the live
 topology UI meanwhile.  ``ui`` runs it the same way but keeps the page up after the end, until
-Ctrl-C.  A run that fails (a worker process lost, or not done after ``--timeout``) is an error
-(status 1, saying why); ``ui`` keeps its page up then too, showing how far it got.  ``list``
-shows the topologies a module defines.  A module is looked up in the current directory first,
-as ``python -m`` does.  ``worker`` (hidden) is what ``run`` starts: one worker process, its job
-read from stdin.
+Ctrl-C.  Both take SIGTERM (``kill``, ``timeout``) as Ctrl-C: the run stops and cleans up
+(``run`` prints its report), and the status is 143.  A run that fails (a worker process lost,
+or not done after ``--timeout``) is an error (status 1, saying why); ``ui`` keeps its page up
+then too, showing how far it got.  ``list`` shows the topologies a module defines.  A module is
+looked up in the current directory first, as ``python -m`` does.  ``worker`` (hidden) is what
+``run`` starts: one worker process, its job read from stdin.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from brokerless.stream.run import TopologyRun
 from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
-from .runner import Program, run_command
-from .status import INTERRUPTED
+from .runner import Program, Terminated, run_command, sigterm_interrupts
+from .status import INTERRUPTED, TERMINATED
 
 if TYPE_CHECKING:
     from brokerless.stream.ui import UIAddress  # (the UI, and http.server, load only when used)
@@ -228,7 +229,8 @@ def _run_options(function: Callable[..., int]) -> Callable[..., int]:
     @functools.wraps(function)
     def command(**values: Any) -> int:
         shared = {f.name: values.pop(f.name) for f in fields(RunOptions)}
-        return function(RunOptions(**shared), **values)
+        with sigterm_interrupts():  # stopped by kill or timeout, the run cleans up as on Ctrl-C
+            return function(RunOptions(**shared), **values)
 
     for option in reversed(_RUN_OPTIONS):
         command = option(command)
@@ -280,28 +282,30 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
     capture = bool(emitted)
     started = time.monotonic()
     handle = options.start(capture, ui, emitted)
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     with handle:
         if handle.ui is not None:
             click.echo(f"topology UI: {handle.ui.url}", err=True)
         try:
             options.wait(handle)
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+            interrupted = exc
         handle.stop()
         report: dict[str, Any] = {
             "topology": handle.plan.name,
             "workers": handle.plan.config.num_workers,
             "mode": options.mode_name,
             "seconds": round(time.monotonic() - started, 3),
-            "interrupted": interrupted,
+            "interrupted": interrupted is not None,
             "statistics": handle.statistics().as_dict(),
             "errors": [str(e) for e in handle.errors()],
         }
         if capture:
             report["emitted"] = _emitted(handle, emitted)
     click.echo(json.dumps(report, indent=1, default=repr))
-    return INTERRUPTED if interrupted else 0
+    if interrupted is None:
+        return 0
+    return TERMINATED if isinstance(interrupted, Terminated) else INTERRUPTED
 
 
 @stream.command(
