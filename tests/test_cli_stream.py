@@ -371,3 +371,19 @@ def sigterm_a_run(tmp_path: Path) -> None:
     assert b"Traceback" not in err, err.decode()
     assert json.loads(out)["interrupted"]
     assert all(gone(pid) for pid in workers) and not list(tmp_path.iterdir())
+
+
+@pytest.mark.timeout(120)
+def test_ipc_endpoints_too_long_for_the_kernel_are_an_error_saying_what_to_do(tmp_path):
+    deep = tmp_path / ("d" * 100)  # the run's ipc endpoints go in $TMPDIR
+    deep.mkdir()
+    done = subprocess.run(
+        [*BROKERLESS, "stream", "run", "tests.test_cli_stream:endless", "--workers=2"],
+        capture_output=True,
+        timeout=100,
+        env=dict(ENV, TMPDIR=str(deep)),
+    )
+    assert done.returncode == 1, done.stderr.decode()
+    last = done.stderr.decode().splitlines()[-1]
+    assert last.startswith("Error: File name too long: ipc path "), done.stderr.decode()
+    assert last.endswith("(pass --transport tcp, or point TMPDIR at a shorter path)")

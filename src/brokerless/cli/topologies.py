@@ -22,6 +22,7 @@ looked up in the current directory first, as ``python -m`` does.  ``worker`` (hi
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from brokerless.error import ZMQError
 from brokerless.stream.component import DEFAULT_STREAM, ComponentKind
 from brokerless.stream.local import run_local
 from brokerless.stream.multiprocess import run_multiprocess
@@ -136,6 +138,11 @@ class RunOptions:
             return self._start(topology, capture, ui)
         except OSError as exc:  # the UI's port taken, say
             raise click.ClickException(str(exc)) from None
+        except ZMQError as exc:  # an endpoint the workers cannot use
+            hint = ""
+            if exc.errno == errno.ENAMETOOLONG:
+                hint = " (pass --transport tcp, or point TMPDIR at a shorter path)"
+            raise click.ClickException(f"{exc}{hint}") from None
 
     def _start(self, topology: Topology, capture: bool, ui: UIAddress | None) -> TopologyRun:
         if self.mode == "local":
