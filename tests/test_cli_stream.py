@@ -387,3 +387,19 @@ def test_ipc_endpoints_too_long_for_the_kernel_are_an_error_saying_what_to_do(tm
     last = done.stderr.decode().splitlines()[-1]
     assert last.startswith("Error: File name too long: ipc path "), done.stderr.decode()
     assert last.endswith("(pass --transport tcp, or point TMPDIR at a shorter path)")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (["--master", "local[2]"], "--master is the Spark master's URL: it goes with --spark"),
+        (["--local", "--master", "local[2]"], "--master is the Spark master's URL"),
+        (["--local", "--transport", "tcp"], "--transport is how worker processes talk: it does "),
+        (["--transport", "tcp", "--spark"], "it does not go with --spark"),
+    ],
+)
+def test_an_option_the_mode_would_ignore_is_a_usage_error(options, error):
+    done = brokerless("stream", "run", "brokerless.stream.examples:word_count", *options)
+    assert done.returncode == 2, done.stderr.decode()
+    assert error in done.stderr.decode() and not done.stdout

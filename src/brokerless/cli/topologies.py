@@ -236,12 +236,24 @@ def _run_options(function: Callable[..., int]) -> Callable[..., int]:
     @functools.wraps(function)
     def command(**values: Any) -> int:
         shared = {f.name: values.pop(f.name) for f in fields(RunOptions)}
+        _check_mode(click.get_current_context(), shared["mode"])
         with sigterm_interrupts():  # stopped by kill or timeout, the run cleans up as on Ctrl-C
             return function(RunOptions(**shared), **values)
 
     for option in reversed(_RUN_OPTIONS):
         command = option(command)
     return command
+
+
+def _check_mode(ctx: click.Context, mode: str | None) -> None:
+    """A usage error for an option the chosen mode does not use (it would be ignored)."""
+    given = click.core.ParameterSource.COMMANDLINE
+    if ctx.get_parameter_source("master") is given and mode != "spark":
+        raise click.UsageError("--master is the Spark master's URL: it goes with --spark", ctx)
+    if ctx.get_parameter_source("transport") is given and mode is not None:
+        raise click.UsageError(
+            f"--transport is how worker processes talk: it does not go with --{mode}", ctx
+        )
 
 
 def _finite(plan: TopologyPlan) -> bool:
