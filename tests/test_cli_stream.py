@@ -21,6 +21,7 @@ import pytest
 
 from .ports import free_port
 from .processes import descendants, gone
+from .stream_topologies import wait_for
 from .test_cli import BROKERLESS, ENV, brokerless, finish, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,9 +221,18 @@ def test_stream_ui_ends_on_a_ctrl_c_that_another_thread_takes():
     ) as process:
         assert process.stderr.readline().decode().startswith("topology UI:")
         assert process.stderr.readline().decode().startswith("done: the final figures stay")
-        others = [int(t) for t in os.listdir(f"/proc/{process.pid}/task") if int(t) != process.pid]
-        assert others, "no thread but the main one"
-        assert ctypes.CDLL(None, use_errno=True).tgkill(process.pid, others[0], signal.SIGINT) == 0
+        # a signal sent to a thread that is ending is lost with it: wait until the run's threads
+        # have ended and only the page's is left besides the main one
+        tasks = f"/proc/{process.pid}/task"
+        (page,) = wait_for(
+            lambda: (
+                len(ids := [int(t) for t in os.listdir(tasks)]) == 2
+                and [t for t in ids if t != process.pid]
+            ),
+            timeout=30,
+            what="the main thread and the page's alone",
+        )
+        assert ctypes.CDLL(None, use_errno=True).tgkill(process.pid, page, signal.SIGINT) == 0
         _, err = finish(process, timeout=10)
     assert process.returncode == 130, err.decode()
     assert b"Traceback" not in err, err.decode()
