@@ -271,3 +271,14 @@ def test_the_columns_say_their_units(browser):
     for table in ("components", "executors"):
         assert {"latency mean (ms)", "latency p99 (ms)"} <= set(headings[table])
     assert {"tuples sent", "tuples received"} <= set(headings["workers"])
+
+
+@pytest.mark.timeout(120)
+def test_the_system_components_box_shows_the_ackers_at_once(browser):
+    with run_local(endless_word_count(), ui=True) as run:
+        browser.get(run.ui.url + "?interval=3600000")  # (one poll: the box must redraw itself)
+        wait_for(lambda: browser.script(COMPONENT_ROWS), timeout=30, what="the components table")
+        browser.script("document.getElementById('system').click();")
+        assert browser.script(COMPONENT_ROWS) == ["sentences", "split", "count", "__acker"]
+        browser.script("document.getElementById('system').click();")
+        assert browser.script(COMPONENT_ROWS) == ["sentences", "split", "count"]
