@@ -282,3 +282,27 @@ def test_the_system_components_box_shows_the_ackers_at_once(browser):
         assert browser.script(COMPONENT_ROWS) == ["sentences", "split", "count", "__acker"]
         browser.script("document.getElementById('system').click();")
         assert browser.script(COMPONENT_ROWS) == ["sentences", "split", "count"]
+
+
+OVERFLOW = """
+return [...document.querySelectorAll('#graph .node')].flatMap(node => {
+  const width = Number(node.querySelector('rect').getAttribute('width'));
+  return [...node.querySelectorAll('text')]
+    .filter(text => text.getComputedTextLength() > width - 16)
+    .map(text => text.textContent);
+});
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_graphs_figures_fit_in_their_boxes(browser):
+    with run_local(endless_word_count(), ui=True) as run:
+        browser.get(run.ui.url + "?interval=200")
+        wait_for(lambda: browser.script(EXECUTED), timeout=30, what="the figures")
+        # the longest figures: six characters each ("999.9k"), a latency of five digits
+        browser.script(
+            "updateGraph({components: Object.fromEntries(topology.components.map(c => [c.name, "
+            "{kind: c.kind, emitted: 999900, acked: 999900, failed: 999900, processed: 999900,"
+            " queue_depth: 9999, latency_ms_mean: 99999.99}]))});"
+        )
+        assert browser.script(OVERFLOW) == []
