@@ -401,6 +401,25 @@ def test_ipc_endpoints_too_long_for_the_kernel_are_an_error_saying_what_to_do(tm
 
 
 @pytest.mark.timeout(120)
+def test_a_worker_that_fails_to_start_is_an_error_saying_why():
+    # $TMPDIR short enough for the driver's endpoint, too long for the workers' (longer names)
+    with tempfile.TemporaryDirectory(prefix="w", dir="/tmp") as short:  # /tmp/wXXXXXXXX
+        deep = Path(short) / ("d" * 50)  # 65 characters
+        deep.mkdir()
+        done = subprocess.run(
+            [*BROKERLESS, "stream", "run", "tests.test_cli_stream:endless", "--workers=2"],
+            capture_output=True,
+            timeout=100,
+            env=dict(ENV, TMPDIR=str(deep)),
+        )
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    said = [line for line in err.splitlines() if line.startswith("Error: ")]
+    assert said and re.fullmatch(r"Error: worker \d of 'endless' failed:", said[0]), err
+    assert "File name too long: ipc path" in err
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     ("options", "error"),
     [

@@ -136,8 +136,8 @@ class RunOptions:
             )
         try:
             return self._start(topology, capture, ui)
-        except OSError as exc:  # the UI's port taken, say
-            raise click.ClickException(str(exc)) from None
+        except (OSError, RuntimeError) as exc:  # the UI's port taken; a worker that failed
+            raise click.ClickException(str(exc)) from None  # to start (WorkerProcessError)
         except ZMQError as exc:  # an endpoint the workers cannot use
             hint = ""
             if exc.errno == errno.ENAMETOOLONG:
