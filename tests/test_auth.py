@@ -17,6 +17,7 @@ import stat
 import struct
 import subprocess
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -639,3 +640,20 @@ def test_a_certificate_pyzmq_reads_is_read_the_same(tmp_path, layout):
     path.write_text(layout.format(public=public.decode(), secret=secret.decode()), "utf-8")
     assert load_certificate(path) == libzmq_auth_certs.load_certificate(str(path))
     assert load_certificate(path)[0] == public
+
+
+@pytest.mark.timeout(30)
+def test_the_auth_thread_ends_quietly_when_its_context_is_destroyed_under_it(monkeypatch):
+    """pyzmq's thread leaves its loop on a ZMQError; ours raised it out of the thread, which
+    printed a traceback ("Exception in thread brokerless-zap") -- seen when a stream run's
+    start failed and its context was destroyed with the authenticator still running."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    ctx = zmq.Context()
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    thread = auth.thread
+    assert thread is not None
+    ctx.destroy(linger=0)
+    thread.join(10)
+    assert not thread.is_alive() and raised == []

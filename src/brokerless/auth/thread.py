@@ -4,7 +4,8 @@ The thread polls two sockets: the ZAP socket, whose requests it answers one at a
 end of an inproc PAIR pipe on which :meth:`ThreadAuthenticator.stop` sends ``TERMINATE``.  A
 CURVE callback may be a coroutine: each request is decided on an asyncio loop private to the
 thread, so such a callback may await.  As with pyzmq, call ``stop()`` before the context is
-terminated or destroyed: the thread's sockets are its own while it runs.
+terminated or destroyed: the thread's sockets are its own while it runs (a context ended
+under it ends the thread, quietly, as pyzmq's).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..constants import PollEvent, SocketType
 from ..context import Context
+from ..error import ZMQError
 from ..poll import Poller
 from ..socket import Socket, SyncSocket
 from .base import Authenticator
@@ -48,11 +50,17 @@ class AuthenticationThread(threading.Thread):
         poller.register(zap, PollEvent.POLLIN)
         self.started.set()
         while True:
-            ready = dict(poller.poll())
-            if self.pipe in ready and self._handle_pipe_message(self.pipe.recv_multipart()):
+            try:
+                ready = dict(poller.poll())
+                if self.pipe in ready and self._handle_pipe_message(self.pipe.recv_multipart()):
+                    return
+                if zap in ready:
+                    message = zap.recv_multipart()
+            except ZMQError as exc:  # its context was terminated or destroyed (as pyzmq's)
+                self.log.debug("auth thread ends: %s", exc)
                 return
             if zap in ready:
-                loop.run_until_complete(self.authenticator.handle_zap_message(zap.recv_multipart()))
+                loop.run_until_complete(self.authenticator.handle_zap_message(message))
 
     def _handle_pipe_message(self, msg: list[bytes]) -> bool:
         """Whether the command says to stop; an unknown one is answered ``ERROR``."""
