@@ -10,12 +10,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from brokerless.stream import Topology, TopologyError, all_, complete_topology, fields
+from brokerless.stream import Config, Topology, TopologyError, all_, complete_topology, fields
 from brokerless.stream.examples import SENTENCES, final_counts, word_count_topology
 from brokerless.stream.multiprocess import WorkerProcessError, run_multiprocess
 
@@ -124,6 +125,65 @@ def test_a_worker_that_dies_is_reported():
         victim.wait(10)
         with pytest.raises(WorkerProcessError, match=rf"worker 1 .*pid {victim.pid}"):
             run.wait_until_done(timeout=30)
+
+
+def test_a_frozen_worker_is_reported_as_lost_instead_of_hanging_the_run():
+    """A worker that stops answering (SIGSTOP here; a host that froze) is lost after
+    worker_timeout_secs, as Storm's supervisor finds a worker whose heartbeats stopped.
+    Before, the run waited for it for ever: nothing but the process's exit counted."""
+    topo = Topology("endless", Config(worker_timeout_secs=4)).spout("counter", Counter).bolt(
+        "sink", Recorder, inputs={"counter": all_()})
+    with run_multiprocess(topo, workers=2) as run:
+        victim = run.processes[1]
+        os.kill(victim.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(WorkerProcessError, match=rf"worker 1 .*pid {victim.pid}.* 4 s"):
+                run.wait_until_done(timeout=60)
+        finally:
+            os.kill(victim.pid, signal.SIGCONT)
+
+
+def test_a_driver_paused_longer_than_the_worker_timeout_loses_no_worker():
+    """The driver's own process paused (SIGSTOP here; a laptop's lid closed): on waking it had
+    not read its workers' heartbeats yet, and took them all for frozen -- a needless rollback
+    here, a failed plain run.  A worker is silent only for as long as the driver listened."""
+    driver_code = textwrap.dedent("""
+        import sys
+        from brokerless.stream import run_multiprocess
+        from tests.test_stream_state import word_count
+        run = run_multiprocess(word_count(worker_timeout_secs=2))
+        run.checkpoint()
+        print("running", flush=True)
+        sys.stdin.readline()  # the test pauses this process meanwhile
+        run.wait_until_done(60)
+        print(run.restarts, flush=True)
+        run.stop()
+    """)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", driver_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    try:
+        assert driver.stdout.readline() == "running\n"
+        driver.send_signal(signal.SIGSTOP)
+        # workers heartbeat into a paused driver for over twice the worker timeout
+        time.sleep(5)
+        driver.send_signal(signal.SIGCONT)
+        driver.stdin.write("go on\n")
+        driver.stdin.flush()
+        assert driver.stdout.readline() == "[]\n"  # no restart
+        assert driver.wait(30) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        driver.stdin.close()
+        driver.stdout.close()
+
+
+def test_a_worker_timeout_under_two_seconds_is_refused():
+    with pytest.raises(TopologyError, match="worker_timeout_secs must be a number >= 2"):
+        Topology("t", Config(worker_timeout_secs=1)).spout("counter", Counter).build()
 
 
 def test_a_topology_that_cannot_be_sent_to_processes_is_refused_before_starting():

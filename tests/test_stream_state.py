@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import signal
 import sys
 import threading
 from functools import partial
@@ -379,6 +381,24 @@ def test_a_killed_worker_rolls_the_run_back_to_its_last_checkpoint():
         assert counted(run.checkpoint_dir) == EXPECTED
         assert run.restarts == ["attempt 1: worker 1: killed (kill_worker)"]
         assert run.attempt == 2 and run.checkpoint_statistics().restored_from >= 2
+
+
+def test_a_frozen_worker_rolls_the_run_back_to_its_last_checkpoint():
+    """A worker process that freezes (SIGSTOP: it neither dies nor answers) is lost after
+    worker_timeout_secs: killed, and every worker starts again from the last checkpoint.
+    Before, the run waited for it for ever and no checkpoint completed again."""
+    with run_multiprocess(word_count(worker_timeout_secs=4)) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+        victim = run.processes[1]
+        os.kill(victim.pid, signal.SIGSTOP)
+        run.wait_until_done(60)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert victim.poll() == -signal.SIGKILL
+        assert run.restarts == [
+            f"attempt 1: worker 1 of 'stateful-word-count' (pid {victim.pid}) said nothing "
+            "for 4 s (worker_timeout_secs): frozen, or stopped (SIGSTOP)"
+        ]
 
 
 @pytest.mark.parametrize(

@@ -67,6 +67,12 @@ class Config:
     #: that holds a complete checkpoint resumes from it.  None: a temporary directory that
     #: lives as long as the run (local and multi-process mode only).
     checkpoint_dir: str | None = None
+    #: Storm's ``supervisor.worker.timeout.secs``: a worker process (multi-process mode) that
+    #: the driver has heard nothing from for this long -- frozen (SIGSTOP, swapped out), or on
+    #: a host that stopped answering -- is lost: it is killed, and the run goes on as when a
+    #: worker dies (a checkpointed run starts again from its last checkpoint, another fails
+    #: with WorkerProcessError).  Started workers report every second, so at least 2.
+    worker_timeout_secs: float = 30.0
     #: How workers in other processes talk (multi-process and Spark mode): ``"curve"``
     #: encrypts every worker-to-worker and control connection with keys made per run and
     #: admits only the run's own processes (``security.py``); ``"none"`` leaves them open
@@ -150,6 +156,9 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not value > 0:
                 found.append(f"{name} must be a number > 0, not {value!r}")
+        timeout = self.worker_timeout_secs
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 2:
+            found.append(f"worker_timeout_secs must be a number >= 2, not {timeout!r}")
         if self.checkpoint_dir is not None and (
             not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir
         ):

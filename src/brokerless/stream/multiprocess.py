@@ -19,14 +19,16 @@ messages are pickled and signed with a key the driver gives each worker on its s
 the run's CURVE keys (``security.py``) that encrypt the control and worker-to-worker
 connections unless the config says ``security="none"``.
 
-A lost worker (its process exited, or it reports a failed task) ends the run with
-:class:`WorkerProcessError` -- unless the topology is checkpointed: then the driver kills every
-worker process and starts new ones, all restoring the last complete checkpoint (a new
-*attempt*, whose messages alone the control channel takes), up to ``max_attempts``; what the
-earlier attempts captured and reported is kept (``checkpoint.py``, ``run.py``).  One loop
-owns the attempts (:meth:`MultiprocessRun._run_attempts`: start, decide, start the next):
-looking at the control channel only notes a loss, and the run's supervisor thread, which
-drives its checkpoints, is what then calls that loop; questions wait for the new attempt.
+A lost worker (its process exited, it reports a failed task, or it has said nothing -- not
+even its heartbeat, every second -- for ``Config.worker_timeout_secs``, as a frozen process
+does) ends the run with :class:`WorkerProcessError` -- unless the topology is checkpointed:
+then the driver kills every worker process and starts new ones, all restoring the last
+complete checkpoint (a new *attempt*, whose messages alone the control channel takes), up to
+``max_attempts``; what the earlier attempts captured and reported is kept (``checkpoint.py``,
+``run.py``).  One loop owns the attempts (:meth:`MultiprocessRun._run_attempts`: start,
+decide, start the next): looking at the control channel only notes a loss, and the run's
+supervisor thread, which drives its checkpoints, is what then calls that loop; questions
+wait for the new attempt.
 
 No orphans: a worker exits when the driver's process ends, whatever ended it (see
 ``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
@@ -239,12 +241,19 @@ class MultiprocessRun(ControlledRun):
         if self.state.lost:
             index, why = next(iter(self.state.lost.items()))
             return f"worker {index} of {self.plan.name!r} failed: {why}"
+        timeout = self.plan.config.worker_timeout_secs
+        now = time.monotonic()
         for index, process in enumerate(self.processes):
             code = process.poll()
             if code is not None:
                 return (
                     f"worker {index} of {self.plan.name!r} (pid {process.pid}) exited with "
                     f"code {code}"
+                )
+            if index in self.state.started and self._silent_for(index, now) > timeout:
+                return (
+                    f"worker {index} of {self.plan.name!r} (pid {process.pid}) said nothing "
+                    f"for {timeout:g} s (worker_timeout_secs): frozen, or stopped (SIGSTOP)"
                 )
         return None
 

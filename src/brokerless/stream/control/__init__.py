@@ -22,6 +22,7 @@ worker -- only:
                                                   ("active", bool)       spouts emit, or not
     ("final", {snapshot, hung})   after stop
     ("failed", traceback)    the worker itself broke (not a component: those are errors)
+    ("heartbeat",)           every second once started: the driver's sign that it lives
 
 and for a checkpointed topology (``checkpoint.py``):
 
@@ -84,7 +85,13 @@ A driver that vanishes: the worker's DEALER sends ZMTP heartbeats and watches it
 (socket monitor).  When it has had no connection to the driver for ``driver_timeout``
 seconds -- the driver's process ended, its host is gone, or it closed the run without a
 word -- :func:`serve` stops the worker and raises :class:`DriverGone`, so no worker serves a
-run nobody is watching.
+run nobody is watching.  The other way round, a started worker says ``heartbeat`` every
+second, and the driver notes when it last heard each one (``AttemptState.heard_at``): a run
+whose worker froze (SIGSTOP, a host that stopped answering) notices it, as Storm's supervisor
+notices a worker whose heartbeats stop (``Config.worker_timeout_secs``, ``multiprocess.py``).
+Silence counts only while the driver listens (``_silent_for``): after a gap in its looks at
+the channel -- nothing asked it, or its own process was paused and has not read what waits
+yet -- it starts counting again.
 
 Modules: ``wire`` (the messages' signing, the workers' ids, the limits), ``driver``
 (:class:`ControlledRun`), ``worker`` (:class:`WorkerChannel`, :func:`serve`).

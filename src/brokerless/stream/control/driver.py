@@ -46,6 +46,7 @@ class AttemptState:
     routes: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
     outbox: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)  # no route yet
     heard: dict[int, int] = field(default_factory=dict)  # index -> signed messages taken
+    heard_at: dict[int, float] = field(default_factory=dict)  # index -> when (monotonic)
     proved: dict[int, int] = field(default_factory=dict)  # index -> connections it proved
     #: index -> the number of its next events message; its later ones that came first
     events_next: dict[int, int] = field(default_factory=dict)
@@ -117,6 +118,9 @@ class ControlledRun(TopologyRun):
         control.heartbeat_timeout = 5 * HEARTBEAT_MS
         control.bind(bind)
         self._asked = 0
+        #: When the driver last took in what the workers sent, and since when it has done so
+        #: every few seconds: a worker is silent only for as long as the driver listened.
+        self._looked_at = self._listening_since = time.monotonic()
         self._question: tuple[Kind, int] | None = None  # what _ask waits for
         self._stopped = False
         self.attempt = 0
@@ -167,6 +171,10 @@ class ControlledRun(TopologyRun):
 
     # -- the control channel -----------------------------------------------------------------
 
+    def _silent_for(self, index: int, now: float) -> float:
+        """How long the driver has listened without hearing from started worker ``index``."""
+        return now - max(self.state.heard_at[index], self._listening_since)
+
     def _send(self, index: int, message: tuple[Any, ...]) -> None:
         """Send worker ``index`` a command over the connection it proved is its own, or keep the
         command for it until it has proved one."""
@@ -189,6 +197,12 @@ class ControlledRun(TopologyRun):
 
     def _pump(self, timeout: float) -> None:
         """Handle what the workers sent, waiting up to ``timeout`` seconds for the first."""
+        now = time.monotonic()
+        if now - self._looked_at > 2 * HEARTBEAT_MS / 1000:
+            # Nobody looked for a while (nothing asked, or this process was paused: its I/O
+            # thread may not have read the heartbeats yet): silence so far proves nothing.
+            self._listening_since = now
+        self._looked_at = now
         control = self._control
         if control.poll(int(timeout * 1000)):
             while control.poll(0):
@@ -206,6 +220,7 @@ class ControlledRun(TopologyRun):
             return
         heard = self.state.heard
         heard[index] = heard.get(index, 0) + 1
+        self.state.heard_at[index] = time.monotonic()
         kind = message[0]
         if kind == Kind.HELLO:
             if self.state.routes.get(index) != (connection, identity):

@@ -14,7 +14,7 @@ import brokerless as zmq
 from brokerless._strenum import StrEnum
 
 WORKER_POLL = 0.05  # seconds a worker waits for a command before reporting its events
-HEARTBEAT_MS = 1000
+HEARTBEAT_MS = 1000  # ZMTP heartbeats on the control channel; a worker's HEARTBEAT as often
 #: The largest frame either end of the control channel takes (MAXMSGSIZE).
 MAX_FRAME = 4 << 20
 REPORT_BYTES = 1 << 20  # a worker's reports are split into messages of about this size
@@ -38,6 +38,7 @@ class Kind(StrEnum):
     FAILED = "failed"
     CHECKPOINTED = "checkpointed"
     LOST = "lost"
+    HEARTBEAT = "heartbeat"
     # driver -> worker
     CHALLENGE = "challenge"
     START = "start"

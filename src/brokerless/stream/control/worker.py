@@ -194,10 +194,14 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
             channel.send_events(captured, errors)
 
     checkpoints = worker.checkpoints
+    beat = time.monotonic()  # the last heartbeat: one a second, once started
     try:
         if worker.started:
             channel.announce((Kind.STARTED, info))
         while True:
+            if worker.started and time.monotonic() - beat >= HEARTBEAT_MS / 1000:
+                beat = time.monotonic()
+                channel.send((Kind.HEARTBEAT,))
             command = channel.recv(WORKER_POLL)
             if command is not None:
                 kind = command[0]
