@@ -31,7 +31,12 @@ from brokerless.stream import (
 )
 from brokerless.stream.assignment import assign
 from brokerless.stream.bolt_executor import BoltExecutor
-from brokerless.stream.checkpoint import CheckpointCoordinator, TaskAck, snapshot_path
+from brokerless.stream.checkpoint import (
+    CheckpointCoordinator,
+    TaskAck,
+    checkpoint_name,
+    snapshot_path,
+)
 from brokerless.stream.examples import final_counts
 from brokerless.stream.messaging import LocalMessaging, LocalNetwork
 from brokerless.stream.protocol import BARRIER, Barrier, task_frame
@@ -492,6 +497,22 @@ def test_a_run_on_a_location_with_a_checkpoint_resumes_from_it(tmp_path):
         run.wait_until_done(30)
         assert run.checkpoint() > first
     assert counted(location) == EXPECTED
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"checkpoint": 1, "lay', b"[]"])
+def test_a_run_on_a_damaged_commit_marker_is_refused_and_keeps_the_checkpoint(tmp_path, damage):
+    """Before, a ``_COMPLETED`` that did not parse was taken for a checkpoint never committed:
+    the run started from the beginning -- its state empty -- and deleted it as a leftover."""
+    location = str(tmp_path / "checkpoints")
+    topology = word_count(sentences=SENTENCES[:100], checkpoint_dir=location)
+    with run_local(topology) as run:
+        run.wait_until_done(30)
+        latest = run.checkpoint()
+    marker = tmp_path / "checkpoints" / checkpoint_name(latest) / "_COMPLETED"
+    marker.write_bytes(damage)
+    with pytest.raises(ValueError, match=rf"checkpoint {latest} at .* is damaged: .*_COMPLETED"):
+        run_local(topology)
+    assert marker.read_bytes() == damage and (marker.parent / "task-5").exists()
 
 
 def test_a_spout_that_has_not_opened_yet_is_not_done():

@@ -22,11 +22,12 @@ it); its worker's writer thread stores it and only then acknowledges ``n`` to th
 coordinator.  Tasks without state acknowledge as the barrier passes.
 
 *Commit.*  When every spout and bolt task has acknowledged ``n``, the coordinator writes
-``chk-n/_COMPLETED`` -- the commit point: a checkpoint without it does not exist -- deletes
-the older ones and tells every task (``notify_checkpoint_complete``).  A checkpoint that a task
-declines (storing failed, or alignment held back too much) or that is not complete within
-``checkpoint_timeout_secs`` is abandoned; the next has a higher id, and a task still aligning
-an older one when a newer barrier comes gives the older up.
+``chk-n/_COMPLETED`` -- the commit point: a checkpoint without it does not exist; one whose
+marker is damaged stops a run from starting on it -- deletes the older ones and tells every
+task (``notify_checkpoint_complete``).  A checkpoint that a task declines (storing failed,
+or alignment held back too much) or that is not complete within ``checkpoint_timeout_secs``
+is abandoned; the next has a higher id, and a task still aligning an older one when a newer
+barrier comes gives the older up.
 
 *Rollback.*  A run that loses a worker (its process died, a task failed, ``kill_worker``)
 stops every worker and starts them all again from the last complete checkpoint: spouts
@@ -138,12 +139,26 @@ def _ids(storage: CheckpointStorage) -> list[int]:
 
 
 def latest_checkpoint(storage: CheckpointStorage) -> tuple[int, dict[str, Any]] | None:
-    """The last complete checkpoint in ``storage`` and its metadata, or None."""
+    """The last complete checkpoint in ``storage`` and its metadata, or None.  A damaged
+    commit marker is an error: skipping it would start a run from the beginning, and delete
+    the checkpoint as a leftover."""
     for checkpoint in reversed(_ids(storage)):
+        path = f"{checkpoint_name(checkpoint)}/{_COMPLETED}"
         try:
-            metadata = json.loads(storage.read(f"{checkpoint_name(checkpoint)}/{_COMPLETED}"))
-        except (FileNotFoundError, ValueError):
+            data = storage.read(path)
+        except FileNotFoundError:
             continue  # prepared, never committed
+        try:
+            metadata = json.loads(data)
+            if not isinstance(metadata, dict):
+                raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
+        except ValueError as exc:
+            raise ValueError(
+                f"checkpoint {checkpoint} at {storage.url} is damaged: {path} is not what a "
+                f"commit writes ({exc}); put the file back from a copy, or remove "
+                f"{checkpoint_name(checkpoint)} to start from the checkpoint before it (from "
+                "the beginning if there is none)"
+            ) from None
         return checkpoint, metadata
     return None
 
