@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from functools import partial
@@ -404,6 +406,22 @@ def test_a_frozen_worker_rolls_the_run_back_to_its_last_checkpoint():
             f"attempt 1: worker 1 of 'stateful-word-count' (pid {victim.pid}) said nothing "
             "for 4 s (worker_timeout_secs): frozen, or stopped (SIGSTOP)"
         ]
+
+
+def test_a_run_that_cannot_start_its_next_attempt_raises_instead_of_hanging(monkeypatch):
+    """Whatever ends the run's supervisor (here starting a process fails: no memory, no pids
+    left) is raised to whoever waits on the run.  Before, they waited for ever for an attempt
+    that nothing would start."""
+    with run_multiprocess(word_count()) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+
+        def cannot_fork(*args, **kwargs):
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+        monkeypatch.setattr(subprocess, "Popen", cannot_fork)
+        os.kill(run.pids[1], signal.SIGKILL)
+        with pytest.raises(OSError, match="Resource temporarily unavailable"):
+            run.wait_until_done(30)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,9 @@ A run of a checkpointed topology has a :class:`~.checkpoint.CheckpointCoordinato
 acknowledgements, triggers and commits checkpoints (``_drive_checkpoints``; the subclass says
 how to reach the workers, ``_broadcast``) and notices a lost worker, after which the run
 starts every worker again from the last complete checkpoint (up to ``max_attempts``).  When
-attempts run out the run stops, and the error is raised to whoever waits on it next.
+attempts run out the run stops, and the error is raised to whoever waits on it next; so is
+anything else that ends the supervisor (starting a process failed, say): nothing would move
+the run on after it.
 
 The live UI
 -----------
@@ -280,7 +282,7 @@ class TopologyRun(ABC):
                 if halt.is_set():
                     return
                 self._supervise_once()
-            except BaseException as exc:  # the run failed and stopped: tell the caller
+            except BaseException as exc:  # the run failed: tell whoever waits on it
                 self._failure = exc
                 return
             finally:

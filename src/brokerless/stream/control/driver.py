@@ -292,6 +292,7 @@ class ControlledRun(TopologyRun):
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while True:
+                self._raise_failure()  # the supervisor's: it will not move the run on
                 self._raise_if_stopped(f"it stopped while waiting for {what}")
                 self._pump(0)
                 if done():
