@@ -408,6 +408,25 @@ def test_a_frozen_worker_rolls_the_run_back_to_its_last_checkpoint():
         ]
 
 
+def test_a_worker_that_dies_before_reading_its_job_is_a_lost_worker():
+    """A new attempt's worker killed at once (the job, this topology's sentences, is more than
+    a pipe holds: the driver is still writing it).  Before, the write's BrokenPipeError ended
+    the run's supervisor, and the run hung for ever waiting for that attempt to start."""
+    with run_multiprocess(word_count(), max_attempts=3) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+        first = set(run.pids)
+        os.kill(run.pids[0], signal.SIGKILL)
+        new = wait_for(
+            lambda: [p.pid for p in list(run.processes) if p.pid not in first],
+            what="the next attempt's first worker",
+        )
+        os.kill(new[0], signal.SIGKILL)
+        run.wait_until_done(40)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert len(run.restarts) == 2 and f"(pid {new[0]}) exited with code -9" in run.restarts[1]
+
+
 def test_a_run_that_cannot_start_its_next_attempt_raises_instead_of_hanging(monkeypatch):
     """Whatever ends the run's supervisor (here starting a process fails: no memory, no pids
     left) is raised to whoever waits on the run.  Before, they waited for ever for an attempt

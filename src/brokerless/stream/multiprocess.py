@@ -220,7 +220,10 @@ class MultiprocessRun(ControlledRun):
             )
             stdin = process.stdin
             assert stdin is not None, "the worker runs with stdin=PIPE"
-            write_job(stdin, job)
+            try:
+                write_job(stdin, job)
+            except BrokenPipeError:  # it died at once: the attempt finds it lost (_lost)
+                pass
         return self.state
 
     def _next_attempt(self, cause: str) -> int | None:
