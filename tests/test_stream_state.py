@@ -552,6 +552,23 @@ def test_a_run_on_a_damaged_commit_marker_is_refused_and_keeps_the_checkpoint(tm
     assert marker.read_bytes() == damage and (marker.parent / "task-5").exists()
 
 
+def test_a_snapshot_missing_from_the_checkpoint_a_run_restores_is_named(tmp_path):
+    """Before, the error said ``FileNotFoundError(2, 'No such file or directory')``: which
+    file was left out (an OSError's repr drops it)."""
+    location = str(tmp_path / "checkpoints")
+    topology = word_count(checkpoint_dir=location)
+    with run_local(topology) as run:
+        latest = run.checkpoint()  # (with sentences still to count)
+    missing = tmp_path / "checkpoints" / snapshot_path(latest, 5)
+    missing.unlink()
+    with run_local(topology, max_attempts=1) as run, pytest.raises(WorkerProcessError) as raised:
+        run.wait_until_done(30)
+    assert (
+        f"task 5 cannot restore checkpoint {latest}: FileNotFoundError: [Errno 2] No such file "
+        f"or directory: '{missing}'" in str(raised.value)
+    )
+
+
 def test_a_spout_that_has_not_opened_yet_is_not_done():
     # a completion round taken while workers (re)start must not see a finished topology
     plan = word_count(count=WordSplit, num_workers=1).build()

@@ -58,7 +58,7 @@ from .component import ComponentKind
 from .plan import TopologyPlan
 from .serializer import MsgpackSerializer, Serializer
 from .state import KeyValueState, decode_snapshot
-from .storage import CheckpointStorage, open_storage
+from .storage import CheckpointStorage, described, open_storage
 from .topology import TopologyError
 
 __all__ = [
@@ -271,7 +271,7 @@ class CheckpointCoordinator:
         try:
             self._commit(current)
         except Exception as exc:
-            self._abandon(f"writing its commit failed: {exc!r}")
+            self._abandon(f"writing its commit failed: {described(exc)}")
             return None
         return current.id
 

@@ -51,7 +51,7 @@ from .protocol import BARRIER, CHECKPOINT, COMMIT, Barrier, encode
 from .queues import BoundedQueue, Shutdown
 from .spout_executor import SpoutExecutor
 from .state import KeyValueState, decode_snapshot, encode_snapshot
-from .storage import open_storage
+from .storage import described, open_storage
 from .tuple import Fields, Tuple
 from .windowing import WindowedBolt
 
@@ -127,7 +127,8 @@ class TaskCheckpoints:
                             ack = ack._replace(bytes=len(snapshot))
                         except Exception as exc:
                             self._report(self._task_component[ack.task], ack.task, exc)
-                            ack = ack._replace(error=f"storing its snapshot failed: {exc!r}")
+                            why = f"storing its snapshot failed: {described(exc)}"
+                            ack = ack._replace(error=why)
                     with self._lock:
                         self._acks.append(ack)
         except Shutdown:
@@ -188,7 +189,7 @@ class _Checkpointed(Executor[_C]):
         except Exception as exc:
             self.report(task, exc)
             raise TaskFailed(
-                f"task {task} cannot restore checkpoint {checkpoints.restore}: {exc!r}"
+                f"task {task} cannot restore checkpoint {checkpoints.restore}: {described(exc)}"
             ) from exc
 
     def _snapshot(

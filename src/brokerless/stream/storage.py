@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ArrowStorage", "CheckpointStorage", "LocalStorage", "open_storage"]
+__all__ = ["ArrowStorage", "CheckpointStorage", "LocalStorage", "described", "open_storage"]
 
 
 class CheckpointStorage(ABC):
@@ -150,6 +150,12 @@ class ArrowStorage(CheckpointStorage):
             self._fs.delete_dir(target)
         elif kind == self._fs_module.FileType.File:
             self._fs.delete_file(target)
+
+
+def described(error: BaseException) -> str:
+    """A storage error for a message: its type and its text, which for an OSError names the
+    file (its repr leaves the file out)."""
+    return f"{type(error).__name__}: {error}"
 
 
 def open_storage(location: str) -> CheckpointStorage:
