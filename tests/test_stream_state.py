@@ -569,6 +569,23 @@ def test_a_snapshot_missing_from_the_checkpoint_a_run_restores_is_named(tmp_path
     )
 
 
+def test_a_local_run_with_a_failed_task_is_not_done_even_with_nothing_left_to_emit(tmp_path):
+    """The spouts restored at their end (the first run counted everything), a bolt task that
+    cannot restore: before, local mode's wait_until_done found every spout done and nothing
+    in flight before the supervisor looked, and returned -- the run ended without an error,
+    its task never restored.  Multi-process mode already waited for the rollback."""
+    location = str(tmp_path / "checkpoints")
+    topology = word_count(sentences=SENTENCES[:100], checkpoint_dir=location)
+    with run_local(topology) as run:
+        run.wait_until_done(30)
+        latest = run.checkpoint()
+    (tmp_path / "checkpoints" / snapshot_path(latest, 5)).unlink()
+    with run_local(topology, max_attempts=2) as run:
+        with pytest.raises(WorkerProcessError, match=r"each of its 2 attempt\(s\)"):
+            run.wait_until_done(30)
+        assert len(run.restarts) == 2 and "task 5 cannot restore" in run.restarts[0]
+
+
 def test_a_spout_that_has_not_opened_yet_is_not_done():
     # a completion round taken while workers (re)start must not see a finished topology
     plan = word_count(count=WordSplit, num_workers=1).build()

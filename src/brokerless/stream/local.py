@@ -3,7 +3,8 @@
 A checkpointed topology (one with stateful bolts) recovers here as in the other modes: when a
 task fails, an executor crashes or ``kill_worker`` simulates a lost worker, the run's
 supervisor stops every worker and starts them all again from the last complete checkpoint
-(``run.py``, ``checkpoint.py``).
+(``run.py``, ``checkpoint.py``).  A round of reports that finds a failed worker rolls back at
+once instead (or raises, after the last attempt): a run is never done with a failed task.
 """
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ class LocalRun(TopologyRun):
 
     def activity(self) -> list[Activity]:
         with self._lock:
+            if self._coordinator is not None and any(w.failure is not None for w in self.workers):
+                # a failed worker is no finished one: roll back now (as the supervisor would
+                # at its next look), or raise when that was the last attempt
+                self._supervise_once()
+                self._raise_failure()
             return [w.activity() for w in self.workers]
 
     def statistics(self) -> Statistics:
