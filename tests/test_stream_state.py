@@ -41,6 +41,7 @@ from brokerless.stream.checkpoint import (
 )
 from brokerless.stream.examples import final_counts
 from brokerless.stream.messaging import LocalMessaging, LocalNetwork
+from brokerless.stream.multiprocess import MultiprocessRun
 from brokerless.stream.protocol import BARRIER, Barrier, task_frame
 from brokerless.stream.spout_executor import SpoutExecutor
 from brokerless.stream.state import SnapshotError, decode_snapshot, encode_snapshot
@@ -425,6 +426,26 @@ def test_a_worker_that_dies_before_reading_its_job_is_a_lost_worker():
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
         assert len(run.restarts) == 2 and f"(pid {new[0]}) exited with code -9" in run.restarts[1]
+
+
+def test_a_worker_that_freezes_while_its_attempt_starts_is_a_lost_worker():
+    """A new attempt's worker frozen before it read its job (SIGSTOP; a host that froze).
+    Before, the driver's write of the job blocked for ever on the full pipe: the run hung.
+    Now the attempt is lost after start_timeout and the next one starts."""
+    with MultiprocessRun(word_count(), start_timeout=4) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+        first = set(run.pids)
+        os.kill(run.pids[0], signal.SIGKILL)
+        new = wait_for(
+            lambda: [p.pid for p in list(run.processes) if p.pid not in first],
+            what="the next attempt's first worker",
+        )
+        os.kill(new[0], signal.SIGSTOP)
+        run.wait_until_done(40)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert len(run.restarts) == 2 and "not started after 4 s" in run.restarts[1]
+        assert "worker 0: never heard from" in run.restarts[1]
 
 
 def test_a_run_that_cannot_start_its_next_attempt_raises_instead_of_hanging(monkeypatch):

@@ -21,14 +21,16 @@ connections unless the config says ``security="none"``.
 
 A lost worker (its process exited, it reports a failed task, or it has said nothing -- not
 even its heartbeat, every second -- for ``Config.worker_timeout_secs``, as a frozen process
-does) ends the run with :class:`WorkerProcessError` -- unless the topology is checkpointed:
-then the driver kills every worker process and starts new ones, all restoring the last
-complete checkpoint (a new *attempt*, whose messages alone the control channel takes), up to
-``max_attempts``; what the earlier attempts captured and reported is kept (``checkpoint.py``,
-``run.py``).  One loop owns the attempts (:meth:`MultiprocessRun._run_attempts`: start,
-decide, start the next): looking at the control channel only notes a loss, and the run's
-supervisor thread, which drives its checkpoints, is what then calls that loop; questions
-wait for the new attempt.
+does; or an attempt's workers are not all running after ``start_timeout``: each gets its job
+from a thread of the driver's, which a worker frozen before reading it cannot hold) ends the
+run with :class:`WorkerProcessError` (TimeoutError for a start) -- unless the topology is
+checkpointed: then the driver kills every worker process and starts new ones, all restoring
+the last complete checkpoint (a new *attempt*, whose messages alone the control channel
+takes), up to ``max_attempts``; what the earlier attempts captured and reported is kept
+(``checkpoint.py``, ``run.py``).  One loop owns the attempts
+(:meth:`MultiprocessRun._run_attempts`: start, decide, start the next): looking at the
+control channel only notes a loss, and the run's supervisor thread, which drives its
+checkpoints, is what then calls that loop; questions wait for the new attempt.
 
 No orphans: a worker exits when the driver's process ends, whatever ended it (see
 ``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
@@ -42,10 +44,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import brokerless as zmq
 
@@ -189,12 +192,21 @@ class MultiprocessRun(ControlledRun):
         def started() -> bool:
             return len(state.started) == n or self._lost_cause is not None
 
-        self._wait(ready, self.start_timeout, "workers to bind")
-        if self._lost_cause is None:
-            endpoints = [state.ready[i] for i in range(n)]
-            for index in range(n):
-                self._send(index, (Kind.START, endpoints))
-            self._wait(started, self.start_timeout, "workers to start")
+        try:
+            self._wait(ready, self.start_timeout, "workers to bind")
+            if self._lost_cause is None:
+                endpoints = [state.ready[i] for i in range(n)]
+                for index in range(n):
+                    self._send(index, (Kind.START, endpoints))
+                self._wait(started, self.start_timeout, "workers to start")
+        except TimeoutError:
+            if self._coordinator is None:
+                raise
+            late = "; ".join(state.silent(i) for i in range(n) if i not in state.started)
+            return (
+                f"workers of {self.plan.name!r} not started after {self.start_timeout:g} s "
+                f"(frozen, or slow to start: {late})"
+            )
         return self._lost_cause
 
     def _spawn(self, n: int, restore: int | None) -> AttemptState:
@@ -220,10 +232,9 @@ class MultiprocessRun(ControlledRun):
             )
             stdin = process.stdin
             assert stdin is not None, "the worker runs with stdin=PIPE"
-            try:
-                write_job(stdin, job)
-            except BrokenPipeError:  # it died at once: the attempt finds it lost (_lost)
-                pass
+            threading.Thread(
+                target=_give_job, args=(stdin, job), name=f"job of worker {index}", daemon=True
+            ).start()
         return self.state
 
     def _next_attempt(self, cause: str) -> int | None:
@@ -309,6 +320,16 @@ class MultiprocessRun(ControlledRun):
             finally:
                 self._finalizer()
                 self._close_control()
+
+
+def _give_job(stdin: IO[bytes], job: dict[str, Any]) -> None:
+    """Write a worker's job to its stdin -- in a thread of its own, since a worker that froze
+    before reading it holds the write; one that died first (a broken pipe), or that the
+    driver ended meanwhile, is found lost by its attempt."""
+    try:
+        write_job(stdin, job)
+    except (OSError, ValueError):  # ValueError: the pipe was closed after the worker ended
+        pass
 
 
 def _end(processes: list[subprocess.Popen[bytes]]) -> None:
