@@ -118,12 +118,12 @@ def test_a_publisher_with_a_hostile_subscriber_delivers_by_prefix(make):
             size = int.from_bytes(raw_got[1:], "big")
             if read_exact(raw, size) == long_topic:
                 break
-        while good.poll(0):
-            good.recv()
         for message in (b"x" * 4096, b"news.today", b"q" * 10, b"nq", long_topic):
             pub.send(message)
         pub.send(b"news.end")
         got = []
         while not got or got[-1] != b"news.end":
-            got.append(recv_within(good, int(DEADLINE * 1000)))
+            message = recv_within(good, int(DEADLINE * 1000))
+            if message != b"news.sync":  # (the good SUB may still be receiving those)
+                got.append(message)
         assert got == [b"news.today", b"nq", b"news.end"]
