@@ -451,7 +451,10 @@ def test_a_worker_that_dies_every_time_ends_in_one_clear_error(spark):
     ):
         run.wait_until_done(timeout=150)
     message = str(failure.value)
-    assert "'doomed' on Spark lost a worker in each of its 2 attempt(s) (max_attempts=2)" in message
+    assert (
+        "'doomed' on Spark lost a worker in each of its last 2 attempt(s), none of which "
+        "completed a checkpoint (max_attempts=2)"
+    ) in message
     # each attempt's whole cause, its lines indented under it
     for attempt in (1, 2):
         assert re.search(rf"^attempt {attempt}: .*(\n    .*)*crashed", message, re.M), message

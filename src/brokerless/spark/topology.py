@@ -49,7 +49,8 @@ kills its other tasks), so the job ends with an error, which ``failures.py`` sor
 (:class:`~brokerless.spark.failures.JobEnd`).  A lost worker starts a new attempt: the run
 drops what the failed attempt reported (captured tuples, statistics, errors; a checkpointed
 topology keeps its tuples and errors: below), tells whatever is left of it to stop, cancels
-its job group and waits for slots again -- up to ``max_attempts`` in all, after which it
+its job group and waits for slots again -- up to ``max_attempts`` in a row that complete no
+checkpoint (``TopologyRun._attempt_lost``), after which it
 stops and raises one :class:`WorkerProcessError` naming each attempt's whole cause.  The
 control channel ignores late messages from an older attempt, and questions (``statistics``,
 ``wait_until_done``) wait across a restart and are asked again of the new workers.  A
@@ -408,20 +409,14 @@ class SparkRun(ControlledRun):
     def _worker_lost(self, cause: str, now: float) -> None:
         """The current attempt lost a worker: end what is left of it, then wait for slots for
         the next attempt -- or give up when it was the last attempt allowed."""
-        self.restarts.append(f"attempt {self.attempt}: " + cause.replace("\n", "\n    "))
+        failure = self._attempt_lost(cause.replace("\n", "\n    "))
         for index in range(self.workers):  # survivors stop now rather than when Spark kills them
             self._send(index, (Kind.STOP,))
         job = self._job
         if job is not None and not job.finished.is_set():
             self.spark.sparkContext.cancelJobGroup(job.group)
-        if self.attempt >= self.max_attempts:
-            self._give_up(
-                WorkerProcessError(
-                    f"topology {self.plan.name!r} on Spark lost a worker in each of its "
-                    f"{self.attempt} attempt(s) (max_attempts={self.max_attempts}):\n"
-                    + "\n".join(self.restarts)
-                )
-            )
+        if failure is not None:
+            self._give_up(WorkerProcessError(failure))
         coordinator = self._coordinator
         if coordinator is not None:  # roll back: what the lost attempt reported stays
             self._restore = coordinator.restart()
@@ -502,8 +497,9 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
       else ``local[workers]`` (started, and stopped with the run);
     * ``capture``: gather every emitted tuple in the driver (``captured()``);
     * ``max_attempts`` (3): a lost worker restarts the whole topology, up to this many
-      attempts in all (state comes back by replay from the start, or from the last complete
-      checkpoint for a topology with stateful bolts: see the module doc);
+      attempts in a row that complete no checkpoint (state comes back by replay from the
+      start, or from the last complete checkpoint for a topology with stateful bolts: see the
+      module doc);
     * ``start_timeout`` (120 s): how long an attempt may wait for Spark's task slots, and
       then for its workers to start;
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver

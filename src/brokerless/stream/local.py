@@ -156,15 +156,12 @@ class LocalRun(TopologyRun):
     def _roll_back(self, cause: str) -> None:
         """A worker failed: start every worker again from the last complete checkpoint."""
         assert self._coordinator is not None
-        self.restarts.append(f"attempt {self.attempt}: {cause}")
+        failure = self._attempt_lost(cause)
         for worker in self.workers:
             self.hung_threads += worker.stop()
         self._earlier += self.workers
-        if self.attempt >= self.max_attempts:
-            self._failure = WorkerProcessError(
-                f"topology {self.plan.name!r} lost a worker in each of its {self.attempt} "
-                f"attempt(s) (max_attempts={self.max_attempts}):\n" + "\n".join(self.restarts)
-            )
+        if failure is not None:
+            self._failure = WorkerProcessError(failure)
             self.stop()
             return
         self.attempt += 1
@@ -203,7 +200,8 @@ def run_local(
 
     ``config`` replaces the topology's own; ``workers`` overrides its ``num_workers``;
     ``capture`` records every emitted tuple (for ``captured()``); ``max_attempts`` bounds how
-    many times a checkpointed topology starts its workers (a rollback starts them again);
+    many times in a row a checkpointed topology starts its workers (a rollback starts them
+    again) without completing a checkpoint between;
     ``ui`` serves the live topology UI (True: a free port on 127.0.0.1; a port;
     ``"host:port"``; see ``run.ui.url``)."""
     run = LocalRun(

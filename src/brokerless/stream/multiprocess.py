@@ -26,11 +26,11 @@ from a thread of the driver's, which a worker frozen before reading it cannot ho
 run with :class:`WorkerProcessError` (TimeoutError for a start) -- unless the topology is
 checkpointed: then the driver kills every worker process and starts new ones, all restoring
 the last complete checkpoint (a new *attempt*, whose messages alone the control channel
-takes), up to ``max_attempts``; what the earlier attempts captured and reported is kept
-(``checkpoint.py``, ``run.py``).  One loop owns the attempts
-(:meth:`MultiprocessRun._run_attempts`: start, decide, start the next): looking at the
-control channel only notes a loss, and the run's supervisor thread, which drives its
-checkpoints, is what then calls that loop; questions wait for the new attempt.
+takes), up to ``max_attempts`` in a row that complete no checkpoint; what the earlier attempts
+captured and reported is kept (``checkpoint.py``, ``run.py``).  One loop owns the attempts
+(:meth:`MultiprocessRun._run_attempts`: start, decide, start the next): looking at the control
+channel only notes a loss, and the run's supervisor thread, which drives its checkpoints, is
+what then calls that loop; questions wait for the new attempt.
 
 No orphans: a worker exits when the driver's process ends, whatever ended it (see
 ``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
@@ -241,13 +241,10 @@ class MultiprocessRun(ControlledRun):
         """The current attempt lost a worker: raise (after stopping) when it was the last one
         allowed, else return the checkpoint the next one restores."""
         assert self._coordinator is not None
-        self.restarts.append(f"attempt {self.attempt}: {cause}")
-        if self.attempt >= self.max_attempts:
+        failure = self._attempt_lost(cause)
+        if failure is not None:
             self.stop()
-            raise WorkerProcessError(
-                f"topology {self.plan.name!r} lost a worker in each of its {self.attempt} "
-                f"attempt(s) (max_attempts={self.max_attempts}):\n" + "\n".join(self.restarts)
-            )
+            raise WorkerProcessError(failure)
         return self._coordinator.restart()
 
     def _lost(self) -> str | None:
@@ -367,7 +364,8 @@ def run_multiprocess(
     returns the running topology (a context manager).  ``config`` replaces the topology's
     own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
     in this process (``captured()``); ``max_attempts`` bounds how many sets of processes a
-    checkpointed topology starts (a rollback starts a new set); ``ui`` serves the live
+    checkpointed topology starts in a row (a rollback starts a new set) without completing a
+    checkpoint between; ``ui`` serves the live
     topology UI (as ``run_local``)."""
     run = MultiprocessRun(
         topology,

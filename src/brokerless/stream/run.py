@@ -104,11 +104,14 @@ class TopologyRun(ABC):
     ui: TopologyUI | None = None
     #: How it runs: "local", "multiprocess" or "spark".
     mode: str
-    #: The current set of workers (1 at first; a rollback or a lost worker starts another),
-    #: at most ``max_attempts`` of them; why each earlier one ended.
+    #: The current set of workers (1 at first; a rollback or a lost worker starts another);
+    #: why each earlier one ended.  ``max_attempts`` in a row that lost a worker without
+    #: completing a checkpoint end the run (:meth:`_attempt_lost`).
     attempt: int
     max_attempts: int
     restarts: list[str]
+    _lost_in_a_row = 0  # attempts in a row that lost a worker and completed no checkpoint
+    _completed_before = 0  # checkpoints completed when the current attempt started
 
     @abstractmethod
     def activity(self) -> list[Activity]:
@@ -257,6 +260,27 @@ class TopologyRun(ABC):
     def _supervise_once(self) -> None:
         """One look at the run by the supervisor (with the lock held)."""
         raise NotImplementedError
+
+    def _attempt_lost(self, cause: str) -> str | None:
+        """Attempt ``attempt`` lost a worker (``cause``): note it, and return what ends the run
+        (a WorkerProcessError's message) when it was the last allowed -- the
+        ``max_attempts``-th in a row that completed no checkpoint.  An attempt that completed
+        one made progress: the count starts again, so a job that loses a machine now and then
+        is not ended by it."""
+        self.restarts.append(f"attempt {self.attempt}: {cause}")
+        coordinator = self._coordinator
+        completed = coordinator.stats.completed if coordinator is not None else 0
+        progressed = completed > self._completed_before
+        self._lost_in_a_row = 1 if progressed else self._lost_in_a_row + 1
+        self._completed_before = completed
+        if self._lost_in_a_row < self.max_attempts:
+            return None
+        where = " on Spark" if self.mode == "spark" else ""
+        return (
+            f"topology {self.plan.name!r}{where} lost a worker in each of its last "
+            f"{self._lost_in_a_row} attempt(s), none of which completed a checkpoint "
+            f"(max_attempts={self.max_attempts}):\n" + "\n".join(self.restarts)
+        )
 
     def _start_supervisor(self) -> None:
         self._halt = threading.Event()
