@@ -123,10 +123,12 @@ def test_api_stats_has_every_component_and_executor_and_agrees_with_statistics()
 
 
 def test_api_stats_lists_errors_with_their_tracebacks():
+    started = time.time()
     with run_local(endless_word_count(FailEveryTenth), ui=True) as run:
         url = run.ui.url + "api/stats"
         stats = wait_for(lambda: (s := get(url))["errors"] and s, timeout=30, what="an error")
     error = stats["errors"][0]
+    assert started <= error["time"] <= time.time()  # when it happened, as Storm UI shows
     assert error["component"] == "split" and error["task"] in run.plan.components["split"].tasks
     assert error["error"].startswith("ValueError('sentence 10 is the tenth")
     assert "Traceback (most recent call last)" in error["traceback"]

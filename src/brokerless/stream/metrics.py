@@ -14,6 +14,7 @@ the whole tuple tree acked (taken when the spout task hears of it, so it include
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -126,6 +127,8 @@ class ErrorReport:
     worker: int
     error: str
     traceback: str
+    #: When it was recorded (``time.time()``), as Storm UI shows an error's time.
+    time: float = field(default_factory=time.time)
 
     def __str__(self) -> str:
         return f"{self.component} task {self.task} (worker {self.worker}): {self.error}"
