@@ -18,6 +18,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -26,7 +27,8 @@ from brokerless.stream import Bolt, Config, Topology, run_local, shuffle
 from brokerless.stream.examples import word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
-from .stream_topologies import Counter, wait_for
+from .stream_topologies import Counter, ValueSpout, wait_for
+from .test_stream_metrics import CountsVowels
 from .test_stream_ui import endless_word_count
 
 #: From the machine notes: no sandbox (root), no GPU, and nothing that reaches the network.
@@ -306,3 +308,30 @@ def test_the_graphs_figures_fit_in_their_boxes(browser):
             " queue_depth: 9999, latency_ms_mean: 99999.99}]))});"
         )
         assert browser.script(OVERFLOW) == []
+
+
+OWN_COUNTERS = """
+const cell = document.querySelector('#components tr[data-key="vowels"] td[data-field="metrics"]');
+return cell ? cell.textContent : null;
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_components_table_shows_their_own_counters(browser):
+    """``context.register_counter``'s counters, summed per component, in a column of their own
+    (Storm's registered metrics)."""
+    words = ["storm", "spark"] * 50
+    topology = (
+        Topology("counters")
+        .spout("words", partial(ValueSpout, words))
+        .bolt("vowels", CountsVowels, parallelism=2, inputs={"words": shuffle()})
+    )
+    with run_local(topology, ui=True) as run:
+        browser.get(run.ui.url)
+        run.wait_until_done(30)
+        shown = wait_for(
+            lambda: browser.script(OWN_COUNTERS) == "vowels 100, words 100",
+            timeout=30,
+            what="the counters' final figures",
+        )
+    assert shown
