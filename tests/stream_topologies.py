@@ -3,6 +3,7 @@ multi-process runs can unpickle topologies built from them)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -84,6 +85,20 @@ class ValueSpout(Spout):
 
     def exhausted(self) -> bool:
         return not self.todo and not self.in_flight
+
+
+class GatedValueSpout(ValueSpout):
+    """A ValueSpout that emits its first ``first`` values, then the rest only once the file
+    ``gate`` exists (a gate across processes)."""
+
+    def __init__(self, values: Sequence[Any], first: int, gate: str) -> None:
+        super().__init__(values, replay=False)
+        self.first, self.gate = first, gate
+
+    def next_tuple(self) -> None:
+        emitted = len(self.values) - len(self.todo)
+        if emitted < self.first or os.path.exists(self.gate):
+            super().next_tuple()
 
 
 class Recorder(Bolt):

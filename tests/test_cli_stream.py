@@ -16,6 +16,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,11 +249,20 @@ def endless():
     )
 
 
-def lose_a_worker(process: subprocess.Popen[bytes]) -> int:
-    """Kill (SIGKILL) one worker process of a multi-process run ``process`` started; its pid."""
-    worker = min(descendants(process.pid))
-    os.kill(worker, signal.SIGKILL)
-    return worker
+def lose_a_worker_each_attempt(url: str, attempts: int = 3) -> int:
+    """Kill (SIGKILL) a worker of each of the first ``attempts`` attempts of the run whose
+    page is at ``url`` (its max_attempts: the run starts its workers again after a loss, and
+    gives up after that many in a row), as the page lists them; the last one's pid."""
+    for attempt in range(1, attempts + 1):
+
+        def workers(attempt: int = attempt) -> list[dict[str, int]]:
+            with urllib.request.urlopen(url + "api/stats", timeout=10) as answer:
+                now = json.load(answer)["attempts"]
+            return now["workers"] if now["attempt"] == attempt else []
+
+        pid = wait_for(workers, timeout=60, what=f"attempt {attempt}'s workers")[0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+    return pid
 
 
 @pytest.mark.timeout(120)
@@ -261,11 +271,13 @@ def test_run_that_loses_a_worker_says_so_without_a_traceback():
         "stream", "run", "tests.test_cli_stream:endless", "--workers", "2", "--ui", "0"
     ) as process:
         process.stderr.readline()  # (the spouts never say they are exhausted)
-        assert process.stderr.readline().startswith(b"topology UI: ")  # the workers are up
-        worker = lose_a_worker(process)
+        said = process.stderr.readline().decode()
+        assert said.startswith("topology UI: ")  # the workers are up
+        worker = lose_a_worker_each_attempt(said.split()[2])
         _, err = finish(process)
     assert process.returncode == 1, err.decode()
     assert b"Traceback" not in err, err.decode()
+    assert b"lost a worker in each of its last 3 attempt(s)" in err, err.decode()
     assert f"(pid {worker}) exited with code -9".encode() in err.splitlines()[-1], err.decode()
 
 
@@ -282,14 +294,21 @@ def test_stream_ui_that_loses_a_worker_keeps_the_page_until_ctrl_c():
     with started("stream", "ui", "tests.test_cli_stream:endless", "--workers", "2") as process:
         process.stderr.readline()  # (the spouts never say they are exhausted)
         url = process.stderr.readline().decode().split()[2]
-        worker = lose_a_worker(process)
-        lost = process.stderr.readline().decode()
-        assert lost.startswith("Error: ") and f"(pid {worker}) exited with code -9" in lost
-        assert process.stderr.readline().decode() == (
-            f"failed: the last figures stay at {url} until Ctrl-C\n"
-        )
-        with urllib.request.urlopen(url + "api/stats", timeout=10) as answer:
-            assert json.load(answer)["stopped"]
+        worker = lose_a_worker_each_attempt(url)
+        lost = [process.stderr.readline().decode()]
+        while not lost[-1].startswith("failed: "):
+            lost.append(process.stderr.readline().decode())
+        assert lost[0].startswith("Error: ")
+        assert f"(pid {worker}) exited with code -9" in lost[-2]
+        assert lost[-1] == f"failed: the last figures stay at {url} until Ctrl-C\n"
+
+        def stopped() -> dict[str, Any] | None:  # (the page's figures are up to 0.5 s old)
+            with urllib.request.urlopen(url + "api/stats", timeout=10) as answer:
+                stats = json.load(answer)
+            return stats if stats["stopped"] else None
+
+        stats = wait_for(stopped, what="the page to say the run stopped")
+        assert "lost a worker in each of its last 3" in stats["failure"]
         process.send_signal(signal.SIGINT)
         _, err = finish(process)
     assert process.returncode == 1, err.decode()

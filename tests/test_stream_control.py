@@ -367,7 +367,7 @@ _DRIVER = textwrap.dedent("""
                 .bolt("sink", Sink, inputs={"counter": all_()}))
     with run_multiprocess(topology, workers=1) as run:
         print(run._control.getsockopt(zmq.LAST_ENDPOINT).decode(), flush=True)
-        sys.stdin.readline()  # the test floods the control channel meanwhile: nobody pumps it
+        sys.stdin.readline()  # the test floods the control channel meanwhile
         print(len(run.activity()), flush=True)
 """)
 
@@ -381,10 +381,11 @@ def _rss(pid: int) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded_memory():
-    """256 MiB of unsigned 1 MiB messages at a driver process that is busy elsewhere: its
-    socket takes a few of them and then stops reading, so its memory stays where it was (the
-    stranger is pushed back); then the run answers as before."""
+def test_a_flood_of_unsigned_messages_costs_the_driver_bounded_memory():
+    """256 MiB of unsigned 1 MiB messages at a driver process whose own thread is busy
+    elsewhere: its socket takes a few at a time and the run's supervisor drops them, or the
+    socket pushes the stranger back; either way its memory stays where it was, and the run
+    answers as before."""
     driver = subprocess.Popen(
         [sys.executable, "-c", _DRIVER],
         stdin=subprocess.PIPE,
@@ -412,7 +413,6 @@ def test_a_flood_of_unsigned_messages_costs_a_driver_that_is_not_pumping_bounded
                     break
         grown = _rss(driver.pid) - before
         assert grown < 64 << 20, f"the driver grew by {grown >> 20} MiB ({sent} MiB sent)"
-        assert sent < 256, "the driver took the whole flood"
         driver.stdin.write("go\n")
         driver.stdin.flush()
         assert driver.stdout.readline().strip() == "1"  # its one worker answered

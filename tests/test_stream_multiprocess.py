@@ -16,12 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from brokerless.stream import Config, Topology, TopologyError, all_, complete_topology, fields
+from brokerless.stream import (
+    Config,
+    Topology,
+    TopologyError,
+    all_,
+    complete_topology,
+    fields,
+    shuffle,
+)
 from brokerless.stream.examples import SENTENCES, final_counts, word_count_topology
 from brokerless.stream.multiprocess import WorkerProcessError, run_multiprocess
 
 from .processes import child_pids, gone
-from .stream_topologies import Counter, Recorder, ValueSpout, wait_for
+from .stream_topologies import Counter, GatedValueSpout, Recorder, ValueSpout, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,15 +124,36 @@ def test_workers_die_with_their_driver():
         driver.stdout.close()
 
 
-def test_a_worker_that_dies_is_reported():
+def test_a_worker_that_dies_every_time_is_reported_after_the_last_attempt():
     topo = Topology("endless").spout("counter", Counter).bolt(
         "sink", Recorder, inputs={"counter": all_()})
-    with run_multiprocess(topo, workers=2) as run:
+    with run_multiprocess(topo, workers=2, max_attempts=1) as run:
         victim = run.processes[1]
         victim.kill()
         victim.wait(10)
         with pytest.raises(WorkerProcessError, match=rf"worker 1 .*pid {victim.pid}"):
             run.wait_until_done(timeout=30)
+
+
+def test_a_plain_topology_that_loses_a_worker_starts_its_workers_again(tmp_path):
+    """As Storm's supervisor starts a lost worker again: the run goes on with a new set of
+    worker processes (a plain topology's start over: its spouts open again), up to
+    ``max_attempts`` in a row.  Before, the run ended with the first lost worker.  The spout
+    stops at 100 tuples until the gate file exists, so the first attempt cannot finish."""
+    gate = tmp_path / "gate"
+    topo = Topology("plain", Config(num_workers=2)).spout(
+        "values", partial(GatedValueSpout, range(3000), 100, str(gate))).bolt(
+        "sink", Recorder, parallelism=2, inputs={"values": shuffle()})
+    with run_multiprocess(topo, capture=True) as run:
+        wait_for(lambda: run.statistics()["sink"].processed >= 100, what="the first tuples")
+        victim = run.processes[1]
+        victim.kill()
+        gate.touch()
+        run.wait_until_done(timeout=60)
+        assert run.attempt == 2 and len(run.restarts) == 1
+        assert f"pid {victim.pid}" in run.restarts[0]
+        got = sorted(v[2][0] for c, s, v in run.captured() if (c, s) == ("sink", "default"))
+    assert got == list(range(3000))  # the new attempt's, each once
 
 
 def test_a_frozen_worker_is_reported_as_lost_instead_of_hanging_the_run():
@@ -133,14 +162,15 @@ def test_a_frozen_worker_is_reported_as_lost_instead_of_hanging_the_run():
     Before, the run waited for it for ever: nothing but the process's exit counted."""
     topo = Topology("endless", Config(worker_timeout_secs=4)).spout("counter", Counter).bolt(
         "sink", Recorder, inputs={"counter": all_()})
-    with run_multiprocess(topo, workers=2) as run:
+    with run_multiprocess(topo, workers=2, max_attempts=1) as run:
         victim = run.processes[1]
         os.kill(victim.pid, signal.SIGSTOP)
         try:
             with pytest.raises(WorkerProcessError, match=rf"worker 1 .*pid {victim.pid}.* 4 s"):
                 run.wait_until_done(timeout=60)
         finally:
-            os.kill(victim.pid, signal.SIGCONT)
+            if victim.poll() is None:  # (the run kills what it lost when it gives up)
+                os.kill(victim.pid, signal.SIGCONT)
 
 
 def test_a_driver_paused_longer_than_the_worker_timeout_loses_no_worker():

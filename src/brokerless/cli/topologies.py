@@ -175,6 +175,8 @@ class RunOptions:
             idle = threading.Event()
             while deadline is None or time.monotonic() < deadline:
                 run.errors()  # lets a multi-process run take in its workers' reports
+                if run.failure is not None:  # (out of attempts: it stopped by itself)
+                    raise run.failure
                 left = _WAKE_EVERY if deadline is None else max(0.0, deadline - time.monotonic())
                 idle.wait(min(_WAKE_EVERY, left))
         except (RuntimeError, TimeoutError) as exc:  # WorkerProcessError is a RuntimeError

@@ -192,7 +192,6 @@ class SparkRun(ControlledRun):
         self.max_attempts = max_attempts
         self.start_timeout = start_timeout
         self.restarts: list[str] = []
-        self.failure: BaseException | None = None
         self._job: BarrierJob | None = None
         self.spark, self._owns_session = session_for(spark, master, n)
         sc = self.spark.sparkContext
@@ -427,7 +426,7 @@ class SparkRun(ControlledRun):
         """Stop the run and raise why; every later call raises it too."""
         self.stop()
         self.phase = Phase.FAILED
-        self.failure = failure
+        self._failure = failure
         raise failure
 
     # -- stopping ----------------------------------------------------------------------------

@@ -21,16 +21,19 @@ connections unless the config says ``security="none"``.
 
 A lost worker (its process exited, it reports a failed task, or it has said nothing -- not
 even its heartbeat, every second -- for ``Config.worker_timeout_secs``, as a frozen process
-does; or an attempt's workers are not all running after ``start_timeout``: each gets its job
-from a thread of the driver's, which a worker frozen before reading it cannot hold) ends the
-run with :class:`WorkerProcessError` (TimeoutError for a start) -- unless the topology is
-checkpointed: then the driver kills every worker process and starts new ones, all restoring
-the last complete checkpoint (a new *attempt*, whose messages alone the control channel
-takes), up to ``max_attempts`` in a row that complete no checkpoint; what the earlier attempts
-captured and reported is kept (``checkpoint.py``, ``run.py``).  One loop owns the attempts
-(:meth:`MultiprocessRun._run_attempts`: start, decide, start the next): looking at the control
-channel only notes a loss, and the run's supervisor thread, which drives its checkpoints, is
-what then calls that loop; questions wait for the new attempt.
+does; or, in a checkpointed run, an attempt's workers are not all running after
+``start_timeout``: each gets its job from a thread of the driver's, which a worker frozen before
+reading it cannot hold) makes the driver kill every worker process and start new ones, a new
+*attempt* whose messages alone the control channel takes, as Storm's supervisor starts a lost
+worker again: a checkpointed topology's all restore the last complete checkpoint, and what the
+earlier attempts captured and reported is kept (``checkpoint.py``, ``run.py``); a plain
+topology's start over -- its spouts open again, and what the lost attempt reported is dropped,
+as on Spark.  This goes on up to ``max_attempts`` attempts in a row that complete no
+checkpoint, then the run ends with :class:`WorkerProcessError` (a plain run's start that
+times out: TimeoutError).  One loop owns the attempts (:meth:`MultiprocessRun._run_attempts`:
+start, decide, start the next): looking at the control channel only notes a loss, and the
+run's supervisor thread, which also drives the checkpoints, is what then calls that loop;
+questions wait for the new attempt.
 
 No orphans: a worker exits when the driver's process ends, whatever ended it (see
 ``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
@@ -138,8 +141,7 @@ class MultiprocessRun(ControlledRun):
         self._finalizer = weakref.finalize(self, _kill, self.processes, self._directory)
         try:
             self._run_attempts(self._open_checkpoints())
-            if plan.checkpointed:
-                self._start_supervisor()
+            self._start_supervisor()
         except BaseException:
             self.stop()
             raise
@@ -214,7 +216,8 @@ class MultiprocessRun(ControlledRun):
         driver hears from them."""
         _end(self.processes)
         self.processes.clear()
-        self._new_attempt(n, keep_events=True)
+        # a rollback keeps what the lost attempt reported; a plain topology starts over
+        self._new_attempt(n, keep_events=self._coordinator is not None)
         self._lost_cause = None
         for index in range(n):
             process = subprocess.Popen(
@@ -239,13 +242,12 @@ class MultiprocessRun(ControlledRun):
 
     def _next_attempt(self, cause: str) -> int | None:
         """The current attempt lost a worker: raise (after stopping) when it was the last one
-        allowed, else return the checkpoint the next one restores."""
-        assert self._coordinator is not None
+        allowed, else return the checkpoint the next one restores (None: from the start)."""
         failure = self._attempt_lost(cause)
         if failure is not None:
             self.stop()
             raise WorkerProcessError(failure)
-        return self._coordinator.restart()
+        return None if self._coordinator is None else self._coordinator.restart()
 
     def _lost(self) -> str | None:
         """Why a worker of the current attempt is lost, or None."""
@@ -269,8 +271,8 @@ class MultiprocessRun(ControlledRun):
         return None
 
     def _check_alive(self) -> None:
-        """Raise if the run cannot go on; a lost worker of a checkpointed run is recorded for
-        the supervisor, which starts the next attempt."""
+        """Raise if the run cannot go on; a lost worker is recorded for the supervisor, which
+        starts the next attempt."""
         if self._stopped:  # stopping: whatever happened, stop() finishes the clean-up
             return
         if self.state.failures:
@@ -280,8 +282,6 @@ class MultiprocessRun(ControlledRun):
             return
         cause = self._lost()
         if cause is not None:
-            if self._coordinator is None:
-                raise WorkerProcessError(cause)
             self._lost_cause = cause
 
     def _accepting_questions(self) -> bool:
@@ -361,12 +361,11 @@ def run_multiprocess(
     """Start ``topology`` (a Topology whose components are importable or defined in the main
     script -- start the run under ``if __name__ == "__main__":`` -- or a ``"module:name"``
     reference) in ``workers`` processes talking over ``transport`` ("ipc" or "tcp");
-    returns the running topology (a context manager).  ``config`` replaces the topology's
-    own, ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple
-    in this process (``captured()``); ``max_attempts`` bounds how many sets of processes a
-    checkpointed topology starts in a row (a rollback starts a new set) without completing a
-    checkpoint between; ``ui`` serves the live
-    topology UI (as ``run_local``)."""
+    returns the running topology (a context manager).  ``config`` replaces the topology's own,
+    ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple in this
+    process (``captured()``); ``max_attempts`` bounds how many sets of processes the run
+    starts in a row (a lost worker starts a new set) without completing a checkpoint between;
+    ``ui`` serves the live topology UI (as ``run_local``)."""
     run = MultiprocessRun(
         topology,
         workers=workers,

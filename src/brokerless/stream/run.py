@@ -156,6 +156,12 @@ class TopologyRun(ABC):
         """Whether the run has stopped (by ``stop()``, or by itself when it failed)."""
 
     @property
+    def failure(self) -> BaseException | None:
+        """Why the run ended by itself (it lost a worker in each of its last attempts), or
+        None; ``wait_until_done`` raises it, a loop that only watches the run finds it here."""
+        return self._failure
+
+    @property
     def worker_info(self) -> list[dict[str, Any]]:
         """What each worker of the current attempt said when it started (pid, host, ...), for
         workers in other processes."""

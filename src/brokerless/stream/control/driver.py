@@ -403,7 +403,8 @@ class ControlledRun(TopologyRun):
     def _supervise_once(self) -> None:
         if not self._stopped:
             self._pump(0)
-            self._drive_checkpoints(())
+            if self._coordinator is not None:
+                self._drive_checkpoints(())
 
 
 def close_control(

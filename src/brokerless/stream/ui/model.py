@@ -47,8 +47,9 @@ class ObservedRun(Protocol):
     mode: str
     #: Whether the spouts emit (Storm's ACTIVE; ``deactivate()`` and ``activate()`` set it).
     active: bool
-    #: The run's current set of workers (1 at first), of at most ``max_attempts``; why each
-    #: earlier one ended (``restarts``); what each worker of this one said when it started.
+    #: The run's current set of workers (1 at first; ``max_attempts`` in a row that complete
+    #: no checkpoint end it); why each earlier one ended (``restarts``); what each worker of
+    #: this one said when it started.
     attempt: int
     max_attempts: int
     restarts: list[str]
@@ -58,6 +59,9 @@ class ObservedRun(Protocol):
 
     @property
     def stopped(self) -> bool: ...
+
+    @property
+    def failure(self) -> BaseException | None: ...
 
     @property
     def worker_info(self) -> Sequence[dict[str, Any]]: ...
@@ -122,6 +126,7 @@ def describe_stats(
         "time": time.time(),
         "uptime_s": round(time.monotonic() - started, 3),
         "stopped": run.stopped,
+        "failure": None if run.failure is None else str(run.failure),
         "active": run.active,
         **statistics.as_dict(),
         "errors_total": len(errors),

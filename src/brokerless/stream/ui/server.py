@@ -129,6 +129,7 @@ class TopologyUI:
             stale: dict[str, Any] = json.loads(last) if last else {"components": {}}
             stale["stale"] = f"{type(exc).__name__}: {exc}"
             stale["stopped"] = run.stopped
+            stale["failure"] = None if run.failure is None else str(run.failure)
             return json.dumps(stale).encode()
         return json.dumps(figures, default=repr).encode()
 
