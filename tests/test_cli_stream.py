@@ -402,16 +402,22 @@ def sigterm_a_run(tmp_path: Path) -> None:
     assert all(gone(pid) for pid in workers) and not list(tmp_path.iterdir())
 
 
+def run_endless_in(tmpdir: Path) -> subprocess.CompletedProcess[bytes]:
+    """``stream run`` of the endless topology in two worker processes, with ``$TMPDIR`` (where
+    the run's ipc endpoints go) at ``tmpdir``."""
+    return subprocess.run(
+        [*BROKERLESS, "stream", "run", "tests.test_cli_stream:endless", "--workers=2"],
+        capture_output=True,
+        timeout=100,
+        env=dict(ENV, TMPDIR=str(tmpdir)),
+    )
+
+
 @pytest.mark.timeout(120)
 def test_ipc_endpoints_too_long_for_the_kernel_are_an_error_saying_what_to_do(tmp_path):
     deep = tmp_path / ("d" * 100)  # the run's ipc endpoints go in $TMPDIR
     deep.mkdir()
-    done = subprocess.run(
-        [*BROKERLESS, "stream", "run", "tests.test_cli_stream:endless", "--workers=2"],
-        capture_output=True,
-        timeout=100,
-        env=dict(ENV, TMPDIR=str(deep)),
-    )
+    done = run_endless_in(deep)
     assert done.returncode == 1, done.stderr.decode()
     # (the line; the ZAP thread of the run's context may print its own ContextTerminated)
     said = [line for line in done.stderr.decode().splitlines() if line.startswith("Error: ")]
@@ -425,12 +431,7 @@ def test_a_worker_that_fails_to_start_is_an_error_saying_why():
     with tempfile.TemporaryDirectory(prefix="w", dir="/tmp") as short:  # /tmp/wXXXXXXXX
         deep = Path(short) / ("d" * 50)  # 65 characters
         deep.mkdir()
-        done = subprocess.run(
-            [*BROKERLESS, "stream", "run", "tests.test_cli_stream:endless", "--workers=2"],
-            capture_output=True,
-            timeout=100,
-            env=dict(ENV, TMPDIR=str(deep)),
-        )
+        done = run_endless_in(deep)
     err = done.stderr.decode()
     assert done.returncode == 1, err
     said = [line for line in err.splitlines() if line.startswith("Error: ")]

@@ -119,10 +119,22 @@ def test_a_listener_out_of_descriptors_waits_and_serves_again(at_fd_limit, lmake
     assert json.loads(proc.stdout.readline()) == {"message": "after EMFILE"}
 
 
+# What the two processes below run to take every descriptor they may open (argv[2]: the limit).
+_EXHAUST = """limit = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+taken = []
+try:
+    while True:
+        taken.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+"""
+
 # The connecting process: a PUSH connects to a PULL of its own while every descriptor it may
 # open is taken; it prints the first monitor event, frees the descriptors and prints whether
 # the PULL got the message queued meanwhile.
-_CONNECTOR = r"""
+_CONNECTOR = (
+    r"""
 import importlib, json, os, resource, struct, sys
 
 zmq = importlib.import_module(sys.argv[1])
@@ -133,15 +145,9 @@ push = ctx.socket(zmq.PUSH)
 push.setsockopt(zmq.LINGER, 0)
 push.setsockopt(zmq.RECONNECT_IVL, 50)
 monitor = push.get_monitor_socket(zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_CONNECTED)
-limit = int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-taken = []
-try:
-    while True:
-        taken.append(os.open(os.devnull, os.O_RDONLY))
-except OSError:
-    pass
-push.connect(f"tcp://127.0.0.1:{port}")
+"""
+    + _EXHAUST
+    + r"""push.connect(f"tcp://127.0.0.1:{port}")
 push.send(b"queued while out of descriptors")
 first = struct.unpack("=HI", monitor.recv_multipart()[0][:6]) if monitor.poll(10000) else None
 for fd in taken:
@@ -150,6 +156,7 @@ message = pull.recv().decode() if pull.poll(10000) else None
 print(json.dumps({"first": first, "message": message}), flush=True)
 ctx.destroy(linger=0)
 """
+)
 
 
 @pytest.mark.beyond_libzmq  # in our runs libzmq 4.3.5 hung in this situation
@@ -177,7 +184,8 @@ def test_a_connect_made_out_of_descriptors_is_retried():
 # bound socket binds again, "first_bind": the first bind of a context, which starts its I/O
 # thread); it prints the error it got and whether, with the descriptors
 # freed, the same call then works.
-_API_CALL = r"""
+_API_CALL = (
+    r"""
 import importlib, json, os, resource, sys
 
 zmq = importlib.import_module(sys.argv[1])
@@ -191,15 +199,9 @@ call = {
     "bind": lambda: pull.bind("tcp://127.0.0.1:*"),
     "first_bind": lambda: fresh.bind("tcp://127.0.0.1:*"),
 }
-limit = int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-taken = []
-try:
-    while True:
-        taken.append(os.open(os.devnull, os.O_RDONLY))
-except OSError:
-    pass
-try:
+"""
+    + _EXHAUST
+    + r"""try:
     call[what]()
     error = None
 except Exception as exc:
@@ -211,6 +213,7 @@ print(json.dumps({"error": error}), flush=True)
 fresh.context.destroy(linger=0)
 ctx.destroy(linger=0)
 """
+)
 
 
 def _out_of_descriptors(what: str) -> dict:

@@ -409,23 +409,30 @@ def test_a_frozen_worker_rolls_the_run_back_to_its_last_checkpoint():
         ]
 
 
+def next_attempts_worker(run: MultiprocessRun) -> int:
+    """After two checkpoints, kill a worker of ``run`` (SIGKILL); the pid of the first worker
+    of the attempt that follows, as soon as it is spawned."""
+    wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+    first = set(run.pids)
+    os.kill(run.pids[0], signal.SIGKILL)
+    new = wait_for(
+        lambda: [p.pid for p in list(run.processes) if p.pid not in first],
+        what="the next attempt's first worker",
+    )
+    return int(new[0])
+
+
 def test_a_worker_that_dies_before_reading_its_job_is_a_lost_worker():
     """A new attempt's worker killed at once (the job, this topology's sentences, is more than
     a pipe holds: the driver is still writing it).  Before, the write's BrokenPipeError ended
     the run's supervisor, and the run hung for ever waiting for that attempt to start."""
     with run_multiprocess(word_count(), max_attempts=3) as run:
-        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
-        first = set(run.pids)
-        os.kill(run.pids[0], signal.SIGKILL)
-        new = wait_for(
-            lambda: [p.pid for p in list(run.processes) if p.pid not in first],
-            what="the next attempt's first worker",
-        )
-        os.kill(new[0], signal.SIGKILL)
+        new = next_attempts_worker(run)
+        os.kill(new, signal.SIGKILL)
         run.wait_until_done(40)
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
-        assert len(run.restarts) == 2 and f"(pid {new[0]}) exited with code -9" in run.restarts[1]
+        assert len(run.restarts) == 2 and f"(pid {new}) exited with code -9" in run.restarts[1]
 
 
 def test_a_worker_that_freezes_while_its_attempt_starts_is_a_lost_worker():
@@ -433,14 +440,7 @@ def test_a_worker_that_freezes_while_its_attempt_starts_is_a_lost_worker():
     Before, the driver's write of the job blocked for ever on the full pipe: the run hung.
     Now the attempt is lost after start_timeout and the next one starts."""
     with MultiprocessRun(word_count(), start_timeout=4) as run:
-        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
-        first = set(run.pids)
-        os.kill(run.pids[0], signal.SIGKILL)
-        new = wait_for(
-            lambda: [p.pid for p in list(run.processes) if p.pid not in first],
-            what="the next attempt's first worker",
-        )
-        os.kill(new[0], signal.SIGSTOP)
+        os.kill(next_attempts_worker(run), signal.SIGSTOP)
         run.wait_until_done(40)
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
