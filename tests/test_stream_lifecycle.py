@@ -18,11 +18,13 @@ from brokerless.stream import (
     all_,
     complete_topology,
     run_local,
+    shuffle,
 )
 
 from .stream_topologies import (
     BrokenPrepare,
     Counter,
+    GatedValueSpout,
     NotYet,
     OpenNotYet,
     PausableCounter,
@@ -319,3 +321,23 @@ def test_components_log_through_a_logger_of_their_own(caplog):
         _Logs().log("x", level="loud")
     with pytest.raises(RuntimeError, match="needs a running topology"):
         _Logs().logger  # noqa: B018
+
+
+def test_a_plain_local_run_that_loses_a_worker_starts_its_workers_again(tmp_path):
+    """As in multi-process mode (and as Storm's supervisor does): the run starts a new set of
+    workers, the spouts opening again, and finishes.  Before, ``kill_worker`` refused a
+    topology without stateful bolts ("it cannot recover from a lost worker")."""
+    gate = tmp_path / "gate"  # the spout stops at 100 tuples until it exists
+    topology = (
+        Topology("plain", Config(num_workers=2))
+        .spout("values", partial(GatedValueSpout, range(1000), 100, str(gate)))
+        .bolt("sink", Recorder, parallelism=2, inputs={"values": shuffle()})
+    )
+    with run_local(topology, capture=True) as run:
+        wait_for(lambda: run.statistics()["sink"].processed >= 100, what="the first tuples")
+        run.kill_worker(1)
+        gate.touch()
+        run.wait_until_done(30)
+        assert run.attempt == 2 and run.restarts == ["attempt 1: worker 1: killed (kill_worker)"]
+        got = sorted(v[2][0] for c, s, v in run.captured() if (c, s) == ("sink", "default"))
+    assert got == list(range(1000))  # the new attempt's, each once

@@ -1,10 +1,12 @@
 """Local mode: a whole topology in this process, on in-memory queues.
 
-A checkpointed topology (one with stateful bolts) recovers here as in the other modes: when a
-task fails, an executor crashes or ``kill_worker`` simulates a lost worker, the run's
-supervisor stops every worker and starts them all again from the last complete checkpoint
-(``run.py``, ``checkpoint.py``).  A round of reports that finds a failed worker rolls back at
-once instead (or raises, after the last attempt): a run is never done with a failed task.
+A run recovers here as in the other modes: when an executor crashes, ``kill_worker`` simulates
+a lost worker or, in a checkpointed topology (one with stateful bolts), a task fails, the run's
+supervisor stops every worker and starts them all again -- a checkpointed topology's from the
+last complete checkpoint (``run.py``, ``checkpoint.py``), a plain one's from the start (its
+spouts open again; what the lost attempt captured and reported is dropped, as in the other
+modes).  A round of reports that finds a failed worker does this at once instead (or raises,
+after the last attempt): a run is never done with a failed task.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
 class LocalRun(TopologyRun):
     """A topology running in this process, with ``num_workers`` workers (more than one: they
     exchange serialized batches over in-memory messaging, as separate processes would).
-    ``attempt`` counts the sets of workers a checkpointed run started, ``restarts`` says why
-    each earlier one ended."""
+    ``attempt`` counts the sets of workers the run started, ``restarts`` says why each earlier
+    one ended."""
 
     mode = "local"
 
@@ -62,8 +64,7 @@ class LocalRun(TopologyRun):
         self.workers: list[Worker] = []
         try:
             self._start_workers(self._open_checkpoints())
-            if plan.checkpointed:
-                self._start_supervisor()
+            self._start_supervisor()
         except BaseException:
             self.stop()
             raise
@@ -100,8 +101,8 @@ class LocalRun(TopologyRun):
 
     def activity(self) -> list[Activity]:
         with self._lock:
-            if self._coordinator is not None and any(w.failure is not None for w in self.workers):
-                # a failed worker is no finished one: roll back now (as the supervisor would
+            if any(w.failure is not None for w in self.workers):
+                # a failed worker is no finished one: start again now (as the supervisor would
                 # at its next look), or raise when that was the last attempt
                 self._supervise_once()
                 self._raise_failure()
@@ -122,13 +123,8 @@ class LocalRun(TopologyRun):
 
     def kill_worker(self, index: int) -> None:
         """Simulate the loss of worker ``index``: it stops at once (what its queues held is
-        lost) and the run rolls back to its last complete checkpoint, as it would if the
-        worker's process died in multi-process mode."""
-        if self._coordinator is None:
-            raise RuntimeError(
-                f"topology {self.plan.name!r} has no stateful bolts: it cannot recover from a "
-                "lost worker, so there is nothing to simulate"
-            )
+        lost) and the run starts its workers again -- from its last complete checkpoint, or
+        from the start -- as it would if the worker's process died in multi-process mode."""
         with self._lock:
             worker = self.workers[index]
             self.hung_threads += worker.stop()
@@ -149,24 +145,27 @@ class LocalRun(TopologyRun):
             if worker.failure is not None:
                 self._roll_back(f"worker {worker.index}: {worker.failure}")
                 return
-        self._drive_checkpoints(
-            [ack for w in self.workers if w.checkpoints for ack in w.checkpoints.take_acks()]
-        )
+        if self._coordinator is not None:
+            self._drive_checkpoints(
+                [ack for w in self.workers if w.checkpoints for ack in w.checkpoints.take_acks()]
+            )
 
     def _roll_back(self, cause: str) -> None:
-        """A worker failed: start every worker again from the last complete checkpoint."""
-        assert self._coordinator is not None
+        """A worker failed: start every worker again, from the last complete checkpoint (what
+        the lost attempt reported is kept) or from the start (it is dropped)."""
+        coordinator = self._coordinator
         failure = self._attempt_lost(cause)
         for worker in self.workers:
             self.hung_threads += worker.stop()
-        self._earlier += self.workers
+        if coordinator is not None:
+            self._earlier += self.workers
         if failure is not None:
             self._failure = WorkerProcessError(failure)
             self.stop()
             return
         self.attempt += 1
         self.epoch = self.attempt
-        self._start_workers(self._coordinator.restart())
+        self._start_workers(None if coordinator is None else coordinator.restart())
 
     def _pause(self, seconds: float) -> None:
         self._stopped.wait(seconds)

@@ -14,16 +14,17 @@ If two consecutive rounds of reports show all spouts done, queued == handled and
 received in total, and the same totals, then nothing moved between the rounds, so at the end
 of the first round nothing was queued, being handled or in flight: the topology had finished.
 
-Checkpoints
------------
-A run of a checkpointed topology has a :class:`~.checkpoint.CheckpointCoordinator` and a
-*supervisor* thread of its own: every ``_SUPERVISE_EVERY`` seconds it takes the workers'
-acknowledgements, triggers and commits checkpoints (``_drive_checkpoints``; the subclass says
-how to reach the workers, ``_broadcast``) and notices a lost worker, after which the run
-starts every worker again from the last complete checkpoint (up to ``max_attempts``).  When
-attempts run out the run stops, and the error is raised to whoever waits on it next; so is
-anything else that ends the supervisor (starting a process failed, say): nothing would move
-the run on after it.
+Checkpoints and lost workers
+---------------------------
+A run has a *supervisor* thread of its own, and a run of a checkpointed topology a
+:class:`~.checkpoint.CheckpointCoordinator`: every ``_SUPERVISE_EVERY`` seconds the supervisor
+takes the workers' acknowledgements, triggers and commits checkpoints (``_drive_checkpoints``;
+the subclass says how to reach the workers, ``_broadcast``) and notices a lost worker, after
+which the run starts every worker again -- from the last complete checkpoint, or a plain
+topology's from the start -- until ``max_attempts`` in a row complete no checkpoint
+(:meth:`TopologyRun._attempt_lost`).  Then the run stops, and the error is raised to whoever
+waits on it next (and is ``run.failure``); so is anything else that ends the supervisor
+(starting a process failed, say): nothing would move the run on after it.
 
 The live UI
 -----------
@@ -49,7 +50,7 @@ from .storage import open_storage
 from .topology import Topology
 from .worker import Activity
 
-_SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a checkpointed run
+_SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a run
 
 if TYPE_CHECKING:
     from .ui import TopologyUI, UIAddress
