@@ -21,8 +21,9 @@ Spark has not yet taken into a batch (``latestOffset`` has not offered it) is th
 ``maxBacklogBytes`` of it the receiver reads nothing until the reader reports that Spark took
 more (:meth:`Receiver.taken`): the socket then fills to its RCVHWM and pushes back, so a peer
 faster than the query waits (PUSH, a ReliableSender) or drops at its own SNDHWM (PUB), and the
-log does not grow without bound.  The bytes counted are the messages' frames, marked at each
-flush, so the backlog is known to within one drained batch.
+log does not grow without bound.  The bytes counted are the log's records (what its writer
+flushed, ``flushed_bytes``), marked at each flush, so the backlog is known to within one
+drained batch.
 
 *Acknowledged ingestion* (``ack=true``, :mod:`brokerless.spark.ingest`) closes that gap: the
 socket is a ROUTER; each message carries its sender's id and number, the receiver logs only a
@@ -76,7 +77,7 @@ class Receiver:
         self._stop_lock = threading.Lock()
         self._stopped = self._terminating = False
         self._max_backlog = config.max_backlog_bytes
-        self._logged_bytes = 0  # the frames this receiver logged, in bytes
+        self._logged_bytes = 0  # the log's records this receiver flushed, in bytes
         self._taken_bytes = 0  # ... of which Spark has taken into batches
         self._marks: deque[tuple[int, int]] = deque()  # (a flush's last seq, _logged_bytes)
         self._room = threading.Event()  # Spark took more: the backlog may have room again
@@ -147,7 +148,7 @@ class Receiver:
     def _drain(self) -> int:
         """Log (and flush) up to ``_MAX_DRAIN`` messages the socket holds; returns how many."""
         recv, append, now_ns = self._socket.recv_multipart, self.wal.append, time.time_ns
-        taken = size = 0
+        taken = 0
         while taken < _MAX_DRAIN:
             try:
                 frames = recv(zmq.NOBLOCK)
@@ -155,8 +156,7 @@ class Receiver:
                 break
             append(frames, now_ns() // 1000)
             taken += 1
-            size += sum(map(len, frames))
-        self._flush(size)
+        self._flush()
         return taken
 
     def _drain_acknowledged(self) -> int:
@@ -166,7 +166,7 @@ class Receiver:
         assert acks is not None
         sock, now = self._socket, time.time_ns() // 1000
         answer: dict[bytes, bytes] = {}  # sender -> the routing id its messages came from
-        taken = size = 0
+        taken = 0
         while taken < _MAX_DRAIN:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -180,10 +180,9 @@ class Receiver:
             admitted = acks.admit(sender, seq, base)
             if admitted is Admit.LOG:
                 self.wal.append(record_frames(sender, seq, payload), now)
-                size += sum(map(len, payload))
             if admitted is not Admit.REFUSED:
                 answer[sender] = frames[0]
-        self._flush(size)
+        self._flush()
         acks.flushed()
         for sender, route in answer.items():
             reply = [route, *encode_ack(sender, acks.durable_upto(sender))]
@@ -193,12 +192,13 @@ class Receiver:
                 pass
         return taken
 
-    def _flush(self, size: int) -> None:
-        """Make what was appended durable; ``size`` bytes of frames joined the backlog."""
-        self.wal.flush()
-        if size:
-            self._logged_bytes += size
-            self._marks.append((self.wal.durable_seq, self._logged_bytes))
+    def _flush(self) -> None:
+        """Make what was appended durable; what it wrote joins the backlog."""
+        wal = self.wal
+        wal.flush()
+        if wal.flushed_bytes != self._logged_bytes:
+            self._logged_bytes = wal.flushed_bytes
+            self._marks.append((wal.durable_seq, self._logged_bytes))
 
     def taken(self, seq: int) -> None:
         """Spark has taken every record up to ``seq`` into a batch: they leave the backlog."""

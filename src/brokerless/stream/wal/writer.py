@@ -99,6 +99,8 @@ class WriteAheadLog:
         self._next_seq = first + count
         #: Highest sequence number whose record is flushed (0 when nothing was ever logged).
         self.durable_seq = self._next_seq - 1
+        #: Bytes of records this writer has flushed (since it opened the log).
+        self.flushed_bytes = 0
 
     def __repr__(self) -> str:
         return (
@@ -141,6 +143,7 @@ class WriteAheadLog:
                 raise
             self._pending.clear()
             self._active_size += len(data)
+            self.flushed_bytes += len(data)
             self._active_records += count
             self.durable_seq += count
             return self.durable_seq
