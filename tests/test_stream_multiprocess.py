@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from functools import partial
 from pathlib import Path
 
@@ -197,7 +196,8 @@ def test_a_driver_paused_longer_than_the_worker_timeout_loses_no_worker():
         assert driver.stdout.readline() == "running\n"
         driver.send_signal(signal.SIGSTOP)
         # workers heartbeat into a paused driver for over twice the worker timeout
-        time.sleep(5)
+        with pytest.raises(subprocess.TimeoutExpired):  # (paused, it does not end meanwhile)
+            driver.wait(5)
         driver.send_signal(signal.SIGCONT)
         driver.stdin.write("go on\n")
         driver.stdin.flush()
