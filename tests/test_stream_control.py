@@ -156,6 +156,15 @@ def test_a_worker_ignores_unsigned_commands_and_answers_signed_ones(driver, serv
     assert final[0] == "final" and final[1]["hung"] == []
 
 
+def test_a_worker_answers_for_its_figures_before_its_spouts_opened():
+    # The driver may ask (the UI polls) as soon as it said start, before each executor's
+    # thread has opened its tasks, and a worker stopped before it started sends its figures
+    # too: the spout's pending trees are there from the start (the worker died of it).
+    worker = endless_worker()
+    counter = next(e for e in worker.snapshot()["executors"] if e["component"] == "counter")
+    assert (counter["pending"], counter["pending_max"], counter["emitted"]) == (0, 0, 0)
+
+
 def test_a_worker_whose_driver_is_gone_stops_by_itself(driver, serving):
     router, endpoint, key = driver
     thread, outcome = serving(attempt=1, driver_timeout=1.0)

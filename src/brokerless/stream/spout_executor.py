@@ -29,9 +29,11 @@ from typing import Any
 from .acker import CountedTree, PendingTrees
 from .component import ComponentKind, Spout, TopologyContext
 from .executor import Executor, TaskState
+from .host import Host
 from .metrics import LATENCY_SAMPLE
+from .plan import ExecutorPlan
 from .protocol import ACK_INIT, ACKED, BATCH, RESET_TIMEOUT
-from .queues import Shutdown
+from .queues import BoundedQueue, Shutdown
 
 _new_id = random.getrandbits  # root and edge ids: _new_id(64)
 _MIN_WAIT = 0.001
@@ -96,9 +98,15 @@ class SpoutExecutor(Executor[Spout]):
     #: thread); the executor's next step calls ``activate``/``deactivate`` when it changed.
     wanted_active = True
 
+    def __init__(
+        self, worker: Host, plan: ExecutorPlan, queue: BoundedQueue, bound: int | None
+    ) -> None:
+        super().__init__(worker, plan, queue, bound)
+        #: made here, not in ``open``: the control thread reads it (``pending``) as soon as
+        #: the worker is told to start, before this executor's thread has opened anything
+        self.pending_trees = PendingTrees(self.config.message_timeout_secs)
+
     def open(self) -> None:
-        config = self.config
-        self.pending_trees = PendingTrees(config.message_timeout_secs)
         #: ACKED and FAILED decided in this thread (a counted tree's, a tuple nobody was sent),
         #: settled at the next step without a trip through the queue
         self.settled: list[tuple[int, int]] = []
