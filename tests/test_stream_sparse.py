@@ -4,6 +4,7 @@ for streamparse keeps its shape and runs as the same topology built with the bui
 from __future__ import annotations
 
 import collections
+import os
 from typing import Any
 
 import pytest
@@ -74,3 +75,144 @@ def test_what_brokerless_cannot_take_is_refused_saying_what_it_takes():
         topology(split=SplitBolt.spec(inputs={SentenceSpout.spec(): "shuffle"}))()
     with pytest.raises(TopologyError, match="not a component setting brokerless has"):
         topology(split=SplitBolt.spec(inputs=[], config={"topology.workers": 2}))()
+
+
+# -- streamparse's components: a project written for streamparse, its imports changed ---------
+
+from brokerless.stream import sparse  # noqa: E402  (the components, as streamparse's)
+
+
+class Words(sparse.ReliableSpout):
+    """A spout as streamparse has them: set up in ``initialize`` from the topology's own
+    config key, tracked emits by ``tup_id`` (``exhausted`` lets the run complete)."""
+
+    outputs = ["word"]
+
+    def initialize(self, storm_conf, context):
+        self.todo = list(enumerate(storm_conf["words.text"].split() * storm_conf["words.times"]))
+
+    def next_tuple(self):
+        if self.todo:
+            tup_id, word = self.todo.pop()
+            self.emit([word], tup_id=tup_id)
+
+    def exhausted(self):
+        return not self.todo and not self.unacked_tuples
+
+
+class Counts(sparse.Bolt):
+    outputs = [Stream(["word", "count"]), Stream(["word"], name="routed")]
+
+    def initialize(self, conf, ctx):
+        self.counter = collections.Counter()
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.counter[word] += 1
+        if word == "never" or (word == "bad" and self.counter[word] <= 3):
+            self.fail(tup)  # (after which Words emits it again, up to max_fails times)
+            return
+        assert self.emit([word, self.counter[word]]) is None  # (task ids only when asked)
+        assert self.emit([word], "routed", need_task_ids=True) == []  # (nobody subscribes)
+
+
+class WordCountSP(Topology):
+    config = {"words.text": "the cat the dog bad never", "words.times": 2}
+    words = Words.spec()
+    counts = Counts.spec(inputs={words: Grouping.fields("word")}, par=2)
+
+
+@pytest.mark.parametrize("mode", ["local", "multiprocess"])
+def test_a_streamparse_project_runs_with_its_imports_changed(mode):
+    result = complete_topology(WordCountSP(), mode=mode, workers=2 if mode != "local" else None)
+    assert not result.errors, result.errors
+    final = {}
+    for word, count in result.emitted("counts"):
+        final[word] = max(count, final.get(word, 0))
+    # the first three showings of "bad" failed, and ReliableSpout emitted each again: five in
+    # all; each "never" was emitted again max_fails (3) times, then taken for acked
+    assert final == {"the": 4, "cat": 2, "dog": 2, "bad": 5}
+    assert result.emitted("words").count(["never"]) == 2 * (1 + Words.max_fails)
+    routed = result.emitted("counts", "routed")  # (the stream second, as streamparse's)
+    assert [[word] for word, _ in result.emitted("counts")] == routed
+
+
+class Source(sparse.Spout):
+    outputs = ["word"]  # (mocked in the tests)
+
+
+class Handshake(sparse.Bolt):
+    outputs = ["what"]
+
+    def initialize(self, storm_conf, context):
+        self.seen = {
+            "topology_name": self.topology_name,
+            "component_name": self.component_name,
+            "task_id": self.task_id == context.task_id,
+            "pid": self.pid == os.getpid(),
+            "timeout": storm_conf["topology.message.timeout.secs"],
+            "interval_ms": storm_conf["topology.state.checkpoint.interval.ms"],
+            "mine": storm_conf["my.key"],
+            "name": storm_conf["topology.name"],
+        }
+
+    def process(self, tup):
+        self.emit([self.seen])
+        if tup.values[0] == "raise":
+            self.raise_exception(ValueError("reported, not raised"), tup)
+
+
+class HandshakeSP(Topology):
+    config = {"topology.message.timeout.secs": 12, "my.key": [1, 2]}
+    source = Source.spec()
+    check = Handshake.spec(inputs=[source])
+
+
+def test_initialize_gets_what_storm_hands_a_component_and_errors_are_reported():
+    result = complete_topology(HandshakeSP(), {"source": [["raise"]]})
+    [[seen]] = result.emitted("check")
+    assert seen == {
+        "topology_name": "HandshakeSP",
+        "component_name": "check",
+        "task_id": True,
+        "pid": True,
+        "timeout": 12,
+        "interval_ms": 1000.0,
+        "mine": [1, 2],
+        "name": "HandshakeSP",
+    }
+    [error] = result.errors
+    assert error.component == "check" and "reported, not raised" in error.traceback
+
+
+def test_a_reliable_spout_emit_without_an_id_is_refused():
+    spout = sparse.ReliableSpout()
+    with pytest.raises(ValueError, match=r"emits with a tup_id \(emit\(tup, tup_id=...\)\)"):
+        spout.emit(["x"])
+
+
+class Batches(sparse.BatchingBolt):
+    outputs = ["word", "n"]
+
+    def initialize(self, conf, ctx):
+        self.batches = 0
+
+    def group_key(self, tup):
+        return tup.values[0]
+
+    def process_batch(self, key, tups):
+        self.batches += 1
+        self.emit([key, len(tups)])
+
+
+class BatchesSP(Topology):
+    config = {"topology.tick.tuple.freq.secs": 0.05}
+    source = Source.spec()
+    batch = Batches.spec(inputs=[source])
+
+
+def test_a_streamparse_batching_bolt_is_set_up_by_initialize_and_acks_its_batches():
+    result = complete_topology(BatchesSP(), {"source": [["a"], ["b"], ["a"]]})
+    assert not result.errors, result.errors
+    assert sorted(result.emitted("batch")) == [["a", 2], ["b", 1]]
+    assert result.statistics["source"].acked == 3

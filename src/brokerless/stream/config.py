@@ -193,3 +193,28 @@ def pending_problem(value: Any) -> str | None:
     if value is None or (not isinstance(value, bool) and isinstance(value, int) and value >= 1):
         return None
     return f"must be None or an integer >= 1, not {value!r}"
+
+
+#: The Storm settings that are Config fields: Storm's name -> (Config field, Storm's unit in
+#: the field's: a value in Storm's units times this is the field's).
+STORM_SETTINGS: dict[str, tuple[str, float]] = {
+    "topology.workers": ("num_workers", 1),
+    "topology.acker.executors": ("num_ackers", 1),
+    "topology.max.spout.pending": ("max_spout_pending", 1),
+    "topology.message.timeout.secs": ("message_timeout_secs", 1),
+    "topology.tick.tuple.freq.secs": ("tick_tuple_freq_secs", 1),
+    "topology.executor.receive.buffer.size": ("executor_queue_size", 1),
+    "topology.state.checkpoint.interval.ms": ("checkpoint_interval_secs", 0.001),
+}
+
+
+def storm_conf(conf: Config, topology: str) -> dict[str, Any]:
+    """``conf`` as Storm hands it to a component: the settings of :data:`STORM_SETTINGS`
+    under Storm's names and in its units, ``topology.name``, and the user's own keys
+    (``Config.settings``)."""
+    found: dict[str, Any] = {"topology.name": topology}
+    for name, (field_name, factor) in STORM_SETTINGS.items():
+        value = getattr(conf, field_name)
+        found[name] = value if value is None or factor == 1 else value / factor
+    found.update(conf.settings)
+    return found

@@ -1,20 +1,26 @@
-"""streamparse's class-based topology DSL, building brokerless topologies.
+"""streamparse on brokerless: its class-based topology DSL and its component classes.
 
-A topology written for streamparse keeps its shape::
+A streamparse project runs with its imports changed (``from streamparse import ...`` becomes
+``from brokerless.stream.sparse import ...``) and nothing else::
 
-    from brokerless.stream.sparse import Grouping, Topology
+    from brokerless.stream.sparse import Bolt, Grouping, Spout, Topology
 
     class WordCount(Topology):
         config = {"topology.workers": 2}
         word_spout = WordSpout.spec()
         count_bolt = WordCountBolt.spec(inputs={word_spout: Grouping.fields("word")}, par=2)
 
+The components (``Spout``, ``Bolt``, ``BatchingBolt``, ``TicklessBatchingBolt``,
+``ReliableSpout``; ``initialize``, streamparse's ``emit``) are in ``sparse_components.py``.
+
 Each class attribute made by ``Component.spec`` is a component, named after the attribute
 (or ``spec(name=...)``), in the order written.  ``inputs`` is a list of specs (each subscribed
 with a shuffle, or direct for a direct stream) or a dict from a spec -- its default stream --
-or ``spec["stream"]`` to a :class:`Grouping`.  ``config``, the topology's and each
-component's, takes the Storm settings brokerless has (:data:`STORM_SETTINGS`,
-:data:`COMPONENT_SETTINGS`); any other key is refused, naming those.
+or ``spec["stream"]`` to a :class:`Grouping`.  The topology's ``config`` takes the Storm
+settings brokerless has (:data:`STORM_SETTINGS`) and keys of the user's own, which every
+component sees (``storm_conf`` in ``initialize``, ``conf.settings`` in ``open``/``prepare``);
+another ``topology.`` key is refused, naming those.  A component's ``config`` takes
+:data:`COMPONENT_SETTINGS`.
 
 ``WordCount.topology()`` is the brokerless :class:`~brokerless.stream.topology.Topology` (named
 after the class), and so is what calling the class returns: that is how
@@ -26,8 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from .component import ComponentSpec, Spout, StreamRef, declared_streams
-from .config import Config
+from .component import ComponentSpec, Stream, StreamRef, declared_streams
+from .component import Spout as _Spout
+from .config import STORM_SETTINGS, Config
 from .grouping import (
     Grouping as _Grouping,
 )
@@ -40,21 +47,31 @@ from .grouping import (
     none,
     shuffle,
 )
+from .sparse_components import (
+    BatchingBolt,
+    Bolt,
+    ReliableSpout,
+    Spout,
+    TicklessBatchingBolt,
+)
 from .topology import Topology as _Topology
 from .topology import TopologyError
+from .tuple import Tuple
 
-__all__ = ["COMPONENT_SETTINGS", "STORM_SETTINGS", "Grouping", "Topology"]
+__all__ = [
+    "COMPONENT_SETTINGS",
+    "STORM_SETTINGS",
+    "BatchingBolt",
+    "Bolt",
+    "Grouping",
+    "ReliableSpout",
+    "Spout",
+    "Stream",
+    "TicklessBatchingBolt",
+    "Topology",
+    "Tuple",
+]
 
-#: The Storm settings a topology's ``config`` takes: Storm's name -> (Config field, factor).
-STORM_SETTINGS: dict[str, tuple[str, float]] = {
-    "topology.workers": ("num_workers", 1),
-    "topology.acker.executors": ("num_ackers", 1),
-    "topology.max.spout.pending": ("max_spout_pending", 1),
-    "topology.message.timeout.secs": ("message_timeout_secs", 1),
-    "topology.tick.tuple.freq.secs": ("tick_tuple_freq_secs", 1),
-    "topology.executor.receive.buffer.size": ("executor_queue_size", 1),
-    "topology.state.checkpoint.interval.ms": ("checkpoint_interval_secs", 0.001),
-}
 #: The Storm settings a component's ``config`` takes: the ``Topology.bolt``/``spout`` argument.
 COMPONENT_SETTINGS = {
     "topology.tick.tuple.freq.secs": "tick_tuple_freq_secs",
@@ -115,7 +132,7 @@ class Topology:
             par = 1 if spec.par is None else spec.par
             settings = _component_settings(spec.config, where)
             factory: Any = spec.component  # (the builder checks what it makes)
-            if isinstance(factory, type) and issubclass(factory, Spout):
+            if isinstance(factory, type) and issubclass(factory, _Spout):
                 if spec.inputs:
                     raise TopologyError(f"{where}: a spout takes no inputs")
                 built.spout(component, factory, parallelism=par, **settings)
@@ -126,17 +143,25 @@ class Topology:
 
 
 def _settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """Config fields from a topology's Storm settings."""
-    found = {}
+    """Config fields from a topology's ``config``: Storm's settings, and the user's own keys
+    (any not under ``topology.``) in ``settings``, as Storm hands them to every component."""
+    found: dict[str, Any] = {}
+    own = {}
     for key, value in config.items():
         setting = STORM_SETTINGS.get(key)
-        if setting is None:
+        if setting is not None:
+            field, factor = setting
+            found[field] = value if factor == 1 else value * factor
+        elif isinstance(key, str) and not key.startswith("topology."):
+            own[key] = value
+        else:
             raise TopologyError(
                 f"topology {name!r}: config {key!r} is not a Storm setting brokerless has; "
-                f"it takes {sorted(STORM_SETTINGS)}"
+                f"it takes {sorted(STORM_SETTINGS)} and keys of your own (not under "
+                "'topology.')"
             )
-        field, factor = setting
-        found[field] = value if factor == 1 else value * factor
+    if own:
+        found["settings"] = own
     return found
 
 
