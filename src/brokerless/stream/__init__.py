@@ -91,7 +91,7 @@ from .state import KeyValueState
 from .testing import CompletedTopology, FixedTupleSpout, complete_topology
 from .topology import Topology, TopologyError
 from .tuple import Tuple
-from .windowing import Count, Duration, TupleWindow, WindowedBolt
+from .windowing import Count, Duration, StatefulWindowedBolt, TupleWindow, WindowedBolt
 
 __all__ = [
     "DEFAULT_STREAM",
@@ -120,6 +120,7 @@ __all__ = [
     "Shutdown",
     "Spout",
     "StatefulBolt",
+    "StatefulWindowedBolt",
     "Statistics",
     "Stream",
     "TicklessBatchingBolt",

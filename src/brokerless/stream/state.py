@@ -9,9 +9,10 @@ task.
 A snapshot file is ``MAGIC | crc32 (4 bytes, big-endian) | body``, the body a msgpack array
 ``[version, component, task, checkpoint, payload]``; the CRC covers the body.  ``payload`` is
 the topology's serializer's encoding of ``[position]`` (a spout) or of ``[[keys], [values]]``
-(a bolt's state: two lists, which msgpack packs ten times faster than a list of pairs), so
-state holds what tuples can hold.  Through msgpack a tuple comes back as
-a list; a list key comes back as a tuple (keys must be hashable), so tuple keys round-trip.
+(a bolt's state: two lists, which msgpack packs ten times faster than a list of pairs), with
+a third item, its windows, for a stateful windowed bolt; so state holds what tuples can hold.
+Through msgpack a tuple comes back as a list; a list key comes back as a tuple (keys must be
+hashable), so tuple keys round-trip.
 """
 
 from __future__ import annotations
@@ -48,12 +49,20 @@ class SnapshotError(ValueError):
 
 
 def encode_snapshot(
-    serializer: Serializer, component: str, task: int, checkpoint: int, state: Any
+    serializer: Serializer,
+    component: str,
+    task: int,
+    checkpoint: int,
+    state: Any,
+    windows: Any = None,
 ) -> bytes:
     """The file for ``task`` in ``checkpoint``: ``state`` is a spout's position or a bolt's
-    :class:`KeyValueState`."""
+    :class:`KeyValueState` (with the ``windows`` of a stateful windowed bolt)."""
     if isinstance(state, KeyValueState):
-        payload = serializer.dumps([list(state), list(state.values())])
+        kept = [list(state), list(state.values())]
+        if windows is not None:
+            kept.append(windows)
+        payload = serializer.dumps(kept)
     else:
         payload = serializer.dumps([state])
     body = msgpack.packb([_VERSION, component, task, checkpoint, payload], use_bin_type=True)
@@ -67,10 +76,12 @@ def decode_snapshot(
     task: int,
     checkpoint: int,
     stateful: bool,
+    windows: bool = False,
 ) -> Any:
     """What :func:`encode_snapshot` stored for ``task`` in ``checkpoint``: a
-    :class:`KeyValueState` when ``stateful``, else a spout's position.  Raises
-    :class:`SnapshotError` saying what is wrong."""
+    :class:`KeyValueState` when ``stateful`` (with ``windows``: that and the windows stored
+    with it, or None), else a spout's position.  Raises :class:`SnapshotError` saying what is
+    wrong."""
     where = f"snapshot of task {task} ({component!r}) in checkpoint {checkpoint}"
     header = len(MAGIC) + _CRC.size
     if len(data) < header or not data.startswith(MAGIC):
@@ -94,8 +105,9 @@ def decode_snapshot(
     values = serializer.loads(payload)
     if not stateful:
         return values[0]
-    keys, values = values
-    return KeyValueState(zip(map(_hashable, keys), values, strict=True))
+    keys, values, *kept = values
+    state = KeyValueState(zip(map(_hashable, keys), values, strict=True))
+    return (state, kept[0] if kept else None) if windows else state
 
 
 def _hashable(key: Any) -> Any:

@@ -16,12 +16,12 @@ barrier, so a topology without stateful bolts pays nothing for checkpoints).
   comes after it on that channel is held back until barrier ``n`` has come from every channel;
   then the task snapshots (a batching bolt processes its batches, a stateful task calls
   ``pre_prepare`` and serializes its :class:`~.state.KeyValueState`, a windowed one its
-  windows), sends barrier ``n`` downstream and processes what it held back, in order.  A
-  barrier of a newer checkpoint while aligning gives the older one up (declined); one of an
-  older or finished checkpoint is dropped.  Holding back more than ``_MAX_HELD`` queues' worth
-  of tuples declines the checkpoint too, so neither a slow channel nor a forged barrier makes
-  a task hold input without bound.  On a restore, a stateful task gets the checkpoint's state
-  in ``init_state`` (an empty one on a fresh start).
+  windows, a stateful windowed one both), sends barrier ``n`` downstream and processes what it
+  held back, in order.  A barrier of a newer checkpoint while aligning gives the older one up
+  (declined); one of an older or finished checkpoint is dropped.  Holding back more than
+  ``_MAX_HELD`` queues' worth of tuples declines the checkpoint too, so neither a slow channel
+  nor a forged barrier makes a task hold input without bound.  On a restore, a stateful task
+  gets the checkpoint's state in ``init_state`` (an empty one on a fresh start).
 * Failures: an exception from a component (a bolt's ``process``, ``init_state`` and hooks, a
   spout's methods; all but ``close``/``cleanup``), a task that could not start, or a snapshot
   that cannot be made or restored is reported and raises :class:`~.executor.TaskFailed`: the
@@ -95,11 +95,13 @@ class TaskCheckpoints:
             target=self._write_loop, name=f"{name}:checkpoints", daemon=True
         )
 
-    def load(self, component: str, task: int, stateful: bool) -> Any:
-        """``task``'s snapshot in the checkpoint being restored."""
+    def load(self, component: str, task: int, stateful: bool, windows: bool = False) -> Any:
+        """``task``'s snapshot in the checkpoint being restored (``decode_snapshot``)."""
         assert self.restore is not None
         data = self.storage.read(snapshot_path(self.restore, task))
-        return decode_snapshot(self.serializer, data, component, task, self.restore, stateful)
+        return decode_snapshot(
+            self.serializer, data, component, task, self.restore, stateful, windows
+        )
 
     def save(self, ack: TaskAck, snapshot: bytes | None) -> None:
         """Store ``snapshot`` (None: nothing to store) and then acknowledge ``ack``."""
@@ -183,9 +185,11 @@ class _Checkpointed(Executor[_C]):
         assert checkpoints is not None
         return checkpoints
 
-    def _restore(self, checkpoints: TaskCheckpoints, task: int, stateful: bool) -> Any:
+    def _restore(
+        self, checkpoints: TaskCheckpoints, task: int, stateful: bool, windows: bool = False
+    ) -> Any:
         try:
-            return checkpoints.load(self.component, task, stateful)
+            return checkpoints.load(self.component, task, stateful, windows)
         except Exception as exc:
             self.report(task, exc)
             raise TaskFailed(
@@ -193,10 +197,17 @@ class _Checkpointed(Executor[_C]):
             ) from exc
 
     def _snapshot(
-        self, checkpoints: TaskCheckpoints, task: int, checkpoint: int, state: Any
+        self,
+        checkpoints: TaskCheckpoints,
+        task: int,
+        checkpoint: int,
+        state: Any,
+        windows: Any = None,
     ) -> bytes:
         try:
-            return encode_snapshot(checkpoints.serializer, self.component, task, checkpoint, state)
+            return encode_snapshot(
+                checkpoints.serializer, self.component, task, checkpoint, state, windows
+            )
         except Exception as exc:
             self.report(task, exc)
             raise TaskFailed(
@@ -299,14 +310,19 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
         for task, state in self.states.items():
             kv = None
             bolt = state.component
+            windows = None
             if isinstance(bolt, StatefulBolt):
                 if checkpoints.restore is None:
                     kv = KeyValueState()
+                elif isinstance(bolt, WindowedBolt):  # its state and its windows
+                    kv, windows = self._restore(checkpoints, task, True, True)
                 else:
                     kv = self._restore(checkpoints, task, True)
                 self._call(state, bolt.init_state, kv)
             elif isinstance(bolt, WindowedBolt) and checkpoints.restore is not None:
                 windows = self._restore(checkpoints, task, False)
+            if windows is not None:
+                assert isinstance(bolt, WindowedBolt)
                 self._call(state, bolt.restore_windows, windows, self._fields)
             self._alignments[task] = _Alignment(kv)
 
@@ -366,7 +382,8 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
             started = time.perf_counter_ns()
             assert isinstance(bolt, StatefulBolt)  # it has a state: it is one
             self._call(state, bolt.pre_prepare, checkpoint)
-            snapshot = self._snapshot(checkpoints, state.task, checkpoint, align.state)
+            windows = bolt.windows_snapshot() if isinstance(bolt, WindowedBolt) else None
+            snapshot = self._snapshot(checkpoints, state.task, checkpoint, align.state, windows)
             ack = ack._replace(pause_ns=time.perf_counter_ns() - started)
         elif isinstance(bolt, WindowedBolt):
             started = time.perf_counter_ns()

@@ -37,7 +37,6 @@ from .config import Config, pending_problem, tick_problem
 from .grouping import Grouping, Shuffle
 from .plan import ACKER, ComponentPlan, ExecutorPlan, Subscription, TopologyPlan
 from .tuple import Fields
-from .windowing import WindowedBolt
 
 Inputs = Mapping[str | tuple[str, str], Grouping] | Sequence[str]
 
@@ -324,12 +323,6 @@ class _Planner:
                     f"spout {name!r} is not a ReplayableSpout and {why}: a rollback must send "
                     "every spout back to the position of the last checkpoint; make it a "
                     "ReplayableSpout (position()/seek()), e.g. WALSpout over a log"
-                )
-            if isinstance(instance, WindowedBolt) and isinstance(instance, StatefulBolt):
-                raise self.error(
-                    f"bolt {name!r} is both a WindowedBolt and a StatefulBolt, which brokerless "
-                    "cannot checkpoint yet: process the windows in one bolt and keep the state "
-                    "in the next"
                 )
         downstream = _edges(inputs)
         for name in instances:

@@ -25,7 +25,8 @@ acking topology ``message_timeout_secs`` must outlast a Duration window's length
 interval (Storm's rule, checked when the topology is built), or tuples would time out while a
 window still holds them.  In a checkpointed topology the windows are in each checkpoint
 (``windows_snapshot``): a rollback takes them back as they were, and the spouts replay what came
-after.
+after.  A :class:`StatefulWindowedBolt` (Storm's stateful windowing) also has a
+``KeyValueState``: each checkpoint keeps the state and the windows together.
 
 Event time (``timestamp_field``; Duration windows only): a tuple's time is that field's value.
 At each tick (every ``watermark_interval``) the *watermark* moves to the oldest of each input
@@ -46,14 +47,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .component import BufferingBolt, declared_streams
+from .component import BufferingBolt, StatefulBolt, declared_streams
 from .config import tick_problem
 from .tuple import Fields, Tuple
 
 if TYPE_CHECKING:
     from .config import Config
 
-__all__ = ["Count", "Duration", "TupleWindow", "WindowedBolt"]
+__all__ = ["Count", "Duration", "StatefulWindowedBolt", "TupleWindow", "WindowedBolt"]
 
 
 @dataclass(frozen=True)
@@ -374,3 +375,11 @@ class WindowedBolt(BufferingBolt):
 
 def _time(item: tuple[float, Tuple]) -> float:
     return item[0]
+
+
+class StatefulWindowedBolt(WindowedBolt, StatefulBolt):
+    """A windowed bolt with a state the topology checkpoints (Storm's
+    ``BaseStatefulWindowedBolt``): ``init_state(state)`` as a :class:`StatefulBolt`'s,
+    ``process_window(window)`` as a :class:`WindowedBolt`'s.  Each checkpoint keeps the state
+    and the windows together, so after a rollback both are as they were at the last complete
+    checkpoint, and the spouts replay what came after."""
