@@ -4,16 +4,20 @@ for streamparse keeps its shape and runs as the same topology built with the bui
 from __future__ import annotations
 
 import collections
+import json
 import os
+import subprocess
 from typing import Any
 
 import pytest
 
-from brokerless.stream import Bolt, Stream, TopologyError, complete_topology
+from brokerless.stream import Bolt, Stream, TopologyError, complete_topology, sparse
 from brokerless.stream.examples import SENTENCES, CountBolt, SentenceSpout, SplitBolt
 from brokerless.stream.grouping import All, Direct, Fields, Shuffle
 from brokerless.stream.sparse import Grouping, Topology
 from brokerless.stream.topology import load_topology
+
+from .test_cli import BROKERLESS, ENV
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,8 +82,6 @@ def test_what_brokerless_cannot_take_is_refused_saying_what_it_takes():
 
 
 # -- streamparse's components: a project written for streamparse, its imports changed ---------
-
-from brokerless.stream import sparse  # noqa: E402  (the components, as streamparse's)
 
 
 class Words(sparse.ReliableSpout):
@@ -216,3 +218,75 @@ def test_a_streamparse_batching_bolt_is_set_up_by_initialize_and_acks_its_batche
     assert not result.errors, result.errors
     assert sorted(result.emitted("batch")) == [["a", 2], ["b", 1]]
     assert result.statistics["source"].acked == 3
+
+
+PROJECT = {  # a streamparse project's layout (``sparse quickstart``), its imports changed
+    "src/spouts/words.py": """
+import itertools
+
+from brokerless.stream.sparse import Spout
+
+
+class WordSpout(Spout):
+    outputs = ["word"]
+
+    def initialize(self, stormconf, context):
+        self.words = itertools.cycle(stormconf["words"])
+
+    def next_tuple(self):
+        self.emit([next(self.words)])
+""",
+    "src/bolts/wordcount.py": """
+from collections import Counter
+
+from brokerless.stream.sparse import Bolt
+
+
+class WordCountBolt(Bolt):
+    outputs = ["word", "count"]
+
+    def initialize(self, conf, ctx):
+        self.counter = Counter()
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.counter[word] += 1
+        self.emit([word, self.counter[word]])
+""",
+    "topologies/wordcount.py": """
+from brokerless.stream.sparse import Grouping, Topology
+
+from bolts.wordcount import WordCountBolt
+from spouts.words import WordSpout
+
+
+class WordCount(Topology):
+    config = {"words": ["dog", "cat", "zebra"]}
+    word_spout = WordSpout.spec()
+    count_bolt = WordCountBolt.spec(inputs={word_spout: Grouping.fields("word")}, par=2)
+""",
+}
+
+
+@pytest.mark.timeout(120)
+def test_a_streamparse_project_runs_from_the_command_line(tmp_path):
+    for name, text in PROJECT.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tmp_path / "src"), ENV["PYTHONPATH"]]))
+    command = "stream run topologies.wordcount:WordCount --workers 2 --duration 2"
+    done = subprocess.run(
+        [*BROKERLESS, *command.split(), "--emitted", "count_bolt"],
+        capture_output=True,
+        timeout=90,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout)
+    assert report["errors"] == [] and report["workers"] == 2
+    counts: dict[str, list[int]] = {}
+    for word, count in report["emitted"]["count_bolt"]:
+        counts.setdefault(word, []).append(count)
+    assert set(counts) == {"dog", "cat", "zebra"}  # each word counted by one task, in order
+    assert all(seen == list(range(1, len(seen) + 1)) for seen in counts.values())
