@@ -193,21 +193,19 @@ class Paused(SequenceSpout):
         super().next_tuple()
 
 
-def test_windows_are_in_each_checkpoint_so_a_rollback_loses_no_tuple_they_held():
-    """A windowed bolt in a checkpointed topology: its windows are snapshotted with each
-    checkpoint and taken back at a rollback (the spouts replay what came after), so the
-    state downstream is exact after a worker is lost.  The spouts pause at 2 x 751 values,
-    so the checkpoints then hold a window with 2 of its 10.  Before, a checkpointed topology
-    refused windowed bolts."""
-    values = list(range(3000))
+VALUES = list(range(3000))
+
+
+def state_after_a_lost_worker(name: str, bolts: Any, stateful: str) -> dict[Any, Any]:
+    """Run a checkpointed topology of VALUES (two spout tasks that pause at 2 x 751 values,
+    so the checkpoints taken then hold a window with 2 of its 10) through ``bolts(topology)``,
+    lose a worker once two checkpoints completed during the pause, run on to the end; the
+    final state of the bolt ``stateful``."""
     paused, go = threading.Event(), threading.Event()
-    topology = (
-        Topology("windowed-totals", Config(num_workers=2, checkpoint_interval_secs=0.05))
-        .spout("values", partial(Paused, [[v] for v in values], paused, go), parallelism=2)
-        .bolt("window", SumWindow, inputs={"values": shuffle()})
-        .bolt("totals", Totals, inputs={"window": shuffle()})
+    topology = Topology(name, Config(num_workers=2, checkpoint_interval_secs=0.05)).spout(
+        "values", partial(Paused, [[v] for v in VALUES], paused, go), parallelism=2
     )
-    with run_local(topology) as run:
+    with run_local(bolts(topology)) as run:
         assert paused.wait(30)
         first = run.checkpoint_statistics().completed
         wait_for(lambda: run.checkpoint_statistics().completed >= first + 2, what="checkpoints")
@@ -215,9 +213,24 @@ def test_windows_are_in_each_checkpoint_so_a_rollback_loses_no_tuple_they_held()
         go.set()
         run.wait_until_done(30)
         run.checkpoint()
-        (state,) = read_state(run.checkpoint_dir, "totals").values()
+        (state,) = read_state(run.checkpoint_dir, stateful).values()
         assert len(run.restarts) == 1
-    assert dict(state) == {"total": sum(values), "windows": 300}
+    return dict(state)
+
+
+def test_windows_are_in_each_checkpoint_so_a_rollback_loses_no_tuple_they_held():
+    """A windowed bolt in a checkpointed topology: its windows are snapshotted with each
+    checkpoint and taken back at a rollback (the spouts replay what came after), so the
+    state downstream is exact after a worker is lost.  Before, a checkpointed topology
+    refused windowed bolts."""
+    state = state_after_a_lost_worker(
+        "windowed-totals",
+        lambda topology: topology.bolt("window", SumWindow, inputs={"values": shuffle()}).bolt(
+            "totals", Totals, inputs={"window": shuffle()}
+        ),
+        "totals",
+    )
+    assert state == {"total": sum(VALUES), "windows": 300}
 
 
 class WindowTotals(StatefulWindowedBolt):
@@ -235,28 +248,14 @@ class WindowTotals(StatefulWindowedBolt):
 
 def test_a_stateful_windowed_bolt_keeps_its_state_and_its_windows_in_each_checkpoint():
     """Storm's stateful windowing: one bolt with windows and a state.  Its checkpoints hold
-    both (the spouts pause so that they hold a partial window), so after a lost worker the
-    state is exact: a rollback restoring the state without the windows would lose the tuples
-    they held, one restoring the windows over a newer state would count some twice.  Before,
-    such a bolt was refused."""
-    values = list(range(3000))
-    paused, go = threading.Event(), threading.Event()
-    topology = (
-        Topology("stateful-windows", Config(num_workers=2, checkpoint_interval_secs=0.05))
-        .spout("values", partial(Paused, [[v] for v in values], paused, go), parallelism=2)
-        .bolt("window", WindowTotals, inputs={"values": shuffle()})
+    both, so after a lost worker the state is exact: a rollback restoring the state without
+    the windows would lose the tuples they held.  Before, such a bolt was refused."""
+    state = state_after_a_lost_worker(
+        "stateful-windows",
+        lambda topology: topology.bolt("window", WindowTotals, inputs={"values": shuffle()}),
+        "window",
     )
-    with run_local(topology) as run:
-        assert paused.wait(30)
-        first = run.checkpoint_statistics().completed
-        wait_for(lambda: run.checkpoint_statistics().completed >= first + 2, what="checkpoints")
-        run.kill_worker(0)
-        go.set()
-        run.wait_until_done(30)
-        run.checkpoint()
-        (state,) = read_state(run.checkpoint_dir, "window").values()
-        assert len(run.restarts) == 1
-    assert dict(state) == {"total": sum(values), "windows": 300}
+    assert state == {"total": sum(VALUES), "windows": 300}
 
 
 # -- event time ---------------------------------------------------------------------------------
