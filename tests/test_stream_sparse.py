@@ -109,13 +109,13 @@ class Counts(sparse.Bolt):
         self.counter = collections.Counter()
 
     def process(self, tup):
-        word = tup.values[0]
+        word = tup.values.word  # (a namedtuple of the stream's fields, as streamparse's)
         self.counter[word] += 1
         if word == "never" or (word == "bad" and self.counter[word] <= 3):
             self.fail(tup)  # (after which Words emits it again, up to max_fails times)
             return
         assert self.emit([word, self.counter[word]]) is None  # (task ids only when asked)
-        assert self.emit([word], "routed", need_task_ids=True) == []  # (nobody subscribes)
+        assert self.emit(tup.values, "routed", need_task_ids=True) == []  # (nobody subscribes)
 
 
 class WordCountSP(Topology):
@@ -193,27 +193,35 @@ def test_a_reliable_spout_emit_without_an_id_is_refused():
         spout.emit(["x"])
 
 
-class Batches(sparse.BatchingBolt):
+class Batches:
     outputs = ["word", "n"]
 
     def initialize(self, conf, ctx):
         self.batches = 0
 
     def group_key(self, tup):
-        return tup.values[0]
+        return tup.values.word
 
     def process_batch(self, key, tups):
         self.batches += 1
         self.emit([key, len(tups)])
 
 
-class BatchesSP(Topology):
-    config = {"topology.tick.tuple.freq.secs": 0.05}
-    source = Source.spec()
-    batch = Batches.spec(inputs=[source])
+class Ticked(Batches, sparse.BatchingBolt):
+    pass
 
 
-def test_a_streamparse_batching_bolt_is_set_up_by_initialize_and_acks_its_batches():
+class Tickless(Batches, sparse.TicklessBatchingBolt):
+    secs_between_batches = 0.05
+
+
+@pytest.mark.parametrize("bolt", [Ticked, Tickless])
+def test_streamparse_batching_bolts_are_set_up_by_initialize_and_ack_their_batches(bolt):
+    class BatchesSP(Topology):
+        config = {"topology.tick.tuple.freq.secs": 0.05}
+        source = Source.spec()
+        batch = bolt.spec(inputs=[source])
+
     result = complete_topology(BatchesSP(), {"source": [["a"], ["b"], ["a"]]})
     assert not result.errors, result.errors
     assert sorted(result.emitted("batch")) == [["a", 2], ["b", 1]]
@@ -249,7 +257,7 @@ class WordCountBolt(Bolt):
         self.counter = Counter()
 
     def process(self, tup):
-        word = tup.values[0]
+        word = tup.values.word
         self.counter[word] += 1
         self.emit([word, self.counter[word]])
 """,

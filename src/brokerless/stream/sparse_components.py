@@ -16,7 +16,11 @@ names, so these classes only translate:
   message id is ``tup_id``, a bolt's stream comes before its anchors, None is the default
   stream, and the task ids come back only when asked for;
 * ``raise_exception(exception, tup=None)`` reports an error, ``is_tick(tup)`` tells tick
-  tuples.
+  tuples;
+* a bolt's ``tup.values`` is a namedtuple of its stream's fields (``tup.values.word``), as
+  streamparse makes it: the class's own ``process`` is wrapped when the class is made
+  (``__init_subclass__``) to turn the plain tuple into one (a type per source stream, made
+  once), which costs a call and a namedtuple a tuple -- these classes' bolts only.
 
 What the classes do not translate is brokerless's own and inherited: acking (``auto_ack``,
 ``auto_anchor``, ``auto_fail``), ticks (``process_tick``), batches, ``logger``/``log``.  The
@@ -27,9 +31,11 @@ through ``super()``, which for them is ``BufferingBolt``'s.  pystorm's ``Reliabl
 
 from __future__ import annotations
 
+import functools
 import os
-from collections import Counter
-from collections.abc import Mapping, Sequence
+import re
+from collections import Counter, namedtuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from . import batching, component
@@ -139,8 +145,39 @@ class ReliableSpout(Spout):
             self.ack(tup_id)
 
 
+#: The namedtuple type of each (component, stream, fields) a bolt here has received.
+_NAMED: dict[tuple[str, str, tuple[str, ...]], Callable[[Iterable[Any]], tuple[Any, ...]]] = {}
+
+
+def _name_values(tup: Tuple) -> None:
+    """``tup.values`` as a namedtuple of its stream's fields (see the module doc)."""
+    key = (tup.component, tup.stream, tup.fields)
+    make = _NAMED.get(key)
+    if make is None:
+        name = re.sub(r"\W|^(?=\d)", "_", f"{tup.component}_{tup.stream}_tuple")
+        named: Any = namedtuple(name, tup.fields, rename=True)  # type: ignore[misc]  # (run time)
+        make = _NAMED[key] = named._make
+    tup.values = make(tup.values)
+
+
+def _with_named_values(process: Callable[[Any, Tuple], None]) -> Callable[[Any, Tuple], None]:
+    @functools.wraps(process)
+    def named(self: Any, tup: Tuple) -> None:
+        _name_values(tup)
+        process(self, tup)
+
+    named.names_values = True  # type: ignore[attr-defined]
+    return named
+
+
 class Bolt(_Handshake, component.Bolt):
     """streamparse's ``Bolt``: implement ``initialize`` and ``process``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("process")
+        if own is not None and not getattr(own, "names_values", False):
+            cls.process = _with_named_values(own)  # type: ignore[method-assign,assignment]
 
     def prepare(self, conf: Config, context: TopologyContext) -> None:
         self._handshake(conf, context)
@@ -162,6 +199,9 @@ class BatchingBolt(Bolt, batching.BatchingBolt):  # type: ignore[misc]  # (emit:
     """streamparse's ``BatchingBolt``: implement ``initialize``, ``group_key`` and
     ``process_batch``; what a batch emits is anchored to its tuples."""
 
+    def process(self, tup: Tuple) -> None:  # (wrapped, as a subclass's: the module doc)
+        batching.BatchingBolt.process(self, tup)
 
-class TicklessBatchingBolt(Bolt, batching.TicklessBatchingBolt):  # type: ignore[misc]
+
+class TicklessBatchingBolt(BatchingBolt, batching.TicklessBatchingBolt):  # type: ignore[misc]
     """streamparse's ``TicklessBatchingBolt``: a batch every ``secs_between_batches``."""
