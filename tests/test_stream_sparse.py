@@ -282,6 +282,16 @@ def test_a_streamparse_project_runs_from_the_command_line(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tmp_path / "src"), ENV["PYTHONPATH"]]))
+    listed = subprocess.run(
+        [*BROKERLESS, "stream", "list", "topologies.wordcount"],
+        capture_output=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert listed.stdout.decode().splitlines() == [
+        "topologies.wordcount:WordCount\tWordCount: word_spout (spout x1), count_bolt (bolt x2)"
+    ], listed.stderr.decode()
     command = "stream run topologies.wordcount:WordCount --workers 2 --duration 2"
     done = subprocess.run(
         [*BROKERLESS, *command.split(), "--emitted", "count_bolt"],

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from brokerless.error import ZMQError
+from brokerless.stream import sparse
 from brokerless.stream.component import DEFAULT_STREAM, ComponentKind
 from brokerless.stream.local import run_local
 from brokerless.stream.multiprocess import run_multiprocess
@@ -403,6 +404,8 @@ def list_(modules: tuple[str, ...]) -> None:
         except ImportError as exc:
             raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
         for name, value in vars(module).items():
+            if _dsl_class_of(value, module_name):  # streamparse's DSL: the class is the topology
+                value = value.topology()
             if isinstance(value, Topology):
                 parts = ", ".join(
                     f"{c.name} ({c.kind} x{len(c.executors)})"
@@ -410,6 +413,16 @@ def list_(modules: tuple[str, ...]) -> None:
                     if not c.name.startswith("__")
                 )
                 click.echo(f"{module_name}:{name}\t{value.name}: {parts}")
+
+
+def _dsl_class_of(value: Any, module_name: str) -> bool:
+    """Whether ``value`` is a topology class of streamparse's DSL defined in that module."""
+    return (
+        isinstance(value, type)
+        and issubclass(value, sparse.Topology)
+        and value is not sparse.Topology
+        and value.__module__ == module_name
+    )
 
 
 @stream.command(hidden=True)
