@@ -351,6 +351,23 @@ class Busy(Bolt):
         self.emit([tup[0]])
 
 
+class Waits(Bolt):
+    """Spends ``ms`` milliseconds of each ``process`` blocked (on an Event nobody sets), not
+    taking the CPU, and passes the value on."""
+
+    outputs = ["value"]
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.never = threading.Event()
+
+    def process(self, tup: Any) -> None:
+        self.never.wait(self.ms / 1000)
+        self.emit([tup[0]])
+
+
 class BrokenPrepare(Bolt):
     """Cannot prepare, ever."""
 

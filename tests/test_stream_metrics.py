@@ -6,11 +6,20 @@ from functools import partial
 
 import pytest
 
-from brokerless.stream import Bolt, Config, Topology, all_, complete_topology
+from brokerless.stream import (
+    Bolt,
+    Config,
+    Topology,
+    all_,
+    complete_topology,
+    run_local,
+    run_multiprocess,
+    shuffle,
+)
 from brokerless.stream.examples import SENTENCES, word_count
-from brokerless.stream.metrics import ExecutorMetrics
+from brokerless.stream.metrics import BUCKETS, ROLL_SECS, WINDOWS, ExecutorMetrics
 
-from .stream_topologies import Busy, ValueSpout
+from .stream_topologies import Busy, Counter, ValueSpout, Waits, wait_for
 
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])
@@ -84,3 +93,81 @@ def test_a_component_counts_in_counters_of_its_own(mode):
     assert stats["words"].metrics == {}
     with pytest.raises(ValueError, match="a counter's name is a non-empty string"):
         ExecutorMetrics().counter("")
+
+
+class Clock:
+    """A clock the test moves (``ExecutorMetrics(clock=...)``)."""
+
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def pass_(self, seconds: float, metrics: ExecutorMetrics) -> None:
+        """``seconds`` go by, the worker's roller marking ``metrics`` every ROLL_SECS."""
+        for _ in range(round(seconds / ROLL_SECS)):
+            self.now += ROLL_SECS
+            metrics.roll()
+
+
+def test_a_window_counts_only_what_happened_within_it():
+    """Storm UI's windows: 10 minutes, 3 hours, 1 day, all time, each moving on by 1/20 of
+    itself.  brokerless had all-time counters only."""
+    clock = Clock()
+    m = ExecutorMetrics(clock=clock)
+    m.processed, m.emitted = 100, 50  # in the first half hour
+    m.latency.add(4_000_000)
+    clock.pass_(1800, m)
+    m.processed += 7  # in the last 10 minutes
+    m.latency.add(2_000_000)
+    clock.pass_(300, m)
+    windows = m.windows()
+    assert set(windows) == set(WINDOWS) == {"10m", "3h", "1d", "all-time"}
+    ten = windows["10m"]
+    assert (ten["processed"], ten["emitted"], ten["timed"], ten["timed_ns"]) == (7, 0, 1, 2e6)
+    assert 600 * (1 - 1 / BUCKETS) <= ten["span_s"] <= 600
+    for name in ("3h", "1d", "all-time"):  # the executor is younger: its whole life
+        window = windows[name]
+        assert (window["processed"], window["emitted"], window["timed"]) == (107, 50, 2)
+        assert window["span_s"] == 2100
+    clock.pass_(3 * 3600, m)  # 3 h later, nothing since
+    windows = m.windows()
+    assert windows["10m"]["processed"] == windows["3h"]["processed"] == 0
+    assert windows["1d"]["processed"] == windows["all-time"]["processed"] == 107
+    assert 3 * 3600 * (1 - 1 / BUCKETS) <= windows["3h"]["span_s"] <= 3 * 3600 + ROLL_SECS
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("mode", ["local", "multiprocess"])
+def test_capacity_is_the_share_of_time_a_bolt_spends_in_process(mode):
+    """Storm UI's capacity (executed * execute latency / window): "slow" blocks 20 ms in each
+    ``process`` and is never short of input, so each of its executors (a thread each) is busy
+    nearly all the time; "quick" processes as many tuples, in microseconds.  brokerless had
+    no capacity."""
+    topology = (
+        Topology("capacity", Config(executor_threads="per_executor"))
+        .spout("numbers", Counter)
+        .bolt("slow", partial(Waits, 20), parallelism=2, inputs={"numbers": shuffle()})
+        .bolt("quick", partial(Waits, 0), inputs={"slow": shuffle()})
+    )
+    run = run_local if mode == "local" else partial(run_multiprocess, workers=2)
+    with run(topology) as running:
+        stats = wait_for(
+            lambda: (s := running.statistics())["quick"].processed >= 100 and s,
+            timeout=60,
+            what="100 tuples through the slow bolt",
+        )
+    slow, quick = stats["slow"], stats["quick"]
+    executors = [e for e in stats.executors if e.component == "slow"]
+    assert slow.capacity == max(e.capacity for e in executors) > 0.5
+    assert all(0.5 < e.capacity < 1.5 for e in executors)  # (timings are sampled: about 1)
+    assert quick.capacity is not None and quick.capacity < 0.1
+    assert stats["numbers"].capacity is None and stats["numbers"].windows["10m"].capacity is None
+    # younger than 10 minutes: every window is its whole life, as the all-time figures
+    for name in ("10m", "3h", "1d"):
+        assert slow.windows[name] == slow.windows["all-time"]
+    everything = slow.windows["all-time"]
+    assert everything.processed >= slow.processed >= 1 and everything.span_s > 0
+    assert everything.latency_ms_mean >= 20 and slow.latency_ms_mean >= 20
+    assert stats.as_dict()["components"]["slow"]["windows"]["10m"]["capacity"] == slow.capacity

@@ -22,7 +22,7 @@ from brokerless.stream import (
 )
 from brokerless.stream.acker import AckerLedger, CountedTree, PendingTrees
 from brokerless.stream.assignment import assign
-from brokerless.stream.metrics import Histogram, Statistics
+from brokerless.stream.metrics import ExecutorMetrics, Histogram, Statistics
 from brokerless.stream.protocol import ACK, ACK_INIT, ACKED, FAIL, FAILED
 from brokerless.stream.queues import BoundedQueue, Shutdown
 from brokerless.stream.serializer import dumps_through, dumps_values, new_value_packer
@@ -181,6 +181,7 @@ def test_histogram_mean_and_p99_merge_across_executors():
                         "pending": 0,
                         "pending_max": 0,
                         "metrics": {"seen": i + 1},
+                        "windows": ExecutorMetrics().windows(),
                     }
                 ],
             }

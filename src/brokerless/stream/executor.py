@@ -342,4 +342,5 @@ class Executor(Generic[_C]):
             "pending": pending,
             "pending_max": pending_max,
             "metrics": {name: c.count for name, c in m.counters.items()},
+            "windows": m.windows(),
         }

@@ -10,12 +10,29 @@ executor (its tasks are ``plan.executors[executor].tasks``), as Storm UI shows t
 The latency of a bolt is its *execute latency* (``process`` called to returned); of a spout,
 its *complete latency*, Storm's: from the emit of a spout tuple to the moment its acker saw
 the whole tuple tree acked (taken when the spout task hears of it, so it includes that hop).
+
+Time windows
+------------
+Every figure is also given over Storm UI's windows (:data:`WINDOWS`: the last 10 minutes, 3
+hours, 1 day, and all time) without any work per tuple: the counters only ever grow, so an
+executor's worker copies them every 1/20 of each window (:data:`BUCKETS`, as Storm's rolling
+buckets; :class:`MetricsRoller`, a thread per worker, every :data:`ROLL_SECS`) into a ring of 21
+*marks* per window, and a window's figures are the counters now minus the oldest mark no older
+than the window -- so they cover the last 95 to 100 % of it (or the executor's whole life, when
+it is younger), and ``span_s`` says how long.  Execute latency comes from the same sampled
+timings as the all-time one (the timed tuples' total and count, differenced alike).
+
+A bolt's *capacity* is Storm's: executed * mean execute latency / the span -- the fraction of
+the time the executor spent in ``process``; near 1 it is the bottleneck.  A component's is the
+highest of its executors', as Storm UI shows the busiest.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +41,15 @@ from .component import ComponentKind, CountMetric
 #: Latencies are sampled, as Storm samples its statistics: an executor times the tuples whose
 #: count ``& LATENCY_SAMPLE`` is 0 (1 in 16, the first one included); counters count them all.
 LATENCY_SAMPLE = 15
+#: Storm UI's time windows, in seconds (None: all time), by the name ``statistics()`` uses.
+WINDOWS: dict[str, float | None] = {"10m": 600.0, "3h": 10800.0, "1d": 86400.0, "all-time": None}
+_ROLLING = {name: window for name, window in WINDOWS.items() if window is not None}
+#: A window's figures move on by 1/BUCKETS of it at a time, as Storm's rolling buckets.
+BUCKETS = 20
+#: How often a worker copies its executors' counters (the shortest window's bucket).
+ROLL_SECS = 600.0 / BUCKETS
+#: The counters a window differences, in the order of a mark.
+_WINDOWED = ("emitted", "transferred", "acked", "failed", "processed", "errors")
 _SLOTS = 8 + 61 * 4  # exact below 8 ns, then 4 buckets per power of two up to 2**64 ns
 
 
@@ -82,21 +108,30 @@ def _quantile_ms(n: int, counts: dict[int, int], q: float) -> float:
     return 0.0
 
 
+#: A mark: when (``clock()``), then the counters of ``_WINDOWED``, the timed tuples, their total ns.
+_Mark = tuple[float, int, int, int, int, int, int, int, int]
+
+
 class ExecutorMetrics:
-    """The counters of one executor."""
+    """The counters of one executor, and the marks its windows are figured from (the module
+    doc); ``clock`` (seconds, monotonic) is what the windows are measured by."""
 
     __slots__ = (
+        "_lock",
+        "_marks",
         "acked",
+        "clock",
         "counters",
         "emitted",
         "errors",
         "failed",
         "latency",
         "processed",
+        "started",
         "transferred",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.emitted = 0  # emit calls that sent a tuple
         self.transferred = 0  # tuples delivered to tasks (an emit to 3 tasks counts 3)
         self.acked = 0  # bolts: input tuples acked; spouts: spout tuples fully processed
@@ -107,6 +142,56 @@ class ExecutorMetrics:
         self.latency = Histogram()
         #: the component's own counters, by name (its tasks share one of each name)
         self.counters: dict[str, CountMetric] = {}
+        self.clock = clock
+        self._lock = threading.Lock()  # the roller's thread and a snapshot's
+        self.start()
+
+    def start(self) -> None:
+        """The executor starts now: its windows begin here (its uptime, as Storm's)."""
+        with self._lock:
+            self.started = self.clock()
+            first = self._mark(self.started)
+            self._marks = {name: deque([first], maxlen=BUCKETS + 1) for name in _ROLLING}
+
+    def _mark(self, now: float) -> _Mark:
+        latency = self.latency
+        return (
+            now,
+            self.emitted,
+            self.transferred,
+            self.acked,
+            self.failed,
+            self.processed,
+            self.errors,
+            latency.n,
+            latency.total,
+        )
+
+    def roll(self) -> None:
+        """Mark the counters in each window whose last mark is 1/BUCKETS of it old (any
+        thread: the counters' own thread writes them, this only reads)."""
+        with self._lock:
+            now = self.clock()
+            mark = None
+            for name, marks in self._marks.items():
+                if now - marks[-1][0] >= _ROLLING[name] / BUCKETS:
+                    marks.append(mark or (mark := self._mark(now)))
+
+    def windows(self) -> dict[str, dict[str, float]]:
+        """Each window's figures (the module doc): ``span_s``, the counters of ``_WINDOWED``,
+        and ``timed``/``timed_ns``, the tuples whose latency was taken and their total."""
+        with self._lock:
+            now = self._mark(self.clock())
+            out = {}
+            for name, window in WINDOWS.items():
+                if window is None:
+                    base: _Mark = (self.started, 0, 0, 0, 0, 0, 0, 0, 0)
+                else:
+                    marks = self._marks[name]
+                    base = next((m for m in marks if now[0] - m[0] <= window), marks[-1])
+                keys = ("span_s", *_WINDOWED, "timed", "timed_ns")
+                out[name] = {k: a - b for k, a, b in zip(keys, now, base, strict=True)}
+            return out
 
     def counter(self, name: str) -> CountMetric:
         """The component's counter ``name`` (made on first use)."""
@@ -116,6 +201,45 @@ class ExecutorMetrics:
         if counter is None:
             counter = self.counters[name] = CountMetric()
         return counter
+
+
+class MetricsRoller:
+    """A worker's thread that rolls its executors' windows (:meth:`ExecutorMetrics.roll`)
+    every :data:`ROLL_SECS` until :meth:`close`; making it starts their windows."""
+
+    def __init__(self, name: str, metrics: list[ExecutorMetrics]) -> None:
+        self.metrics = metrics
+        for m in metrics:
+            m.start()
+        self._closed = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"{name}:metrics", daemon=True)
+
+    def _run(self) -> None:
+        while not self._closed.wait(ROLL_SECS):
+            for m in self.metrics:
+                m.roll()
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+@dataclass
+class WindowStats:
+    """A component's or an executor's figures over one of :data:`WINDOWS` (the module doc)."""
+
+    #: The time they cover: the window's last 95 to 100 %, or less if the executors are younger
+    span_s: float
+    emitted: int
+    transferred: int
+    acked: int
+    failed: int
+    processed: int
+    errors: int
+    #: bolts: mean execute latency; spouts: mean complete latency
+    latency_ms_mean: float
+    #: bolts: the fraction of ``span_s`` spent in ``process`` (a component's: its busiest
+    #: executor's); None for spouts and ackers
+    capacity: float | None
 
 
 @dataclass
@@ -156,6 +280,10 @@ class ComponentStats:
     pending_max: int = 0  # spouts: the most in flight at once in one task
     #: the component's own counters (``TopologyContext.register_counter``), summed
     metrics: dict[str, int] = field(default_factory=dict)
+    #: bolts: Storm's "capacity (last 10 m)", its busiest executor's (``windows["10m"]``)
+    capacity: float | None = None
+    #: the figures over each of :data:`WINDOWS` (the fields above are all-time)
+    windows: dict[str, WindowStats] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +306,8 @@ class ExecutorStats:
     queue_depth_max: int
     pending: int
     metrics: dict[str, int]
+    capacity: float | None = None
+    windows: dict[str, WindowStats] = field(default_factory=dict)
 
 
 @dataclass
@@ -213,6 +343,7 @@ class Statistics:
         """Combine worker snapshots (see ``Worker.snapshot``)."""
         stats = cls()
         latencies: dict[str, list[dict[str, Any]]] = {}
+        windows: dict[str, list[dict[str, dict[str, float]]]] = {}
         for snap in snapshots:
             stats.workers.append(WorkerStats(**snap["worker"]))
             for ex in snap["executors"]:
@@ -240,23 +371,55 @@ class Statistics:
                     c.metrics[metric] = c.metrics.get(metric, 0) + count
                 c.pending_max = max(c.pending_max, ex["pending_max"])
                 latencies.setdefault(name, []).append(ex["latency"])
+                windows.setdefault(name, []).append(ex["windows"])
                 stats.executors.append(_executor_stats(ex, snap["worker"]["worker"]))
         for name, snaps in latencies.items():
             n, total, counts = _merge(snaps)
             c = stats.components[name]
             c.latency_ms_mean = total / n / 1e6 if n else 0.0
             c.latency_ms_p99 = _quantile_ms(n, counts, 0.99)
+            bolt = c.kind is ComponentKind.BOLT
+            c.windows = {
+                window: _window_stats([w[window] for w in windows[name]], bolt)
+                for window in WINDOWS
+            }
+            c.capacity = c.windows["10m"].capacity
         stats.workers.sort(key=lambda w: w.worker)
         stats.executors.sort(key=lambda e: e.executor)
         return stats
 
 
+def _capacity(window: dict[str, float]) -> float:
+    """Storm's: executed * mean execute latency / the time."""
+    if not window["timed"] or window["span_s"] <= 0:
+        return 0.0
+    busy_s = window["processed"] * window["timed_ns"] / window["timed"] / 1e9
+    return busy_s / window["span_s"]
+
+
+def _window_stats(executors: list[dict[str, float]], bolt: bool) -> WindowStats:
+    """One window's figures of one or more executors (of one component)."""
+    timed = sum(w["timed"] for w in executors)
+    counts = {key: int(sum(w[key] for w in executors)) for key in _WINDOWED}
+    return WindowStats(
+        span_s=round(max(w["span_s"] for w in executors), 3),
+        **counts,
+        latency_ms_mean=sum(w["timed_ns"] for w in executors) / timed / 1e6 if timed else 0.0,
+        capacity=round(max(_capacity(w) for w in executors), 3) if bolt else None,
+    )
+
+
 def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
     n, total, counts = _merge([ex["latency"]])
+    kind = ComponentKind(ex["kind"])
+    windows = {
+        name: _window_stats([window], kind is ComponentKind.BOLT)
+        for name, window in ex["windows"].items()
+    }
     return ExecutorStats(
         executor=ex["executor"],
         component=ex["component"],
-        kind=ComponentKind(ex["kind"]),
+        kind=kind,
         worker=worker,
         emitted=ex["emitted"],
         transferred=ex["transferred"],
@@ -270,4 +433,6 @@ def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
         queue_depth_max=ex["queue_depth_max"],
         pending=ex["pending"],
         metrics=dict(ex["metrics"]),
+        capacity=windows["10m"].capacity,
+        windows=windows,
     )

@@ -66,7 +66,7 @@ from .executor import Executor
 from .inbound import Inbound
 from .link import NO_LINK, Link
 from .messaging import Messaging
-from .metrics import ErrorReport
+from .metrics import ErrorReport, MetricsRoller
 from .plan import TopologyPlan
 from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, task_frame
 from .queues import BoundedQueue, Shutdown
@@ -183,6 +183,7 @@ class Worker:
         self._started = False
         self._stopped = False
         self._threads: list[threading.Thread] = []
+        self._roller: MetricsRoller | None = None
 
     def __repr__(self) -> str:
         return (
@@ -218,6 +219,8 @@ class Worker:
         else:  # consumers first, spouts last
             ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
             self._threads += [e.own_thread() for e in ordered]
+        self._roller = MetricsRoller(name, [e.metrics for e in self.executors])
+        self._threads.append(self._roller.thread)
         for thread in self._threads:
             thread.start()
 
@@ -241,6 +244,8 @@ class Worker:
         self.transfer.close()
         if self.checkpoints is not None:
             self.checkpoints.close()
+        if self._roller is not None:
+            self._roller.close()
         if self.messaging is not None:
             self.messaging.interrupt()
         deadline = time.monotonic() + timeout
