@@ -120,6 +120,13 @@ def test_api_stats_has_every_component_and_executor_and_agrees_with_statistics()
         assert sum(e["emitted"] for e in rows) == stats["components"][name]["emitted"]
     assert stats["workers"] == [asdict(w) for w in expected.workers]
     assert stats["attempts"]["attempt"] == 1 and stats["attempts"]["restarts"] == []
+    # Storm UI's windows and capacity, per component and per executor
+    for row in [*stats["components"].values(), *executors]:
+        assert set(row["windows"]) == {"10m", "3h", "1d", "all-time"}
+        assert row["windows"]["10m"]["processed"] == row["processed"]  # (a run of seconds)
+        assert (row["capacity"] is None) == (row["kind"] != "bolt")
+    # (its capacity only falls once the run is done: the same time in process, a longer span)
+    assert 0 <= expected["split"].capacity <= stats["components"]["split"]["capacity"]
 
 
 def test_api_stats_lists_errors_with_their_tracebacks():

@@ -27,7 +27,7 @@ from brokerless.stream import Bolt, Config, Topology, run_local, shuffle
 from brokerless.stream.examples import word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
-from .stream_topologies import Counter, ValueSpout, wait_for
+from .stream_topologies import Counter, ValueSpout, Waits, wait_for
 from .test_stream_metrics import CountsVowels
 from .test_stream_ui import endless_word_count
 
@@ -335,3 +335,56 @@ def test_the_components_table_shows_their_own_counters(browser):
             what="the counters' final figures",
         )
     assert shown
+
+
+CAPACITY = """
+const cells = {};
+for (const id of ['components', 'executors']) {
+  cells[id] = [...document.querySelectorAll(`#${id} tbody tr`)].map(tr => {
+    const cell = tr.querySelector('td[data-field="capacity"]');
+    return [tr.cells[id === 'components' ? 0 : 1].textContent, cell.textContent,
+            cell.className, Number(cell.dataset.value)];
+  });
+}
+cells.headings = [...document.querySelectorAll('#components thead th')].map(th => th.textContent);
+const slow = document.querySelector('#components tr[data-key="slow"]');
+cells.p99 = slow.querySelector('td[data-field="latency_ms_p99"]').textContent;
+return cells;
+"""
+CHOOSE_WINDOW = """
+const selector = document.getElementById('window');
+selector.value = %s;
+selector.dispatchEvent(new Event('change'));
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_page_shows_capacity_over_the_window_chosen_and_marks_a_busy_bolt(browser):
+    """Storm UI's capacity column (its busiest executor's for a component), marked over 0.8,
+    and its window selector (10m, 3h, 1d, all time).  The page had neither."""
+    topology = (
+        Topology("capacity", Config(executor_threads="per_executor"))
+        .spout("numbers", Counter)
+        .bolt("slow", partial(Waits, 20), inputs={"numbers": shuffle()})
+        .bolt("quick", partial(Waits, 0), inputs={"slow": shuffle()})
+    )
+    with run_local(topology, ui=True) as run:
+        browser.get(run.ui.url + "?interval=200&window=10m")
+        shown = wait_for(  # busy from the start, it passes 0.8 once the start-up is behind it
+            lambda: (c := browser.script(CAPACITY))["components"]
+            and c["components"][1][2] == "busy"
+            and c,
+            timeout=60,
+            what="the slow bolt's capacity to be marked",
+        )
+        assert "capacity (last 10m)" in shown["headings"] and shown["p99"] == "—"
+        numbers, slow, quick = shown["components"]
+        assert numbers[:3] == ["numbers", "—", ""]  # a spout has no capacity
+        assert slow[0] == "slow" and slow[3] > 0.8
+        assert quick[0] == "quick" and quick[3] < 0.1 and quick[2] == ""
+        by_component = {row[0]: row for row in shown["executors"]}
+        assert by_component["slow"][2] == "busy" and by_component["quick"][2] == ""
+        browser.script(CHOOSE_WINDOW % json.dumps("all-time"))
+        shown = browser.script(CAPACITY)
+        assert "capacity (all time)" in shown["headings"] and shown["p99"] != "—"
+        assert shown["components"][1][3] > 0.5
