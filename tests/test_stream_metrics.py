@@ -17,7 +17,14 @@ from brokerless.stream import (
     shuffle,
 )
 from brokerless.stream.examples import SENTENCES, word_count
-from brokerless.stream.metrics import BUCKETS, ROLL_SECS, WINDOWS, ExecutorMetrics
+from brokerless.stream.metrics import (
+    BUCKETS,
+    ROLL_SECS,
+    WINDOWS,
+    ExecutorMetrics,
+    MetricsRoller,
+    Statistics,
+)
 
 from .stream_topologies import Busy, Counter, ValueSpout, Waits, wait_for
 
@@ -136,6 +143,47 @@ def test_a_window_counts_only_what_happened_within_it():
     assert windows["10m"]["processed"] == windows["3h"]["processed"] == 0
     assert windows["1d"]["processed"] == windows["all-time"]["processed"] == 107
     assert 3 * 3600 * (1 - 1 / BUCKETS) <= windows["3h"]["span_s"] <= 3 * 3600 + ROLL_SECS
+
+
+def test_a_stopped_executors_figures_stay_as_they_were_when_it_stopped():
+    """Statistics after ``stop()`` are the run's last: a local run's (read from its stopped
+    workers) no longer show a capacity that falls as time goes by, as a multi-process run's
+    (its workers' final reports) never did."""
+    clock = Clock()
+    m = ExecutorMetrics(clock=clock)
+    roller = MetricsRoller("test", [m])  # (its thread not started: the test rolls)
+    m.processed = 10
+    m.latency.add(3_000_000_000)  # 10 tuples of 3 s in 60 s: capacity 0.5
+    clock.pass_(60, m)
+    roller.close()
+    stopped = m.windows()
+    clock.pass_(3600, m)
+    assert m.windows() == stopped
+    assert stopped["10m"]["span_s"] == stopped["all-time"]["span_s"] == 60
+    snapshot = {
+        "worker": dict.fromkeys(
+            ("worker", "transfer_depth", "transfer_depth_max", "sent", "received", "bad_messages"),
+            0,
+        ),
+        "executors": [
+            {
+                "executor": 0,
+                "component": "bolt",
+                "kind": "bolt",
+                "tasks": 1,
+                **dict.fromkeys(
+                    ("emitted", "transferred", "acked", "failed", "errors", "pending"), 0
+                ),
+                "processed": m.processed,
+                "latency": m.latency.snapshot(),
+                **dict.fromkeys(("queue_depth", "queue_depth_max", "pending_max"), 0),
+                "queue_capacity": None,
+                "metrics": {},
+                "windows": m.windows(),
+            }
+        ],
+    }
+    assert Statistics.merge([snapshot])["bolt"].capacity == 0.5
 
 
 @pytest.mark.timeout(90)

@@ -128,6 +128,7 @@ class ExecutorMetrics:
         "latency",
         "processed",
         "started",
+        "stopped",
         "transferred",
     )
 
@@ -150,8 +151,18 @@ class ExecutorMetrics:
         """The executor starts now: its windows begin here (its uptime, as Storm's)."""
         with self._lock:
             self.started = self.clock()
+            self.stopped: float | None = None
             first = self._mark(self.started)
             self._marks = {name: deque([first], maxlen=BUCKETS + 1) for name in _ROLLING}
+
+    def stop(self) -> None:
+        """The executor stops now: its windows end here (later questions get the same
+        figures, in every mode; no longer a capacity falling as time goes by)."""
+        with self._lock:
+            self.stopped = self.clock()
+
+    def _now(self) -> float:
+        return self.clock() if self.stopped is None else self.stopped
 
     def _mark(self, now: float) -> _Mark:
         latency = self.latency
@@ -171,7 +182,7 @@ class ExecutorMetrics:
         """Mark the counters in each window whose last mark is 1/BUCKETS of it old (any
         thread: the counters' own thread writes them, this only reads)."""
         with self._lock:
-            now = self.clock()
+            now = self._now()
             mark = None
             for name, marks in self._marks.items():
                 if now - marks[-1][0] >= _ROLLING[name] / BUCKETS:
@@ -181,7 +192,7 @@ class ExecutorMetrics:
         """Each window's figures (the module doc): ``span_s``, the counters of ``_WINDOWED``,
         and ``timed``/``timed_ns``, the tuples whose latency was taken and their total."""
         with self._lock:
-            now = self._mark(self.clock())
+            now = self._mark(self._now())
             out = {}
             for name, window in WINDOWS.items():
                 if window is None:
@@ -205,7 +216,8 @@ class ExecutorMetrics:
 
 class MetricsRoller:
     """A worker's thread that rolls its executors' windows (:meth:`ExecutorMetrics.roll`)
-    every :data:`ROLL_SECS` until :meth:`close`; making it starts their windows."""
+    every :data:`ROLL_SECS` until :meth:`close`; making it starts their windows, closing it
+    ends them."""
 
     def __init__(self, name: str, metrics: list[ExecutorMetrics]) -> None:
         self.metrics = metrics
@@ -221,6 +233,8 @@ class MetricsRoller:
 
     def close(self) -> None:
         self._closed.set()
+        for m in self.metrics:
+            m.stop()
 
 
 @dataclass
