@@ -54,3 +54,7 @@ def test_the_ui_of_a_spark_run_shows_its_attempt_history(spark):  # noqa: F811
             what="the second attempt's figures",
         )
         assert pids[1] not in [w["pid"] for w in done["attempts"]["workers"]]
+    # the figures over Storm UI's windows and a bolt's capacity come from Spark tasks too
+    split = done["components"]["split"]
+    assert split["windows"]["10m"]["processed"] == split["processed"] >= 1500
+    assert split["capacity"] is not None and done["components"]["lines"]["capacity"] is None
