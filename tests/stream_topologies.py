@@ -368,6 +368,25 @@ class Waits(Bolt):
         self.emit([tup[0]])
 
 
+class FlushesEvery(Bolt):
+    """Buffers its input and writes it out every ``every`` tuples, which takes ``ms``
+    milliseconds (blocked, as on a database) -- a bolt whose work comes in periodic bursts."""
+
+    def __init__(self, every: int, ms: float) -> None:
+        self.every = every
+        self.ms = ms
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.buffered = 0
+        self.never = threading.Event()
+
+    def process(self, tup: Any) -> None:
+        self.buffered += 1
+        if self.buffered == self.every:
+            self.never.wait(self.ms / 1000)
+            self.buffered = 0
+
+
 class BrokenPrepare(Bolt):
     """Cannot prepare, ever."""
 

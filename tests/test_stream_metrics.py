@@ -26,7 +26,7 @@ from brokerless.stream.metrics import (
     Statistics,
 )
 
-from .stream_topologies import Busy, Counter, ValueSpout, Waits, wait_for
+from .stream_topologies import Busy, Counter, FlushesEvery, ValueSpout, Waits, wait_for
 
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])
@@ -56,9 +56,10 @@ def test_word_count_metrics_add_up(threads):
 
 
 def test_execute_latency_measures_the_bolt():
+    # 64 tuples: 4 or 5 timed (one in each 16), so one slow first call is not the mean
     topo = (
         Topology("latency")
-        .spout("spout", partial(ValueSpout, range(20)))
+        .spout("spout", partial(ValueSpout, range(64)))
         .bolt("busy", partial(Busy, 2.0), inputs={"spout": all_()})
     )
     stats = complete_topology(topo, timeout=20).statistics
@@ -66,6 +67,34 @@ def test_execute_latency_measures_the_bolt():
     assert stats["busy"].latency_ms_p99 >= 2.0
     # a spout tuple's tree completes after the 2 ms bolt ran
     assert stats["spout"].latency_ms_mean >= 2.0
+
+
+@pytest.mark.timeout(60)
+def test_execute_latency_sees_work_that_comes_every_nth_tuple():
+    """Latency is timed for one tuple in 16, at a random place in each 16 as Storm's even
+    sampler: a bolt that writes out its buffer every 20th tuple spends nearly all its time
+    there, and its latency and capacity say so.  Timing every 16th tuple, brokerless never
+    timed a write (the 20th, 40th, ... tuple is never 16k + 1st): a mean of microseconds."""
+    topology = (
+        Topology("bursts")
+        .spout("spout", partial(ValueSpout, range(4000), replay=False))
+        .bolt("writes", partial(FlushesEvery, 20, 20), inputs={"spout": all_()})
+    )
+    stats = complete_topology(topology, timeout=50).statistics
+    # 200 writes of 20 ms in 4000 tuples: 1 ms a tuple; 250 timed, ~12 of them writes
+    assert stats["writes"].latency_ms_mean > 0.04
+    assert stats["writes"].capacity > 0.04
+
+
+def test_latency_is_timed_once_in_each_16_tuples_at_a_random_place():
+    metrics, timed = ExecutorMetrics(), []
+    for count in range(16 * 2000):  # as an executor does (bolts: processed; spouts: acked)
+        if count >= metrics.next_sample:
+            timed.append(count)
+            metrics.sampled(1000, count)
+    assert timed[0] == 0 and metrics.latency.n == len(timed) == 2000
+    assert [count // 16 for count in timed] == list(range(2000))  # one in each 16
+    assert {count % 16 for count in timed} == set(range(16))  # anywhere in them
 
 
 class CountsVowels(Bolt):
@@ -201,11 +230,13 @@ def test_capacity_is_the_share_of_time_a_bolt_spends_in_process(mode):
     )
     run = run_local if mode == "local" else partial(run_multiprocess, workers=2)
     with run(topology) as running:
-        stats = wait_for(
-            lambda: (s := running.statistics())["quick"].processed >= 100 and s,
-            timeout=60,
-            what="100 tuples through the slow bolt",
-        )
+
+        def each_slow_executor_did_100() -> Statistics | None:  # 2 s of work: start-up is
+            stats = running.statistics()  # a small part of its time
+            slow = [e for e in stats.executors if e.component == "slow"]
+            return stats if all(e.processed >= 100 for e in slow) else None
+
+        stats = wait_for(each_slow_executor_did_100, timeout=60, what="100 tuples each")
     slow, quick = stats["slow"], stats["quick"]
     executors = [e for e in stats.executors if e.component == "slow"]
     assert slow.capacity == max(e.capacity for e in executors) > 0.5

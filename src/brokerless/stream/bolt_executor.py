@@ -38,7 +38,6 @@ from typing import Any
 from .acker import CountedTree
 from .component import Bolt, BufferingBolt, ComponentKind, TopologyContext
 from .executor import Executor, TaskState
-from .metrics import LATENCY_SAMPLE
 from .protocol import ACK, ACKED, FAIL, FAILED, RESET_TIMEOUT
 from .queues import Shutdown
 from .tuple import Anchors, Fields, Tuple
@@ -269,7 +268,7 @@ class BoltExecutor(Executor[Bolt]):
         bolt = state.component
         state.current = tup
         metrics = self.metrics
-        sampled = not metrics.processed & LATENCY_SAMPLE
+        sampled = metrics.processed >= metrics.next_sample
         if sampled:
             start = time.perf_counter_ns()
         try:
@@ -284,7 +283,7 @@ class BoltExecutor(Executor[Bolt]):
         finally:
             state.current = None
         if sampled:
-            metrics.latency.add(time.perf_counter_ns() - start)
+            metrics.sampled(time.perf_counter_ns() - start, metrics.processed)
         metrics.processed += 1
 
     def _ticks(self) -> None:

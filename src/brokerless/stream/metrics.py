@@ -29,6 +29,7 @@ highest of its executors', as Storm UI shows the busiest.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import deque
@@ -38,9 +39,12 @@ from typing import Any
 
 from .component import ComponentKind, CountMetric
 
-#: Latencies are sampled, as Storm samples its statistics: an executor times the tuples whose
-#: count ``& LATENCY_SAMPLE`` is 0 (1 in 16, the first one included); counters count them all.
+#: Latencies are sampled, as Storm samples its statistics: an executor times one tuple in each
+#: ``LATENCY_SAMPLE + 1`` (the first one included) at a random place in them, as Storm's even
+#: sampler -- at a fixed place it would see a bolt's work every 20th tuple never, or every
+#: 16th always (:meth:`ExecutorMetrics.sampled`); counters count them all.
 LATENCY_SAMPLE = 15
+_SAMPLE_BITS = LATENCY_SAMPLE.bit_length()
 #: Storm UI's time windows, in seconds (None: all time), by the name ``statistics()`` uses.
 WINDOWS: dict[str, float | None] = {"10m": 600.0, "3h": 10800.0, "1d": 86400.0, "all-time": None}
 _ROLLING = {name: window for name, window in WINDOWS.items() if window is not None}
@@ -50,6 +54,7 @@ BUCKETS = 20
 ROLL_SECS = 600.0 / BUCKETS
 #: The counters a window differences, in the order of a mark.
 _WINDOWED = ("emitted", "transferred", "acked", "failed", "processed", "errors")
+_random_bits = random.getrandbits  # (LATENCY_SAMPLE + 1 is a power of two)
 _SLOTS = 8 + 61 * 4  # exact below 8 ns, then 4 buckets per power of two up to 2**64 ns
 
 
@@ -126,6 +131,7 @@ class ExecutorMetrics:
         "errors",
         "failed",
         "latency",
+        "next_sample",
         "processed",
         "started",
         "stopped",
@@ -141,6 +147,8 @@ class ExecutorMetrics:
         self.errors = 0
         #: bolts: execute latency; spouts: complete latency (emit -> ack)
         self.latency = Histogram()
+        #: the count (bolts: processed; spouts: acked) whose tuple's latency is taken next
+        self.next_sample = 0
         #: the component's own counters, by name (its tasks share one of each name)
         self.counters: dict[str, CountMetric] = {}
         self.clock = clock
@@ -203,6 +211,12 @@ class ExecutorMetrics:
                 keys = ("span_s", *_WINDOWED, "timed", "timed_ns")
                 out[name] = {k: a - b for k, a, b in zip(keys, now, base, strict=True)}
             return out
+
+    def sampled(self, ns: int, count: int) -> None:
+        """A latency of ``ns`` was taken at ``count``: the next one is at a random place in
+        the next ``LATENCY_SAMPLE + 1`` (``count`` is in this one)."""
+        self.latency.add(ns)
+        self.next_sample = (count | LATENCY_SAMPLE) + 1 + _random_bits(_SAMPLE_BITS)
 
     def counter(self, name: str) -> CountMetric:
         """The component's counter ``name`` (made on first use)."""

@@ -30,7 +30,6 @@ from .acker import CountedTree, PendingTrees
 from .component import ComponentKind, Spout, TopologyContext
 from .executor import Executor, TaskState
 from .host import Host
-from .metrics import LATENCY_SAMPLE
 from .plan import ExecutorPlan
 from .protocol import ACK_INIT, ACKED, BATCH, RESET_TIMEOUT
 from .queues import BoundedQueue, Shutdown
@@ -259,8 +258,8 @@ class SpoutExecutor(Executor[Spout]):
             state = self.states[task]
             if message[0] == ACKED:
                 metrics = self.metrics
-                if not metrics.acked & LATENCY_SAMPLE:
-                    metrics.latency.add(int((time.monotonic() - started) * 1e9))
+                if metrics.acked >= metrics.next_sample:
+                    metrics.sampled(int((time.monotonic() - started) * 1e9), metrics.acked)
                 metrics.acked += 1
                 ack = state.component.ack
                 try:  # what _call does, inline: every acked tuple comes this way
