@@ -627,6 +627,21 @@ class TicklessCount(TicklessBatchingBolt, CountBatches):
     secs_between_batches = 0.05
 
 
+class WritesBatches(TicklessBatchingBolt):
+    """Every 0.1 s writes out the batch it gathered, which takes 80 ms (blocked, as on a
+    database), and counts the batches in its counter "batches"."""
+
+    secs_between_batches = 0.1
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.batches = context.register_counter("batches")
+        self.never = threading.Event()
+
+    def process_batch(self, key: Any, tups: list[Any]) -> None:
+        self.never.wait(0.08)
+        self.batches.incr()
+
+
 class Windows(WindowedBolt):
     """Emits each window as ``[values, new values, expired values]``."""
 

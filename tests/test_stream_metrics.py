@@ -26,7 +26,15 @@ from brokerless.stream.metrics import (
     Statistics,
 )
 
-from .stream_topologies import Busy, Counter, FlushesEvery, ValueSpout, Waits, wait_for
+from .stream_topologies import (
+    Busy,
+    Counter,
+    FlushesEvery,
+    ValueSpout,
+    Waits,
+    WritesBatches,
+    wait_for,
+)
 
 
 @pytest.mark.parametrize("threads", ["shared", "per_executor"])
@@ -250,3 +258,22 @@ def test_capacity_is_the_share_of_time_a_bolt_spends_in_process(mode):
     assert everything.processed >= slow.processed >= 1 and everything.span_s > 0
     assert everything.latency_ms_mean >= 20 and slow.latency_ms_mean >= 20
     assert stats.as_dict()["components"]["slow"]["windows"]["10m"]["capacity"] == slow.capacity
+
+
+@pytest.mark.timeout(60)
+def test_a_batching_bolts_capacity_counts_its_batches():
+    """A batching bolt (streamparse's) does its work in ``process_tick``, not ``process``:
+    this one spends 80 ms of every 100 writing batches, and its capacity says it is busy.
+    Counting ``process`` alone, it said 0.00 (all its time was in tick tuples)."""
+    topology = (
+        Topology("batches")
+        .spout("numbers", Counter)
+        .bolt("writes", WritesBatches, inputs={"numbers": shuffle()})
+    )
+    with run_local(topology) as running:
+        stats = wait_for(
+            lambda: (s := running.statistics())["writes"].metrics.get("batches", 0) >= 10 and s,
+            timeout=50,
+            what="10 batches written",
+        )
+    assert stats["writes"].capacity > 0.3

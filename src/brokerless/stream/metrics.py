@@ -23,8 +23,11 @@ it is younger), and ``span_s`` says how long.  Execute latency comes from the sa
 timings as the all-time one (the timed tuples' total and count, differenced alike).
 
 A bolt's *capacity* is Storm's: executed * mean execute latency / the span -- the fraction of
-the time the executor spent in ``process``; near 1 it is the bottleneck.  A component's is the
-highest of its executors', as Storm UI shows the busiest.
+the time the executor spent in ``process``; near 1 it is the bottleneck -- plus the time its
+tick tuples took (``process_tick``, timed every time: they are few), where a batching bolt
+processes its batches and a windowed bolt its time windows (Storm UI leaves its system
+stream ``__tick`` out, and so says such a bolt is idle).  A component's is the highest of its
+executors', as Storm UI shows the busiest.
 """
 
 from __future__ import annotations
@@ -113,8 +116,9 @@ def _quantile_ms(n: int, counts: dict[int, int], q: float) -> float:
     return 0.0
 
 
-#: A mark: when (``clock()``), then the counters of ``_WINDOWED``, the timed tuples, their total ns.
-_Mark = tuple[float, int, int, int, int, int, int, int, int]
+#: A mark: when (``clock()``), the counters of ``_WINDOWED``, the timed tuples, their total ns,
+#: the time in ticks.
+_Mark = tuple[float, int, int, int, int, int, int, int, int, int]
 
 
 class ExecutorMetrics:
@@ -135,6 +139,7 @@ class ExecutorMetrics:
         "processed",
         "started",
         "stopped",
+        "tick_ns",
         "transferred",
     )
 
@@ -145,6 +150,7 @@ class ExecutorMetrics:
         self.failed = 0  # bolts: input tuples failed; spouts: spout tuples failed or timed out
         self.processed = 0  # bolts: tuples executed; ackers: messages handled
         self.errors = 0
+        self.tick_ns = 0  # bolts: the time their tasks' process_tick took
         #: bolts: execute latency; spouts: complete latency (emit -> ack)
         self.latency = Histogram()
         #: the count (bolts: processed; spouts: acked) whose tuple's latency is taken next
@@ -184,6 +190,7 @@ class ExecutorMetrics:
             self.errors,
             latency.n,
             latency.total,
+            self.tick_ns,
         )
 
     def roll(self) -> None:
@@ -198,17 +205,18 @@ class ExecutorMetrics:
 
     def windows(self) -> dict[str, dict[str, float]]:
         """Each window's figures (the module doc): ``span_s``, the counters of ``_WINDOWED``,
-        and ``timed``/``timed_ns``, the tuples whose latency was taken and their total."""
+        ``timed``/``timed_ns``, the tuples whose latency was taken and their total, and
+        ``tick_ns``."""
         with self._lock:
             now = self._mark(self._now())
             out = {}
             for name, window in WINDOWS.items():
                 if window is None:
-                    base: _Mark = (self.started, 0, 0, 0, 0, 0, 0, 0, 0)
+                    base: _Mark = (self.started, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 else:
                     marks = self._marks[name]
                     base = next((m for m in marks if now[0] - m[0] <= window), marks[-1])
-                keys = ("span_s", *_WINDOWED, "timed", "timed_ns")
+                keys = ("span_s", *_WINDOWED, "timed", "timed_ns", "tick_ns")
                 out[name] = {k: a - b for k, a, b in zip(keys, now, base, strict=True)}
             return out
 
@@ -418,11 +426,13 @@ class Statistics:
 
 
 def _capacity(window: dict[str, float]) -> float:
-    """Storm's: executed * mean execute latency / the time."""
-    if not window["timed"] or window["span_s"] <= 0:
+    """Storm's: executed * mean execute latency / the time (with the ticks': the module doc)."""
+    if window["span_s"] <= 0:
         return 0.0
-    busy_s = window["processed"] * window["timed_ns"] / window["timed"] / 1e9
-    return busy_s / window["span_s"]
+    busy_ns = window["tick_ns"]
+    if window["timed"]:
+        busy_ns += window["processed"] * window["timed_ns"] / window["timed"]
+    return busy_ns / 1e9 / window["span_s"]
 
 
 def _window_stats(executors: list[dict[str, float]], bolt: bool) -> WindowStats:
