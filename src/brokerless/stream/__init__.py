@@ -80,7 +80,7 @@ from .grouping import (
     shuffle,
 )
 from .local import LocalRun, run_local
-from .metrics import ComponentStats, ErrorReport, Statistics
+from .metrics import ComponentStats, ErrorReport, Statistics, WindowStats
 from .multiprocess import MultiprocessRun, run_multiprocess
 from .plan import TopologyPlan
 from .queues import Shutdown
@@ -132,6 +132,7 @@ __all__ = [
     "Tuple",
     "TupleWindow",
     "WALSpout",
+    "WindowStats",
     "WindowedBolt",
     "WorkerProcessError",
     "all_",
