@@ -1,7 +1,7 @@
 """Per-component and per-executor metrics: emitted, acked, failed, latency, queue depth, and
 the components' own counters.
 
-Every executor counts for itself (one writer per counter, no locks); a worker's
+Every executor counts for itself (one writer per counter, no locks on them); a worker's
 :meth:`~brokerless.stream.worker.Worker.snapshot` copies them into plain dicts, which travel
 between processes as they are and merge into one :class:`Statistics`: a row per component
 (histograms merge exactly, so percentiles cover every executor of a component) and a row per
@@ -13,14 +13,16 @@ the whole tuple tree acked (taken when the spout task hears of it, so it include
 
 Time windows
 ------------
-Every figure is also given over Storm UI's windows (:data:`WINDOWS`: the last 10 minutes, 3
-hours, 1 day, and all time) without any work per tuple: the counters only ever grow, so an
+The counters and the mean latency are also given over Storm UI's windows (:data:`WINDOWS`: the
+last 10 minutes, 3 hours, 1 day, and all time; the p99 is all-time, queue depths and tuples in
+flight are now) without any work per tuple: the counters only ever grow, so an
 executor's worker copies them every 1/20 of each window (:data:`BUCKETS`, as Storm's rolling
 buckets; :class:`MetricsRoller`, a thread per worker, every :data:`ROLL_SECS`) into a ring of 21
 *marks* per window, and a window's figures are the counters now minus the oldest mark no older
-than the window -- so they cover the last 95 to 100 % of it (or the executor's whole life, when
-it is younger), and ``span_s`` says how long.  Execute latency comes from the same sampled
-timings as the all-time one (the timed tuples' total and count, differenced alike).
+than the window -- so they cover about the last 95 to 100 % of it (or the executor's whole
+life, when it is younger), and ``span_s`` says how long; a stopped worker's windows end when
+it stopped.  Latency comes from the same sampled timings as the all-time one (the timed
+tuples' total and count, differenced alike).
 
 A bolt's *capacity* is Storm's: executed * mean execute latency / the span -- the fraction of
 the time the executor spent in ``process``; near 1 it is the bottleneck -- plus the time its
