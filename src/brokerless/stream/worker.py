@@ -41,6 +41,10 @@ deadlock either.
 Completion detection (``activity``) reads counters bumped only after work is done: items
 queued (``BoundedQueue.puts``) vs. handled, pairs sent vs. received; see ``run.py``.
 
+The metrics' time windows (``metrics.py``) take a thread of the worker's own, which marks its
+executors' counters every 30 s (:class:`~.metrics.MetricsRoller`, started and stopped with the
+worker), so the executors do nothing for them per tuple.
+
 Checkpoints
 -----------
 A worker of a checkpointed topology runs the executors of ``stateful.py`` and a writer thread
