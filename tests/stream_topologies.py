@@ -217,6 +217,13 @@ class RaiseOn(Bolt):
         self.emit([tup[0]])
 
 
+class RaiseAlways(Bolt):
+    """Raises ValueError naming its input, for every tuple."""
+
+    def process(self, tup: Any) -> None:
+        raise ValueError(f"cannot handle {tup[0]!r}")
+
+
 class EmitUnserializable(Bolt):
     """Emits a set (msgpack cannot encode it) for the value ``bad``, everything else
     unchanged.  With ``catch`` it reports the SerializationError on stream "problems", else

@@ -185,7 +185,7 @@ def test_a_worker_splits_its_reports_into_messages_the_driver_takes(driver):
     channel = WorkerChannel(context, endpoint, key, 1, 0)
     try:
         captured = [("spout", "default", (i, os.urandom(1000))) for i in range(5000)]
-        errors = [ErrorReport("bolt", 1, 0, "boom", "x" * 5000) for _ in range(200)]
+        errors = [(n, ErrorReport("bolt", 1, 0, "boom", "x" * 5000)) for n in range(200)]
         channel.send_events(captured, errors)
         got_captured: list = []
         got_errors: list = []
@@ -540,11 +540,11 @@ def test_the_driver_keeps_each_events_message_once_in_the_order_sent():
     state = AttemptState()
     error = ErrorReport("bolt", 1, 0, "boom", "trace")
     for number, captured in [(1, ["b"]), (0, ["a"]), (0, ["a"]), (2, ["c"]), (1, ["b"])]:
-        state.take_events(0, number, captured, [error] if number == 2 else [])
+        state.take_events(0, number, captured, [(0, error)] if number == 2 else [])
     state.take_events(1, 0, ["x"], [])  # another worker counts its own
     state.take_events(0, 4, ["e"], [])  # 3 not (yet) here: 4 waits for it
     assert state.captured == ["a", "b", "c", "x"]
-    assert state.errors == [error]
+    assert state.errors.reports() == [error]
     state.take_events(0, 3, ["d"], [])
     assert state.captured == ["a", "b", "c", "x", "d", "e"]
 

@@ -47,11 +47,11 @@ count and the submission); no task ran, so that costs no attempt: the run waits 
 *A lost worker.*  When a worker's process or executor dies, Spark fails the barrier stage (and
 kills its other tasks), so the job ends with an error, which ``failures.py`` sorts by its type
 (:class:`~brokerless.spark.failures.JobEnd`).  A lost worker starts a new attempt: the run
-drops what the failed attempt reported (captured tuples, statistics, errors; a checkpointed
-topology keeps its tuples and errors: below), tells whatever is left of it to stop, cancels
-its job group and waits for slots again -- up to ``max_attempts`` in a row that complete no
-checkpoint (``TopologyRun._attempt_lost``), after which it
-stops and raises one :class:`WorkerProcessError` naming each attempt's whole cause.  The
+drops what the failed attempt reported (captured tuples, statistics; a checkpointed topology
+keeps its tuples: below; every run keeps its errors, as Storm does), tells whatever is left of
+it to stop, cancels its job group and waits for slots again -- up to ``max_attempts`` in a
+row that complete no checkpoint (``TopologyRun._attempt_lost``), after which it stops and
+raises one :class:`WorkerProcessError` naming each attempt's whole cause.  The
 control channel ignores late messages from an older attempt, and questions (``statistics``,
 ``wait_until_done``) wait across a restart and are asked again of the new workers.  A
 worker whose own code raises (its executor cannot import the topology's module, say), a stage
@@ -73,7 +73,7 @@ coordinator (``checkpoint_dir``, which the driver and every executor must reach)
 supervisor drives it while the run is ``RUNNING``; every task of an attempt restores the
 checkpoint :meth:`SparkRun._attempt_job` names; a task of such a topology that fails is
 reported by its worker (``lost``) and ends the attempt as a lost worker does; and what the
-earlier attempts reported (captured tuples, errors) is kept, since their effects up to the
+earlier attempts captured is kept, since their effects up to the
 checkpoint are part of the run.
 
 *Stopping.*  ``stop()`` asks the workers to stop, collects their final reports (their threads

@@ -20,8 +20,9 @@ from .assignment import assign
 from .checkpoint import Step
 from .config import Config
 from .control import WorkerProcessError
+from .errorlog import ErrorList, ErrorLog
 from .messaging import LocalMessaging, LocalNetwork
-from .metrics import ErrorReport, Statistics
+from .metrics import Statistics
 from .run import TopologyRun, plan_for, with_ui
 from .topology import Topology
 from .worker import Activity, Worker
@@ -60,7 +61,8 @@ class LocalRun(TopologyRun):
         self._lock = threading.RLock()
         self._stopped = threading.Event()
         self.hung_threads: list[str] = []
-        self._earlier: list[Worker] = []  # workers of earlier attempts: their errors and tuples
+        self._earlier: list[Worker] = []  # workers of earlier attempts: their tuples
+        self._lost_errors = ErrorLog()  # what the workers of earlier attempts reported
         self.workers: list[Worker] = []
         try:
             self._start_workers(self._open_checkpoints())
@@ -113,9 +115,9 @@ class LocalRun(TopologyRun):
         with self._lock:
             return Statistics.merge(w.snapshot() for w in self.workers)
 
-    def errors(self) -> list[ErrorReport]:
+    def errors(self) -> ErrorList:
         with self._lock:
-            return [e for w in self._earlier + self.workers for e in w.errors]
+            return ErrorLog.merged([self._lost_errors, *(w.errors for w in self.workers)])
 
     def captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:
         with self._lock:
@@ -152,7 +154,8 @@ class LocalRun(TopologyRun):
 
     def _roll_back(self, cause: str) -> None:
         """A worker failed: start every worker again, from the last complete checkpoint (what
-        the lost attempt reported is kept) or from the start (it is dropped)."""
+        the lost attempt captured is kept) or from the start (it is dropped); its errors are
+        kept either way."""
         coordinator = self._coordinator
         failure = self._attempt_lost(cause)
         for worker in self.workers:
@@ -163,6 +166,8 @@ class LocalRun(TopologyRun):
             self._failure = WorkerProcessError(failure)
             self.stop()
             return
+        for worker in self.workers:
+            self._lost_errors.absorb(worker.errors)
         self.attempt += 1
         self.epoch = self.attempt
         self._start_workers(None if coordinator is None else coordinator.restart())

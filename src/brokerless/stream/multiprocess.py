@@ -216,7 +216,8 @@ class MultiprocessRun(ControlledRun):
         driver hears from them."""
         _end(self.processes)
         self.processes.clear()
-        # a rollback keeps what the lost attempt reported; a plain topology starts over
+        # a rollback keeps what the lost attempt captured; a plain topology starts over (the
+        # errors are kept either way)
         self._new_attempt(n, keep_events=self._coordinator is not None)
         self._lost_cause = None
         for index in range(n):

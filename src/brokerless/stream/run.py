@@ -44,7 +44,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checkpoint import CheckpointCoordinator, CheckpointStatistics, Step, TaskAck
-from .metrics import ErrorReport, Statistics
+from .errorlog import ErrorList
+from .metrics import Statistics
 from .plan import TopologyPlan
 from .storage import open_storage
 from .topology import Topology
@@ -122,7 +123,10 @@ class TopologyRun(ABC):
     def statistics(self) -> Statistics: ...
 
     @abstractmethod
-    def errors(self) -> list[ErrorReport]: ...
+    def errors(self) -> ErrorList:
+        """The latest error reports of each task (``errorlog.KEEP``, as Storm UI shows a
+        component's latest errors), oldest first, those of the attempts it lost too; ``total``
+        counts every report, the ones dropped to keep the latest too."""
 
     @abstractmethod
     def captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:

@@ -66,6 +66,7 @@ from .acker_executor import AckerExecutor
 from .assignment import Assignment
 from .bolt_executor import BoltExecutor
 from .component import ComponentKind
+from .errorlog import ErrorLog
 from .executor import Executor
 from .inbound import Inbound
 from .link import NO_LINK, Link
@@ -81,7 +82,6 @@ from .transfer import Credits, Exchange
 
 log = logging.getLogger("brokerless.stream")
 
-_MAX_ERRORS = 1000  # error reports kept per worker (all are counted in the metrics)
 _EXECUTORS: dict[ComponentKind, type[Executor[Any]]] = {
     ComponentKind.SPOUT: SpoutExecutor,
     ComponentKind.BOLT: BoltExecutor,
@@ -131,7 +131,8 @@ class Worker:
         self.task_worker = assignment.task_worker
         self.task_executor = {t: e.id for e in plan.executors for t in e.tasks}
         self.capture: list[tuple[str, str, tuple[Any, ...]]] | None = [] if capture else None
-        self.errors: list[ErrorReport] = []
+        #: The latest error reports of each of its tasks, numbered; ``total`` counts them all.
+        self.errors = ErrorLog()
         #: Why the worker failed (a task failed, an executor crashed), or None.
         self.failure: str | None = None
         self.checkpoints = (
@@ -301,8 +302,7 @@ class Worker:
     def record_error(self, component: str, task: int, error: BaseException) -> None:
         text = "".join(traceback.format_exception(error))
         log.warning("%s task %d (worker %d) failed: %r", component, task, self.index, error)
-        if len(self.errors) < _MAX_ERRORS:
-            self.errors.append(ErrorReport(component, task, self.index, repr(error), text))
+        self.errors.add(ErrorReport(component, task, self.index, repr(error), text))
 
     # -- observation -------------------------------------------------------------------------------
 

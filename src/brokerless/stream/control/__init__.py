@@ -17,7 +17,7 @@ worker -- only:
     ("activity", n, Activity)                     ("stats", n)           metrics snapshot
     ("stats", n, snapshot)                        ("stop",)              stop and report
     ("events", n, captured tuples, errors)   as they happen (the nth such message), and
-                             what is left after stop
+                             what is left after stop; errors are (number, report) pairs
                                                   ("taken", n)           events below n are in
                                                   ("active", bool)       spouts emit, or not
     ("final", {snapshot, hung})   after stop
@@ -60,7 +60,10 @@ driver must hear -- ``ready`` and ``started`` -- a worker says again on its next
 whenever one is lost (a message in flight on a connection that breaks is gone, as with any
 ZeroMQ socket), and the driver takes a repeat as it took the first; so are all its
 ``events`` (captured tuples, errors), which the driver keeps once each, in the order sent
-(``AttemptState.take_events``), until the driver says it has them (``taken``).  (The one
+(``AttemptState.take_events``), until the driver says it has them (``taken``).  A worker keeps
+only each task's latest error reports and ships those recorded since the last it shipped, each
+with its number in the worker's log; a gap in the numbers is reports it dropped, which the
+driver counts (``errorlog.py``); the driver keeps each task's latest too, across attempts.  (The one
 gap: the routing id of a worker's connection that has just died is free until the worker
 proves its next one, and a peer that guessed it -- a counter with a random start -- could
 claim it meanwhile and swallow commands; the next proof ends that.)

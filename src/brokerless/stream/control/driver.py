@@ -14,6 +14,7 @@ import brokerless as zmq
 from brokerless.auth.thread import ThreadAuthenticator
 
 from ..checkpoint import Step
+from ..errorlog import ErrorList, ErrorLog
 from ..messaging import tcp_endpoint
 from ..metrics import ErrorReport, Statistics
 from ..run import TopologyRun
@@ -39,7 +40,8 @@ class AttemptState:
     replies: dict[tuple[Kind, int], dict[int, Any]] = field(default_factory=dict)  # to _question
     finals: dict[int, dict[str, Any]] = field(default_factory=dict)
     captured: list[tuple[str, str, tuple[Any, ...]]] = field(default_factory=list)
-    errors: list[ErrorReport] = field(default_factory=list)
+    #: the run's: each task's latest reports, of this attempt and the earlier ones
+    errors: ErrorLog = field(default_factory=ErrorLog)
     failures: dict[int, str] = field(default_factory=dict)  # index -> traceback
     lost: dict[int, str] = field(default_factory=dict)  # index -> why (a checkpointed run's)
     #: index -> (the driver's routing id of the connection the worker proved, its id)
@@ -50,16 +52,23 @@ class AttemptState:
     proved: dict[int, int] = field(default_factory=dict)  # index -> connections it proved
     #: index -> the number of its next events message; its later ones that came first
     events_next: dict[int, int] = field(default_factory=dict)
-    events_early: dict[int, dict[int, tuple[list[Any], list[ErrorReport]]]] = field(
+    events_early: dict[int, dict[int, tuple[list[Any], list[tuple[int, ErrorReport]]]]] = field(
         default_factory=dict
     )
+    #: index -> the number (in the worker's log) of the error report after the last taken
+    errors_next: dict[int, int] = field(default_factory=dict)
 
     def take_events(
-        self, index: int, number: int, captured: list[Any], errors: list[ErrorReport]
+        self,
+        index: int,
+        number: int,
+        captured: list[Any],
+        errors: list[tuple[int, ErrorReport]],
     ) -> None:
         """Events message ``number`` of worker ``index``: kept in the order the worker sent
         them, each once (a worker says them all again on a new connection, since some may
-        have been lost with the old one)."""
+        have been lost with the old one).  A gap in the numbers of its error reports is the
+        ones it dropped before it shipped them (it keeps only each task's latest): counted."""
         expected = self.events_next.get(index, 0)
         if number < expected:
             return  # a repeat
@@ -68,7 +77,9 @@ class AttemptState:
         while expected in early:
             more_captured, more_errors = early.pop(expected)
             self.captured += more_captured
-            self.errors += more_errors
+            for seq, report in more_errors:
+                self.errors.add(report, dropped=seq - self.errors_next.get(index, 0))
+                self.errors_next[index] = seq + 1
             expected += 1
         self.events_next[index] = expected
 
@@ -134,15 +145,15 @@ class ControlledRun(TopologyRun):
 
     def _new_attempt(self, workers: int, keep_events: bool = False) -> None:
         """Forget the previous attempt's workers; from now on only the new ones are heard.
-        ``keep_events``: keep what they reported (captured tuples, errors)."""
+        Their errors are kept (each task's latest, as Storm keeps a component's across its
+        workers' restarts); ``keep_events``: their captured tuples too."""
         self.attempt += 1
         self.epoch = self.attempt
         self.workers = workers
         previous = self.state
-        self.state = AttemptState()
+        self.state = AttemptState(errors=previous.errors)
         if keep_events:
             self.state.captured = previous.captured
-            self.state.errors = previous.errors
 
     def _close_control(self) -> None:
         close_control(self._control, self._authenticator, self._context)
@@ -378,9 +389,9 @@ class ControlledRun(TopologyRun):
             return Statistics.merge(finals[i]["snapshot"] for i in sorted(finals))
         return Statistics.merge(self._ask(Kind.STATS))
 
-    def errors(self) -> list[ErrorReport]:
+    def errors(self) -> ErrorList:
         self._look()
-        return list(self.state.errors)
+        return self.state.errors.reports()
 
     def captured(self) -> list[tuple[str, str, tuple[Any, ...]]]:
         self._look()

@@ -84,11 +84,14 @@ class WorkerChannel:
         self._send_payload(payload)
 
     def send_events(
-        self, captured: list[tuple[str, str, tuple[Any, ...]]], errors: list[ErrorReport]
+        self,
+        captured: list[tuple[str, str, tuple[Any, ...]]],
+        errors: list[tuple[int, ErrorReport]],
     ) -> None:
-        """Report captured tuples and errors, in as many messages as keep each to about
-        ``REPORT_BYTES``, numbered, and said again on the next connection whenever one is lost
-        (as ``announce`` does: the driver keeps each once, in order)."""
+        """Report captured tuples and errors (each with its number in the worker's log), in
+        as many messages as keep each to about ``REPORT_BYTES``, numbered, and said again on
+        the next connection whenever one is lost (as ``announce`` does: the driver keeps each
+        once, in order)."""
         number = self._events_sent
         payload = pickle.dumps((Kind.EVENTS, number, captured, errors), pickle.HIGHEST_PROTOCOL)
         count = len(captured) + len(errors)
@@ -183,14 +186,15 @@ def serve(worker: Worker, channel: WorkerChannel, info: dict[str, Any]) -> None:
     """Answer the driver until it says stop (or is gone); then stop the worker and send the
     final report.  A worker already started reports ``started`` at once; otherwise it waits
     for the driver's ``start``."""
-    reported = 0
+    reported = 0  # the number of the next error report to ship
 
     def events() -> None:
         nonlocal reported
         captured = worker.take_captured()
-        errors = worker.errors[reported:]
+        errors = worker.errors.since(reported)  # (what was dropped meanwhile: only counted)
         if captured or errors:
-            reported += len(errors)
+            if errors:
+                reported = errors[-1][0] + 1
             channel.send_events(captured, errors)
 
     checkpoints = worker.checkpoints

@@ -18,10 +18,12 @@ from dataclasses import asdict
 from typing import Any, Protocol
 
 from ..component import ComponentKind
-from ..metrics import ErrorReport, Statistics
+from ..errorlog import ErrorList
+from ..metrics import Statistics
 from ..plan import TopologyPlan
 
-#: Errors listed by ``/api/stats`` (the newest; ``errors_total`` counts them all).
+#: Errors listed by ``/api/stats`` (the newest of those the run keeps, each task's latest;
+#: ``errors_total`` counts every error reported).
 MAX_ERRORS = 100
 
 #: What a component's latency measures, by kind (Storm's names).
@@ -69,7 +71,7 @@ class ObservedRun(Protocol):
 
     def statistics(self) -> Statistics: ...
 
-    def errors(self) -> list[ErrorReport]: ...
+    def errors(self) -> ErrorList: ...
 
     def deactivate(self) -> None: ...
 
@@ -120,7 +122,7 @@ def describe_topology(run: ObservedRun) -> dict[str, Any]:
 
 
 def describe_stats(
-    run: ObservedRun, statistics: Statistics, errors: list[ErrorReport], started: float
+    run: ObservedRun, statistics: Statistics, errors: ErrorList, started: float
 ) -> dict[str, Any]:
     """The live figures (``statistics`` and ``errors`` taken from ``run`` by the caller)."""
     return {
@@ -130,7 +132,7 @@ def describe_stats(
         "failure": None if run.failure is None else str(run.failure),
         "active": run.active,
         **statistics.as_dict(),
-        "errors_total": len(errors),
+        "errors_total": errors.total,
         "errors": [asdict(e) for e in errors[-MAX_ERRORS:]],
         "attempts": {
             "attempt": run.attempt,

@@ -1,0 +1,104 @@
+"""The error reports a worker and a run keep: each task's latest, and how many there were.
+
+Theory of operation
+-------------------
+Storm UI shows each component's *latest* errors (Storm keeps the last 10 of a component), while
+its error count goes on counting.  So does an :class:`ErrorLog`: it keeps the latest
+:data:`KEEP` reports of each (component, task, worker) -- a task's, or a worker's own
+(``__worker``) -- and drops the oldest of them to make room, counting every report in
+``total``.  However long a bolt raises on every tuple, what is kept stays the same size and
+shows its latest errors.
+
+A worker records into one (``Worker.errors``); each report gets the log's next sequence number,
+so ``total`` is the number of the next.  The worker ships what it recorded since the number it
+shipped last (:meth:`ErrorLog.since`): what was dropped meanwhile is not sent, and the gap in
+the numbers says how many reports that was, so the run that takes them in counts them all
+(:meth:`ErrorLog.add` with ``dropped``).  The newest report of a task is never dropped, so the
+count is exact each time a worker ships.  A run folds the logs of the workers it lost into its
+own (:meth:`ErrorLog.absorb`): a worker started again keeps the same names, and its reports
+take the place of its predecessor's oldest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+
+from .metrics import ErrorReport
+
+#: Reports kept per (component, task, worker): Storm keeps a component's last 10.
+KEEP = 10
+
+
+class ErrorList(list[ErrorReport]):
+    """What ``errors()`` returns: the reports kept, oldest first, and ``total``, how many were
+    reported in all (the ones dropped to keep the latest too)."""
+
+    def __init__(self, reports: Iterable[ErrorReport], total: int) -> None:
+        super().__init__(reports)
+        self.total = total
+
+
+class ErrorLog:
+    """The latest ``keep`` reports of each (component, task, worker), numbered in the order
+    recorded, and how many were recorded in all (``total``).  Thread-safe."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[str, int, int], deque[tuple[int, ErrorReport]]] = {}
+        self._recorded = 0  # the next report's number
+        self._dropped_before = 0  # reports counted that were never here (``add``'s ``dropped``)
+
+    @property
+    def total(self) -> int:
+        """How many reports were recorded or counted here, kept or not."""
+        return self._recorded + self._dropped_before
+
+    def add(self, report: ErrorReport, dropped: int = 0) -> int:
+        """Keep ``report`` (dropping its task's oldest when it has ``keep``), counting
+        ``dropped`` reports before it that never came here; returns its number."""
+        key = (report.component, report.task, report.worker)
+        with self._lock:
+            self._dropped_before += dropped
+            number = self._recorded
+            self._recorded += 1
+            kept = self._kept.get(key)
+            if kept is None:
+                kept = self._kept[key] = deque(maxlen=self._keep)
+            kept.append((number, report))
+            return number
+
+    def since(self, number: int) -> list[tuple[int, ErrorReport]]:
+        """The reports kept whose number is ``number`` or later, with their numbers, in order."""
+        with self._lock:
+            return sorted(
+                (pair for kept in self._kept.values() for pair in kept if pair[0] >= number),
+                key=lambda pair: pair[0],
+            )
+
+    def absorb(self, other: ErrorLog) -> None:
+        """Take in what ``other`` kept, and count what it dropped (a lost worker's log)."""
+        kept = other.since(0)
+        with self._lock:
+            self._dropped_before += other.total - len(kept)
+        for _, report in kept:
+            self.add(report)
+
+    def reports(self) -> ErrorList:
+        """The reports kept, oldest first, and the total."""
+        with self._lock:
+            kept = [pair for pairs in self._kept.values() for pair in pairs]
+            total = self.total
+        kept.sort(key=lambda pair: (pair[1].time, pair[0]))
+        return ErrorList((report for _, report in kept), total)
+
+    @classmethod
+    def merged(cls, logs: Iterable[ErrorLog]) -> ErrorList:
+        """The reports of several logs together (the latest ``KEEP`` of each task), and the
+        sum of their totals."""
+        merged = cls()
+        for log in logs:
+            merged.absorb(log)
+        return merged.reports()

@@ -1,0 +1,104 @@
+"""Error reports keep each task's latest, as Storm UI shows a component's latest errors, and
+count them all (``stream/errorlog.py``): in a worker, in what it ships to a driver, in
+``errors()`` of every mode, across a lost attempt."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+
+from brokerless.stream import Config, Topology, all_, run_local, run_multiprocess
+from brokerless.stream.control import AttemptState
+from brokerless.stream.errorlog import KEEP, ErrorLog
+from brokerless.stream.metrics import ErrorReport
+
+from .stream_topologies import RaiseAlways, RaiseOn, ValueSpout, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+N = 300  # tuples each raising task gets: many more than it keeps
+
+
+def raising(n: int = N, tasks: int = 1, workers: int = 1) -> Topology:
+    """A spout of 0..n-1 whose every tuple goes to each of ``tasks`` tasks that raise."""
+    return (
+        Topology("raising", Config(num_workers=workers))
+        .spout("values", partial(ValueSpout, range(n), False))
+        .bolt("raise", RaiseAlways, parallelism=tasks, inputs={"values": all_()})
+    )
+
+
+def assert_latest_kept(errors: list[ErrorReport], tasks: list[int], n: int = N) -> None:
+    """Each raising task's reports are its latest ``KEEP`` (of n), oldest first."""
+    for task in tasks:
+        said = [e.error for e in errors if (e.component, e.task) == ("raise", task)]
+        assert said == [f"ValueError('cannot handle {v}')" for v in range(n - KEEP, n)]
+
+
+def test_a_local_run_keeps_the_latest_errors_of_each_task_and_counts_them_all():
+    """Before, each worker kept its first 1,000 reports: a bolt raising on every tuple for an
+    hour showed the errors of its first second."""
+    with run_local(raising()) as run:
+        run.wait_until_done(60)
+        errors = run.errors()
+        assert run.statistics()["raise"].errors == N
+    assert_latest_kept(errors, run.plan.component_tasks["raise"])
+    assert len(errors) == KEEP and errors.total == N
+    assert "Traceback (most recent call last)" in errors[-1].traceback
+
+
+def test_a_multiprocess_run_keeps_the_latest_errors_of_each_task_and_counts_them_all():
+    """The workers ship what they keep since the last report shipped; the driver counts the
+    ones they dropped (the gap in the numbers) and keeps each task's latest."""
+    with run_multiprocess(raising(tasks=2, workers=2)) as run:
+        run.wait_until_done(60)
+        errors = run.errors()
+    assert_latest_kept(errors, run.plan.component_tasks["raise"])
+    assert len(errors) == 2 * KEEP and errors.total == 2 * N
+
+
+def test_a_worker_ships_only_what_it_kept_and_the_driver_counts_the_rest():
+    """The sequence logic: a worker's log numbers every report and keeps each task's latest;
+    shipping "since" a number skips what was dropped; the driver counts the gap."""
+    worker = ErrorLog()
+    for i in range(25):
+        worker.add(ErrorReport("bolt", 1, 0, f"e{i}", ""))
+    worker.add(ErrorReport("bolt", 2, 0, "other task", ""))
+    first = worker.since(0)
+    assert [n for n, _ in first] == [*range(15, 25), 25]  # task 1's latest 10, then task 2's
+    for i in range(25, 40):
+        worker.add(ErrorReport("bolt", 1, 0, f"e{i}", ""))
+    second = worker.since(first[-1][0] + 1)
+    assert [r.error for _, r in second] == [f"e{i}" for i in range(30, 40)]
+    assert worker.total == 41
+
+    state = AttemptState()
+    state.take_events(0, 1, [], second)  # early: waits for message 0
+    assert state.errors.total == 0
+    state.take_events(0, 0, [], first)
+    state.take_events(0, 0, [], first)  # a repeat (said again on a new connection)
+    assert state.errors.total == worker.total
+    assert [r.error for r in state.errors.reports() if r.task == 1] == [
+        f"e{i}" for i in range(30, 40)
+    ]
+
+
+def test_a_run_keeps_the_errors_of_an_attempt_it_lost():
+    """As Storm keeps a component's errors when its worker restarts: a plain topology's new
+    attempt starts over, and the report of the lost attempt's error stays beside the new one's
+    (before, a plain local run dropped it)."""
+    topology = (
+        Topology("lose-one", Config(num_workers=2))
+        .spout("values", partial(ValueSpout, ["bad", *range(100)], False))
+        .bolt("raise", partial(RaiseOn, "bad"), parallelism=2, inputs={"values": all_()})
+    )
+    with run_local(topology) as run:
+        wait_for(lambda: run.errors().total == 2, what="the first attempt's two errors")
+        lost = run.errors()
+        run.kill_worker(1)
+        run.wait_until_done(60)
+        assert run.attempt == 2
+        errors = run.errors()
+    assert errors.total == 4 and errors[:2] == lost
+    assert [e.error for e in errors] == ["ValueError(\"cannot handle 'bad'\")"] * 4
