@@ -1,22 +1,31 @@
 """Error reports keep each task's latest, as Storm UI shows a component's latest errors, and
 count them all (``stream/errorlog.py``): in a worker, in what it ships to a driver, in
-``errors()`` of every mode, across a lost attempt."""
+``errors()`` of every mode, across a lost attempt; and a bolt that raises on every tuple does
+not flood the log."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
 from functools import partial
+from pathlib import Path
 
 import pytest
 
 from brokerless.stream import Config, Topology, all_, run_local, run_multiprocess
 from brokerless.stream.control import AttemptState
-from brokerless.stream.errorlog import KEEP, ErrorLog
+from brokerless.stream.errorlog import KEEP, LOG_PER_INTERVAL, ErrorLog
 from brokerless.stream.metrics import ErrorReport
 
 from .stream_topologies import RaiseAlways, RaiseOn, ValueSpout, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
+ROOT = Path(__file__).resolve().parent.parent
 N = 300  # tuples each raising task gets: many more than it keeps
 
 
@@ -102,3 +111,41 @@ def test_a_run_keeps_the_errors_of_an_attempt_it_lost():
         errors = run.errors()
     assert errors.total == 4 and errors[:2] == lost
     assert [e.error for e in errors] == ["ValueError(\"cannot handle 'bad'\")"] * 4
+
+
+def test_a_bolt_raising_on_every_tuple_does_not_flood_the_log(caplog):
+    """Each error was logged (on stderr when logging is not configured: 23,000 lines in 3 s
+    of ``brokerless stream run``); a worker now logs at most a few per component every 10 s,
+    as Storm reports at most 5 per 10 s, and says how many it left out."""
+    with caplog.at_level(logging.WARNING, logger="brokerless.stream"), run_local(raising()) as run:
+        run.wait_until_done(60)
+    logged = [r.getMessage() for r in caplog.records if "failed: ValueError" in r.getMessage()]
+    assert 1 <= len(logged) <= LOG_PER_INTERVAL * 7  # (even if the run took a minute)
+    [task] = run.plan.component_tasks["raise"]
+    assert logged[0] == f"raise task {task} (worker 0) failed: ValueError('cannot handle 0')"
+
+
+def test_brokerless_stream_run_does_not_print_every_error(tmp_path):
+    """The command line's stderr gets a few lines, the report the latest errors and count."""
+    module = tmp_path / "raisers.py"
+    module.write_text(
+        textwrap.dedent(
+            f"""
+            from tests.test_stream_errors import raising
+            topology = raising({N})
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "brokerless.stream", "run", "raisers:topology", "--local"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "failed: ValueError" in line]
+    assert 1 <= len(lines) <= LOG_PER_INTERVAL * 7
+    errors = json.loads(done.stdout)["errors"]
+    assert len(errors) == KEEP and errors[-1].endswith(f"ValueError('cannot handle {N - 1}')")

@@ -17,18 +17,27 @@ the numbers says how many reports that was, so the run that takes them in counts
 count is exact each time a worker ships.  A run folds the logs of the workers it lost into its
 own (:meth:`ErrorLog.absorb`): a worker started again keeps the same names, and its reports
 take the place of its predecessor's oldest.
+
+Logging every error is what floods a terminal when a bolt raises on every tuple; a worker logs
+at most :data:`LOG_PER_INTERVAL` reports of a component per :data:`LOG_INTERVAL` seconds (Storm's
+``topology.max.error.report.per.interval`` and ``topology.error.throttle.interval.secs``) and
+says how many it left out (:class:`LogThrottle`); the log and the statistics keep them all.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .metrics import ErrorReport
 
 #: Reports kept per (component, task, worker): Storm keeps a component's last 10.
 KEEP = 10
+#: A worker logs at most this many errors of a component every ``LOG_INTERVAL`` seconds.
+LOG_PER_INTERVAL = 5
+LOG_INTERVAL = 10.0
 
 
 class ErrorList(list[ErrorReport]):
@@ -102,3 +111,35 @@ class ErrorLog:
         for log in logs:
             merged.absorb(log)
         return merged.reports()
+
+
+class LogThrottle:
+    """Whether to log a component's next error: at most ``per_interval`` every ``interval``
+    seconds.  Thread-safe."""
+
+    def __init__(
+        self,
+        per_interval: int = LOG_PER_INTERVAL,
+        interval: float = LOG_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._per_interval = per_interval
+        self._interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: component -> (when its interval started, errors logged in it, errors left out since)
+        self._state: dict[str, tuple[float, int, int]] = {}
+
+    def allow(self, component: str) -> int | None:
+        """None: do not log this error of ``component``; else log it, saying how many of its
+        errors were left out before it."""
+        now = self._clock()
+        with self._lock:
+            started, logged, left_out = self._state.get(component, (now, 0, 0))
+            if now - started >= self._interval:
+                started, logged = now, 0
+            if logged < self._per_interval:
+                self._state[component] = (started, logged + 1, 0)
+                return left_out
+            self._state[component] = (started, logged, left_out + 1)
+            return None

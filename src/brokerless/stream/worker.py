@@ -66,7 +66,7 @@ from .acker_executor import AckerExecutor
 from .assignment import Assignment
 from .bolt_executor import BoltExecutor
 from .component import ComponentKind
-from .errorlog import ErrorLog
+from .errorlog import LOG_INTERVAL, LOG_PER_INTERVAL, ErrorLog, LogThrottle
 from .executor import Executor
 from .inbound import Inbound
 from .link import NO_LINK, Link
@@ -133,6 +133,7 @@ class Worker:
         self.capture: list[tuple[str, str, tuple[Any, ...]]] | None = [] if capture else None
         #: The latest error reports of each of its tasks, numbered; ``total`` counts them all.
         self.errors = ErrorLog()
+        self._log_errors = LogThrottle()
         #: Why the worker failed (a task failed, an executor crashed), or None.
         self.failure: str | None = None
         self.checkpoints = (
@@ -301,8 +302,21 @@ class Worker:
 
     def record_error(self, component: str, task: int, error: BaseException) -> None:
         text = "".join(traceback.format_exception(error))
-        log.warning("%s task %d (worker %d) failed: %r", component, task, self.index, error)
         self.errors.add(ErrorReport(component, task, self.index, repr(error), text))
+        left_out = self._log_errors.allow(component)
+        if left_out is None:
+            return
+        log.warning(
+            "%s task %d (worker %d) failed: %r%s",
+            component,
+            task,
+            self.index,
+            error,
+            f" ({left_out:,} earlier error(s) of {component} not logged: a worker logs at "
+            f"most {LOG_PER_INTERVAL} of a component's every {LOG_INTERVAL:g} s)"
+            if left_out
+            else "",
+        )
 
     # -- observation -------------------------------------------------------------------------------
 
