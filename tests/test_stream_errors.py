@@ -147,5 +147,7 @@ def test_brokerless_stream_run_does_not_print_every_error(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if "failed: ValueError" in line]
     assert 1 <= len(lines) <= LOG_PER_INTERVAL * 7
-    errors = json.loads(done.stdout)["errors"]
+    report = json.loads(done.stdout)
+    errors = report["errors"]
     assert len(errors) == KEEP and errors[-1].endswith(f"ValueError('cannot handle {N - 1}')")
+    assert report["errors_total"] == N

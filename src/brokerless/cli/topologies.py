@@ -9,7 +9,7 @@
 ``run`` starts the topology in worker processes (``--local``: in this process; ``--spark``:
 as Spark tasks) and runs it until every spout is exhausted and every tuple processed -- when
 all its spouts can say so (``exhausted()``) -- or for ``--duration`` seconds, or until Ctrl-C.
-It prints one JSON object: the statistics, the errors and, for each ``--emitted
+It prints one JSON object: the statistics, each task's latest errors and, for each ``--emitted
 COMPONENT[:STREAM]``, the tuples that component emitted; with ``--ui`` it serves the live
 topology UI meanwhile.  ``ui`` runs it the same way but keeps the page up after the end, until
 Ctrl-C.  Both take SIGTERM (``kill``, ``timeout``) as Ctrl-C: the run stops and cleans up
@@ -313,6 +313,7 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
             interrupted = exc
         handle.stop()
+        errors = handle.errors()
         report: dict[str, Any] = {
             "topology": handle.plan.name,
             "workers": handle.plan.config.num_workers,
@@ -320,7 +321,8 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
             "seconds": round(time.monotonic() - started, 3),
             "interrupted": interrupted is not None,
             "statistics": handle.statistics().as_dict(),
-            "errors": [str(e) for e in handle.errors()],
+            "errors": [str(e) for e in errors],  # each task's latest
+            "errors_total": errors.total,
         }
         if capture:
             report["emitted"] = _emitted(handle, emitted)
