@@ -224,6 +224,13 @@ class RaiseAlways(Bolt):
         raise ValueError(f"cannot handle {tup[0]!r}")
 
 
+class RaiseHuge(Bolt):
+    """Raises a ValueError whose message is 5 MiB (an error carrying a whole payload)."""
+
+    def process(self, tup: Any) -> None:
+        raise ValueError(f"cannot handle {tup[0]!r}: " + "x" * (5 << 20))
+
+
 class EmitUnserializable(Bolt):
     """Emits a set (msgpack cannot encode it) for the value ``bad``, everything else
     unchanged.  With ``catch`` it reports the SerializationError on stream "problems", else

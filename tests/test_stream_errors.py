@@ -18,10 +18,10 @@ import pytest
 
 from brokerless.stream import Config, Topology, all_, run_local, run_multiprocess
 from brokerless.stream.control import AttemptState
-from brokerless.stream.errorlog import KEEP, LOG_PER_INTERVAL, ErrorLog
+from brokerless.stream.errorlog import KEEP, LOG_PER_INTERVAL, MAX_ERROR, MAX_TRACEBACK, ErrorLog
 from brokerless.stream.metrics import ErrorReport
 
-from .stream_topologies import RaiseAlways, RaiseOn, ValueSpout, wait_for
+from .stream_topologies import RaiseAlways, RaiseHuge, RaiseOn, ValueSpout, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,6 +65,25 @@ def test_a_multiprocess_run_keeps_the_latest_errors_of_each_task_and_counts_them
         errors = run.errors()
     assert_latest_kept(errors, run.plan.component_tasks["raise"])
     assert len(errors) == 2 * KEEP and errors.total == 2 * N
+
+
+def test_an_error_with_a_huge_message_is_reported_clipped_and_the_worker_goes_on():
+    """A report larger than a control message made the worker fail ("a control message of
+    10486260 bytes is larger than the control channel carries"), and the run with it."""
+    topology = (
+        Topology("huge", Config(num_workers=2))
+        .spout("values", partial(ValueSpout, range(3), False))
+        .bolt("raise", RaiseHuge, parallelism=2, inputs={"values": all_()})
+    )
+    with run_multiprocess(topology) as run:
+        run.wait_until_done(60)
+        errors = run.errors()
+    assert errors.total == len(errors) == 6
+    for error in errors:
+        assert error.error.startswith("ValueError('cannot handle ")
+        assert "characters cut" in error.error and len(error.error) < MAX_ERROR + 100
+        assert len(error.traceback) < MAX_TRACEBACK + 100
+        assert 'raise ValueError(f"cannot handle {tup[0]!r}: "' in error.traceback
 
 
 def test_a_worker_ships_only_what_it_kept_and_the_driver_counts_the_rest():

@@ -18,6 +18,11 @@ count is exact each time a worker ships.  A run folds the logs of the workers it
 own (:meth:`ErrorLog.absorb`): a worker started again keeps the same names, and its reports
 take the place of its predecessor's oldest.
 
+A report keeps at most :data:`MAX_ERROR` characters of the error's repr and
+:data:`MAX_TRACEBACK` of its traceback, cutting the middle (:func:`error_report`): an error
+that carries a whole payload in its message still fits in a control message, and what the run
+keeps stays small.
+
 Logging every error is what floods a terminal when a bolt raises on every tuple; a worker logs
 at most :data:`LOG_PER_INTERVAL` reports of a component per :data:`LOG_INTERVAL` seconds (Storm's
 ``topology.max.error.report.per.interval`` and ``topology.error.throttle.interval.secs``) and
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -35,9 +41,32 @@ from .metrics import ErrorReport
 
 #: Reports kept per (component, task, worker): Storm keeps a component's last 10.
 KEEP = 10
+#: The most characters of an error's repr, and of its traceback, that a report keeps (a report
+#: must fit in a control message, and the run keeps ``KEEP`` of each task's).
+MAX_ERROR = 2 << 10
+MAX_TRACEBACK = 32 << 10
 #: A worker logs at most this many errors of a component every ``LOG_INTERVAL`` seconds.
 LOG_PER_INTERVAL = 5
 LOG_INTERVAL = 10.0
+
+
+def clip(text: str, limit: int) -> str:
+    """``text``, or when longer than ``limit`` its start and end with what was cut between."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} ... ({len(text) - 2 * half:,} characters cut) ... {text[-half:]}"
+
+
+def error_report(component: str, task: int, worker: int, error: BaseException) -> ErrorReport:
+    """The report of ``error``: its repr and its traceback, each clipped (``MAX_ERROR``,
+    ``MAX_TRACEBACK``; each part of the traceback to ``MAX_ERROR`` first, so that a huge
+    message leaves room for the frames)."""
+    parts = traceback.format_exception(error)
+    text = "".join(clip(part, MAX_ERROR) for part in parts)
+    return ErrorReport(
+        component, task, worker, clip(repr(error), MAX_ERROR), clip(text, MAX_TRACEBACK)
+    )
 
 
 class ErrorList(list[ErrorReport]):

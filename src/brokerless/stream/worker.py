@@ -58,7 +58,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,12 +65,12 @@ from .acker_executor import AckerExecutor
 from .assignment import Assignment
 from .bolt_executor import BoltExecutor
 from .component import ComponentKind
-from .errorlog import LOG_INTERVAL, LOG_PER_INTERVAL, ErrorLog, LogThrottle
+from .errorlog import LOG_INTERVAL, LOG_PER_INTERVAL, ErrorLog, LogThrottle, error_report
 from .executor import Executor
 from .inbound import Inbound
 from .link import NO_LINK, Link
 from .messaging import Messaging
-from .metrics import ErrorReport, MetricsRoller
+from .metrics import MetricsRoller
 from .plan import TopologyPlan
 from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, task_frame
 from .queues import BoundedQueue, Shutdown
@@ -301,17 +300,17 @@ class Worker:
     # -- called from executor threads --------------------------------------------------------
 
     def record_error(self, component: str, task: int, error: BaseException) -> None:
-        text = "".join(traceback.format_exception(error))
-        self.errors.add(ErrorReport(component, task, self.index, repr(error), text))
+        report = error_report(component, task, self.index, error)
+        self.errors.add(report)
         left_out = self._log_errors.allow(component)
         if left_out is None:
             return
         log.warning(
-            "%s task %d (worker %d) failed: %r%s",
+            "%s task %d (worker %d) failed: %s%s",
             component,
             task,
             self.index,
-            error,
+            report.error,
             f" ({left_out:,} earlier error(s) of {component} not logged: a worker logs at "
             f"most {LOG_PER_INTERVAL} of a component's every {LOG_INTERVAL:g} s)"
             if left_out
