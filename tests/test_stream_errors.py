@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,9 +20,18 @@ import pytest
 from brokerless.stream import Config, Topology, all_, run_local, run_multiprocess
 from brokerless.stream.control import AttemptState
 from brokerless.stream.errorlog import KEEP, LOG_PER_INTERVAL, MAX_ERROR, MAX_TRACEBACK, ErrorLog
+from brokerless.stream.local import LocalRun
 from brokerless.stream.metrics import ErrorReport
+from brokerless.stream.run import TopologyRun
 
-from .stream_topologies import RaiseAlways, RaiseHuge, RaiseOn, ValueSpout, wait_for
+from .stream_topologies import (
+    GatedValueSpout,
+    RaiseAlways,
+    RaiseHuge,
+    RaiseOn,
+    ValueSpout,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -112,21 +122,32 @@ def test_a_worker_ships_only_what_it_kept_and_the_driver_counts_the_rest():
     ]
 
 
-def test_a_run_keeps_the_errors_of_an_attempt_it_lost():
+def kill_one(run: TopologyRun) -> None:
+    """Lose worker 1: local mode's simulation, or its process killed."""
+    if isinstance(run, LocalRun):
+        run.kill_worker(1)
+    else:
+        os.kill(run.worker_pids[1], signal.SIGKILL)
+
+
+@pytest.mark.parametrize("start", [run_local, run_multiprocess])
+def test_a_run_keeps_the_errors_of_an_attempt_it_lost(start, tmp_path):
     """As Storm keeps a component's errors when its worker restarts: a plain topology's new
-    attempt starts over, and the report of the lost attempt's error stays beside the new one's
-    (before, a plain local run dropped it)."""
+    attempt starts over, and the reports of the lost attempt's errors stay beside the new
+    one's (before, a plain run dropped them)."""
+    gate = tmp_path / "gate"  # the spout stops after "bad" until it exists
     topology = (
         Topology("lose-one", Config(num_workers=2))
-        .spout("values", partial(ValueSpout, ["bad", *range(100)], False))
+        .spout("values", partial(GatedValueSpout, ["bad", *range(100)], 1, str(gate)))
         .bolt("raise", partial(RaiseOn, "bad"), parallelism=2, inputs={"values": all_()})
     )
-    with run_local(topology) as run:
+    with start(topology) as run:
         wait_for(lambda: run.errors().total == 2, what="the first attempt's two errors")
         lost = run.errors()
-        run.kill_worker(1)
+        kill_one(run)
+        wait_for(lambda: run.attempt == 2, what="the second attempt")
+        gate.touch()
         run.wait_until_done(60)
-        assert run.attempt == 2
         errors = run.errors()
     assert errors.total == 4 and errors[:2] == lost
     assert [e.error for e in errors] == ["ValueError(\"cannot handle 'bad'\")"] * 4
