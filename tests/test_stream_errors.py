@@ -162,7 +162,10 @@ def test_a_bolt_raising_on_every_tuple_does_not_flood_the_log(caplog):
     logged = [r.getMessage() for r in caplog.records if "failed: ValueError" in r.getMessage()]
     assert 1 <= len(logged) <= LOG_PER_INTERVAL * 7  # (even if the run took a minute)
     [task] = run.plan.component_tasks["raise"]
-    assert logged[0] == f"raise task {task} (worker 0) failed: ValueError('cannot handle 0')"
+    first, traceback = logged[0].split("\n", 1)  # with its traceback, as Storm logs each
+    assert first == f"raise task {task} (worker 0) failed: ValueError('cannot handle 0')"
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert traceback.endswith("ValueError: cannot handle 0")
 
 
 def test_brokerless_stream_run_does_not_print_every_error(tmp_path):

@@ -306,7 +306,7 @@ class Worker:
         if left_out is None:
             return
         log.warning(
-            "%s task %d (worker %d) failed: %s%s",
+            "%s task %d (worker %d) failed: %s%s\n%s",
             component,
             task,
             self.index,
@@ -315,6 +315,7 @@ class Worker:
             f"most {LOG_PER_INTERVAL} of a component's every {LOG_INTERVAL:g} s)"
             if left_out
             else "",
+            report.traceback.rstrip(),
         )
 
     # -- observation -------------------------------------------------------------------------------
