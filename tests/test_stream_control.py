@@ -32,6 +32,7 @@ from brokerless.stream.control import (
     serve,
     worker_identity,
 )
+from brokerless.stream.errorlog import KEEP
 from brokerless.stream.metrics import ErrorReport
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.worker import Worker
@@ -205,6 +206,46 @@ def test_a_worker_splits_its_reports_into_messages_the_driver_takes(driver):
     finally:
         channel.close(linger=0)
         context.term()
+
+
+def test_a_worker_ships_its_latest_errors_and_the_driver_counts_every_one(driver):
+    """A worker keeps each task's latest reports and ships those since the last it shipped,
+    numbered: a driver taking its events keeps the latest and counts the ones dropped in
+    between (before, a worker shipped by list index and kept only its first 1,000)."""
+    router, endpoint, key = driver
+    context = zmq.Context()
+    worker = endless_worker()
+    channel = WorkerChannel(context, endpoint, key, 1, 0)
+    thread = threading.Thread(target=serve, args=(worker, channel, {"pid": 0}))
+    thread.start()
+    state = AttemptState()
+    signer = Signer(key)
+    route: list[bytes] = []
+
+    def take_until(total: int) -> None:
+        while state.errors.total < total:
+            connection, identity, *frames = router.recv_multipart()  # (RCVTIMEO: 10 s)
+            route[:] = [connection, identity]
+            message = signer.unpack(frames, identity)
+            if message[0] == "events":
+                state.take_events(0, message[1], message[2], message[3])
+
+    try:
+        for batch in (range(25), range(25, 40)):
+            for i in batch:
+                worker.record_error("sink", 2, ValueError(i))
+            take_until(batch.stop)
+        assert state.errors.total == 40
+        kept = state.errors.reports()
+        assert [e.error for e in kept] == [repr(ValueError(i)) for i in range(40 - KEEP, 40)]
+    finally:
+        if route:  # (the worker's hello gives one)
+            connection, identity = route
+            router.send_multipart([connection, *signer.pack(("stop",), identity)])
+        thread.join(20)
+        channel.close(linger=0)
+        context.term()
+    assert not thread.is_alive()
 
 
 def endless_topology(security: str = "curve") -> Topology:
