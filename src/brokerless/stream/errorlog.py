@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from .metrics import ErrorReport
 
@@ -79,11 +79,10 @@ class ErrorList(list[ErrorReport]):
 
 
 class ErrorLog:
-    """The latest ``keep`` reports of each (component, task, worker), numbered in the order
+    """The latest ``KEEP`` reports of each (component, task, worker), numbered in the order
     recorded, and how many were recorded in all (``total``).  Thread-safe."""
 
-    def __init__(self, keep: int = KEEP) -> None:
-        self._keep = keep
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, int, int], deque[tuple[int, ErrorReport]]] = {}
         self._recorded = 0  # the next report's number
@@ -94,19 +93,17 @@ class ErrorLog:
         """How many reports were recorded or counted here, kept or not."""
         return self._recorded + self._dropped_before
 
-    def add(self, report: ErrorReport, dropped: int = 0) -> int:
-        """Keep ``report`` (dropping its task's oldest when it has ``keep``), counting
-        ``dropped`` reports before it that never came here; returns its number."""
+    def add(self, report: ErrorReport, dropped: int = 0) -> None:
+        """Keep ``report`` (dropping its task's oldest when it has ``KEEP``), counting
+        ``dropped`` reports before it that never came here."""
         key = (report.component, report.task, report.worker)
         with self._lock:
             self._dropped_before += dropped
-            number = self._recorded
-            self._recorded += 1
             kept = self._kept.get(key)
             if kept is None:
-                kept = self._kept[key] = deque(maxlen=self._keep)
-            kept.append((number, report))
-            return number
+                kept = self._kept[key] = deque(maxlen=KEEP)
+            kept.append((self._recorded, report))
+            self._recorded += 1
 
     def since(self, number: int) -> list[tuple[int, ErrorReport]]:
         """The reports kept whose number is ``number`` or later, with their numbers, in order."""
@@ -143,18 +140,10 @@ class ErrorLog:
 
 
 class LogThrottle:
-    """Whether to log a component's next error: at most ``per_interval`` every ``interval``
-    seconds.  Thread-safe."""
+    """Whether to log a component's next error: at most ``LOG_PER_INTERVAL`` every
+    ``LOG_INTERVAL`` seconds.  Thread-safe."""
 
-    def __init__(
-        self,
-        per_interval: int = LOG_PER_INTERVAL,
-        interval: float = LOG_INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._per_interval = per_interval
-        self._interval = interval
-        self._clock = clock
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         #: component -> (when its interval started, errors logged in it, errors left out since)
         self._state: dict[str, tuple[float, int, int]] = {}
@@ -162,12 +151,12 @@ class LogThrottle:
     def allow(self, component: str) -> int | None:
         """None: do not log this error of ``component``; else log it, saying how many of its
         errors were left out before it."""
-        now = self._clock()
+        now = time.monotonic()
         with self._lock:
             started, logged, left_out = self._state.get(component, (now, 0, 0))
-            if now - started >= self._interval:
+            if now - started >= LOG_INTERVAL:
                 started, logged = now, 0
-            if logged < self._per_interval:
+            if logged < LOG_PER_INTERVAL:
                 self._state[component] = (started, logged + 1, 0)
                 return left_out
             self._state[component] = (started, logged, left_out + 1)

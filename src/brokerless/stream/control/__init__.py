@@ -63,10 +63,10 @@ ZeroMQ socket), and the driver takes a repeat as it took the first; so are all i
 (``AttemptState.take_events``), until the driver says it has them (``taken``).  A worker keeps
 only each task's latest error reports and ships those recorded since the last it shipped, each
 with its number in the worker's log; a gap in the numbers is reports it dropped, which the
-driver counts (``errorlog.py``); the driver keeps each task's latest too, across attempts.  (The one
-gap: the routing id of a worker's connection that has just died is free until the worker
-proves its next one, and a peer that guessed it -- a counter with a random start -- could
-claim it meanwhile and swallow commands; the next proof ends that.)
+driver counts (``errorlog.py``); the driver keeps each task's latest too, across attempts.
+(The one gap: the routing id of a worker's connection that has just died is free until the
+worker proves its next one, and a peer that guessed it -- a counter with a random start --
+could claim it meanwhile and swallow commands; the next proof ends that.)
 
 *Limits.*  No frame may exceed :data:`MAX_FRAME` (MAXMSGSIZE: a peer that sends a larger one is
 disconnected as its header arrives), and the driver's socket holds at most ``RCVHWM``
