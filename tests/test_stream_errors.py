@@ -14,10 +14,11 @@ import sys
 import textwrap
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from brokerless.stream import Config, Topology, all_, run_local, run_multiprocess
+from brokerless.stream import Bolt, Config, Topology, all_, run_local, run_multiprocess
 from brokerless.stream.control import AttemptState
 from brokerless.stream.errorlog import KEEP, LOG_PER_INTERVAL, MAX_ERROR, MAX_TRACEBACK, ErrorLog
 from brokerless.stream.local import LocalRun
@@ -94,6 +95,36 @@ def test_an_error_with_a_huge_message_is_reported_clipped_and_the_worker_goes_on
         assert "characters cut" in error.error and len(error.error) < MAX_ERROR + 100
         assert len(error.traceback) < MAX_TRACEBACK + 100
         assert 'raise ValueError(f"cannot handle {tup[0]!r}: "' in error.traceback
+
+
+class BrokenRepr(Exception):
+    def __repr__(self) -> str:
+        raise RuntimeError("repr broke")
+
+    def __str__(self) -> str:
+        raise RuntimeError("str broke")
+
+
+class RaiseBrokenRepr(Bolt):
+    def process(self, tup: Any) -> None:
+        raise BrokenRepr()
+
+
+def test_an_error_whose_repr_raises_is_reported_and_its_tuple_failed():
+    """Making the report raised in the executor: it dropped the tuple without failing it
+    ("executor 1 of 'raise' dropped an item it could not handle"; failed stayed 0), and the
+    report was lost."""
+    topology = (
+        Topology("broken-repr")
+        .spout("values", partial(ValueSpout, range(3), False))
+        .bolt("raise", RaiseBrokenRepr, inputs={"values": all_()})
+    )
+    with run_local(topology) as run:
+        run.wait_until_done(30)
+        errors = run.errors()
+        assert run.statistics()["raise"].failed == 3
+    assert [e.error for e in errors] == ["BrokenRepr(<repr() failed>)"] * 3
+    assert errors[0].traceback.endswith("BrokenRepr: <exception str() failed>\n")
 
 
 def test_a_worker_ships_only_what_it_kept_and_the_driver_counts_the_rest():

@@ -62,10 +62,14 @@ def error_report(component: str, task: int, worker: int, error: BaseException) -
     """The report of ``error``: its repr and its traceback, each clipped (``MAX_ERROR``,
     ``MAX_TRACEBACK``; each part of the traceback to ``MAX_ERROR`` first, so that a huge
     message leaves room for the frames)."""
-    parts = traceback.format_exception(error)
+    parts = traceback.format_exception(error)  # (it says "<exception str() failed>" itself)
     text = "".join(clip(part, MAX_ERROR) for part in parts)
+    try:
+        described = repr(error)
+    except Exception:  # a broken __repr__ must not lose the report, nor the tuple's failure
+        described = f"{type(error).__name__}(<repr() failed>)"
     return ErrorReport(
-        component, task, worker, clip(repr(error), MAX_ERROR), clip(text, MAX_TRACEBACK)
+        component, task, worker, clip(described, MAX_ERROR), clip(text, MAX_TRACEBACK)
     )
 
 
