@@ -216,6 +216,50 @@ def test_deactivate_and_activate_as_storm_ui_does():
         assert stopped.value.code == 409 and b"has stopped" in stopped.value.read()
 
 
+def refused(url: str, **headers: str) -> tuple[int, str]:
+    """The status and reason of a POST of ``url`` that is refused."""
+    with pytest.raises(urllib.error.HTTPError) as said:
+        act(url, **headers)
+    return said.value.code, said.value.reason
+
+
+def test_kill_deactivates_now_and_says_when_the_run_stops_as_storm_ui_does():
+    with run_local(endless_word_count(), ui=True) as run:
+        ui, api, header = run.ui, run.ui.url + "api/", {ACTION_HEADER: "1"}
+        assert get(api + "status") == {
+            "name": "live-word-count",
+            "status": "active",
+            "killable": False,
+            "kill_in_s": None,
+        }
+        assert refused(api + "kill")[0] == 403
+        # started from Python, nobody would stop it after the wait: refused, nothing done
+        assert refused(api + "kill", **header) == (
+            409,
+            "topology 'live-word-count' was started from Python: stop it there (run.stop()); "
+            "`brokerless stream run` and `stream ui` take a kill",
+        )
+        assert run.active and not ui.killed.is_set()
+        ui.killable = True  # (as `brokerless stream run` says it stops a killed run)
+        for wait in ("-1", "soon", "nan", "inf"):
+            assert refused(api + f"kill?wait={wait}", **header) == (
+                400,
+                f"wait={wait!r}: give the seconds to wait, a number >= 0",
+            )
+        asked = time.monotonic()
+        assert act(api + "kill", **header) == {"killed": True, "wait_s": 30.0}  # the default:
+        assert not run.active and ui.killed.is_set()  # the message timeout, as Storm's
+        assert asked + 30 <= ui.kill_at <= time.monotonic() + 30
+        status = get(api + "status")
+        assert status["status"] == "killed" and 0 < status["kill_in_s"] <= 30
+        assert 0 < get(api + "stats")["kill_in_s"] <= 30
+        assert act(api + "kill?wait=0", **header) == {"killed": True, "wait_s": 0.0}
+        assert get(api + "stats")["kill_in_s"] == 0  # (a new kill's wait replaces the first)
+        run.stop()
+        assert get(api + "status")["status"] == "stopped"
+        assert refused(api + "kill", **header) == (409, "topology 'live-word-count' has stopped")
+
+
 def test_stats_are_computed_at_most_once_per_refresh_however_many_ask():
     with run_local(endless_word_count()) as run:
         calls = []

@@ -9,11 +9,22 @@ A :class:`TopologyUI` is a stdlib ``ThreadingHTTPServer`` on a daemon thread of 
 * ``/`` -- the page (``static/index.html``, self-contained: its script draws the graph as SVG
   and polls the two endpoints below; nothing is fetched from elsewhere);
 * ``/api/topology`` -- the plan (``model.describe_topology``), computed once;
-* ``/api/stats`` -- the live figures (``model.describe_stats``);
+* ``/api/stats`` -- the live figures (``model.describe_stats``), with the state of a kill
+  (below);
+* ``/api/status`` -- what ``brokerless stream ps`` shows: the name and the status (``active``,
+  ``inactive``, ``killed``: stopping after a kill's wait, or ``stopped``), read from the run
+  without asking its workers;
 
-and it takes two actions, Storm UI's buttons: a POST of ``/api/deactivate`` (the spouts stop
+and it takes three actions, Storm UI's buttons: a POST of ``/api/deactivate`` (the spouts stop
 emitting; the tuples in flight are still processed) or ``/api/activate``, answered with
-``{"active": ...}`` (409 once the run has stopped).  A POST must carry the header
+``{"active": ...}``, and ``/api/kill?wait=SECONDS`` -- Storm's kill: the spouts are deactivated
+at once and the run stops after the wait (default: the topology's ``message_timeout_secs``),
+so that the tuples in flight can finish; answered with ``{"killed": true, "wait_s": ...}``.
+Whoever runs the topology does the stop: it says it will by setting ``killable`` (``brokerless
+stream run`` and ``stream ui`` do) and waits on ``killed``; a run started from Python has no
+Kill button (it is stopped where it runs).  An action is answered 409 once the run has stopped
+(or, for a kill, when nobody would stop it), 400 for a wait that is not a number of seconds.
+A POST must carry the header
 ``X-Brokerless-UI`` (the page's script sends it; 403 without): a page of another site cannot
 send such a header to this one without asking first (a CORS preflight, which is not
 answered), so a web page elsewhere cannot deactivate a topology through the browser of whoever
@@ -27,12 +38,14 @@ served, marked with the reason (``"stale"``).
 
 Nothing else is answered (404 or 405); a request gets ``_REQUEST_TIMEOUT`` seconds to arrive,
 so a client that stalls ties up only its own thread.  The page shows errors with their
-tracebacks and can deactivate the topology, so by default the server listens on 127.0.0.1.
+tracebacks and can deactivate and kill the topology, so by default the server listens on
+127.0.0.1.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from errno import EADDRINUSE
@@ -40,6 +53,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from .model import ObservedRun, describe_stats, describe_topology
 
@@ -71,6 +85,10 @@ def parse_address(where: UIAddress) -> tuple[str, int]:
 class TopologyUI:
     """The live web page of a running topology (see the module doc); ``url`` is where."""
 
+    #: Whether ``POST /api/kill`` is taken: set by whoever runs the topology and stops it when
+    #: ``killed`` is set, at ``kill_at`` (``time.monotonic()``).
+    killable = False
+
     def __init__(self, run: ObservedRun, where: UIAddress = True, refresh: float = 0.5) -> None:
         host, port = parse_address(where)
         self.run = run
@@ -81,6 +99,8 @@ class TopologyUI:
         self._lock = threading.Lock()
         self._stats: bytes | None = None
         self._stats_at = 0.0
+        self.killed = threading.Event()
+        self.kill_at: float | None = None
         try:
             self._server = ThreadingHTTPServer((host, port), _handler(self))
         except OSError as exc:  # the port is taken, the host unknown: say where and why
@@ -130,8 +150,24 @@ class TopologyUI:
             stale["stale"] = f"{type(exc).__name__}: {exc}"
             stale["stopped"] = run.stopped
             stale["failure"] = None if run.failure is None else str(run.failure)
-            return json.dumps(stale).encode()
-        return json.dumps(figures, default=repr).encode()
+            return json.dumps({**stale, **self._kill_state()}).encode()
+        return json.dumps({**figures, **self._kill_state()}, default=repr).encode()
+
+    def _kill_state(self) -> dict[str, Any]:
+        """``killable``; ``kill_in_s``: the seconds left before a kill stops the run, or None."""
+        left = None if self.kill_at is None else max(0.0, self.kill_at - time.monotonic())
+        return {"killable": self.killable, "kill_in_s": left}
+
+    def status(self) -> bytes:
+        """The JSON of ``/api/status`` (see the module doc)."""
+        run = self.run
+        if run.stopped:
+            status = "stopped"
+        elif self.kill_at is not None:
+            status = "killed"
+        else:
+            status = "active" if run.active else "inactive"
+        return json.dumps({"name": run.plan.name, "status": status, **self._kill_state()}).encode()
 
     def topology(self) -> bytes:
         return self._topology
@@ -146,9 +182,32 @@ class TopologyUI:
             run.activate()
         else:
             run.deactivate()
+        self._changed()
+        return json.dumps({"active": run.active}).encode()
+
+    def kill(self, wait: float | None) -> bytes:
+        """Storm's kill (``POST /api/kill``): deactivate the run now, and have whoever runs
+        it stop it after ``wait`` seconds (None: the topology's message timeout); the JSON of
+        the answer.  Raises RuntimeError when the run has stopped or nobody would stop it."""
+        run = self.run
+        if run.stopped:
+            raise RuntimeError(f"topology {run.plan.name!r} has stopped")
+        if not self.killable:
+            raise RuntimeError(
+                f"topology {run.plan.name!r} was started from Python: stop it there "
+                "(run.stop()); `brokerless stream run` and `stream ui` take a kill"
+            )
+        if wait is None:
+            wait = run.plan.config.message_timeout_secs
+        run.deactivate()
+        self.kill_at = time.monotonic() + wait
+        self.killed.set()
+        self._changed()
+        return json.dumps({"killed": True, "wait_s": wait}).encode()
+
+    def _changed(self) -> None:
         with self._lock:
             self._stats_at = float("-inf")  # the next /api/stats says so at once
-        return json.dumps({"active": run.active}).encode()
 
     def page(self) -> bytes:
         return self._page
@@ -160,9 +219,14 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
         "/index.html": (ui.page, "text/html; charset=utf-8"),
         "/api/topology": (ui.topology, "application/json"),
         "/api/stats": (ui.stats, "application/json"),
+        "/api/status": (ui.status, "application/json"),
     }
 
-    actions = {"/api/activate": True, "/api/deactivate": False}
+    actions = {
+        "/api/activate": lambda query: ui.set_active(True),
+        "/api/deactivate": lambda query: ui.set_active(False),
+        "/api/kill": lambda query: ui.kill(_wait(query)),
+    }
 
     class Handler(BaseHTTPRequestHandler):
         timeout = _REQUEST_TIMEOUT
@@ -176,15 +240,19 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
             self._answer(route[0](), route[1])
 
         def do_POST(self) -> None:
-            active = actions.get(self.path)
-            if active is None:
+            where = urlsplit(self.path)
+            action = actions.get(where.path)
+            if action is None:
                 self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
                 return
             if self.headers.get(ACTION_HEADER) is None:
                 self.send_error(HTTPStatus.FORBIDDEN, f"send the header {ACTION_HEADER}: 1")
                 return
             try:
-                body = ui.set_active(active)
+                body = action(parse_qs(where.query))
+            except ValueError as exc:  # a wait that is not a number of seconds
+                self.send_error(HTTPStatus.BAD_REQUEST, str(exc))
+                return
             except RuntimeError as exc:  # stopped
                 self.send_error(HTTPStatus.CONFLICT, str(exc))
                 return
@@ -207,3 +275,17 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
             pass  # the driver's terminal is the user's, not an access log
 
     return Handler
+
+
+def _wait(query: dict[str, list[str]]) -> float | None:
+    """A kill's ``wait`` (seconds, at least 0), or None when not given."""
+    given = query.get("wait")
+    if not given:
+        return None
+    try:
+        wait = float(given[-1])
+    except ValueError:
+        wait = math.nan
+    if not 0 <= wait < math.inf:
+        raise ValueError(f"wait={given[-1]!r}: give the seconds to wait, a number >= 0")
+    return wait
