@@ -10,12 +10,15 @@ places where brokerless deliberately does better and are deselected then.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib
 import inspect
 import itertools
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 
@@ -23,6 +26,10 @@ import pytest
 import zmq as libzmq  # the reference peer, whichever implementation is under test
 
 AGAINST_PYZMQ = os.environ.get("BROKERLESS_TEST_AGAINST") == "pyzmq"
+# `brokerless stream run` registers each run by name, and refuses a name already running: the
+# suite's runs (subprocesses inherit the variable) use a registry of their own, not the user's
+os.environ["BROKERLESS_TOPOLOGIES_DIR"] = tempfile.mkdtemp(prefix="brokerless-topologies-")
+atexit.register(shutil.rmtree, os.environ["BROKERLESS_TOPOLOGIES_DIR"], ignore_errors=True)
 if AGAINST_PYZMQ:
     import zmq as _reference
 

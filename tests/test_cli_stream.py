@@ -453,3 +453,197 @@ def test_an_option_the_mode_would_ignore_is_a_usage_error(options, error):
     done = brokerless("stream", "run", "brokerless.stream.examples:word_count", *options)
     assert done.returncode == 2, done.stderr.decode()
     assert error in done.stderr.decode() and not done.stdout
+
+
+# -- a running topology, from another shell: ps, deactivate, activate, kill ----------------------
+
+
+def ps() -> str:
+    done = brokerless("stream", "ps")
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()
+
+
+def listed(name: str, status: str = "active") -> dict[str, str] | None:
+    """The line of ``stream ps`` for ``name`` (as a dict of its columns) if it has ``status``."""
+    lines = ps().splitlines()
+    if not lines[0].startswith("NAME"):
+        return None
+    header = lines[0].split()
+    rows = [dict(zip(header, line.split(), strict=True)) for line in lines[1:]]
+    return next((r for r in rows if r["NAME"] == name and r["STATUS"] == status), None)
+
+
+def control(*args: str) -> subprocess.CompletedProcess[bytes]:
+    done = brokerless("stream", *args)
+    assert done.returncode == 0, done.stderr.decode()
+    return done
+
+
+def registry() -> list[Path]:
+    return list(Path(os.environ["BROKERLESS_TOPOLOGIES_DIR"]).iterdir())
+
+
+@pytest.mark.timeout(120)
+def test_ps_shows_a_run_while_it_runs_and_a_second_one_of_that_name_is_refused():
+    with started("stream", "run", "tests.test_cli_stream:endless", "--workers", "2") as process:
+        row = wait_for(lambda: listed("endless"), timeout=60, what="ps to list the run")
+        assert row == dict(row, MODE="multiprocess/ipc", WORKERS="2", PID=str(process.pid))
+        # as Storm refuses a topology name that runs already; --name runs it under another
+        twice = brokerless("stream", "run", "tests.test_cli_stream:endless", "--local")
+        assert twice.returncode == 1 and not twice.stdout
+        assert re.fullmatch(
+            rf"Error: a topology named 'endless' is already running \(pid {process.pid}, since "
+            r"\d\d:\d\d:\d\d\): stop it with `brokerless stream kill endless`, or run this one "
+            r"under another --name\n",
+            twice.stderr.decode(),
+        ), twice.stderr.decode()
+        other = brokerless(
+            "stream",
+            "run",
+            "tests.test_cli_stream:endless",
+            "--local",
+            "--name",
+            "endless-2",
+            "--duration",
+            "0.5",
+        )
+        assert other.returncode == 0, other.stderr.decode()
+        interrupt(process)
+    assert ps() == "No topologies running.\n" and not registry()
+
+
+@pytest.mark.timeout(120)
+def test_a_run_killed_outright_is_no_longer_listed_and_its_name_is_free():
+    with started("stream", "run", "tests.test_cli_stream:endless", "--local") as process:
+        wait_for(lambda: listed("endless"), timeout=60, what="ps to list the run")
+        process.kill()  # SIGKILL: nothing cleans up; its entry is stale
+        process.wait()
+    assert registry()
+    assert ps() == "No topologies running.\n" and not registry()
+    again = brokerless("stream", "run", "tests.test_cli_stream:endless", "--local", "--duration=1")
+    assert again.returncode == 0, again.stderr.decode()
+
+
+def emitted(url: str) -> tuple[float, bool, int]:
+    """When the figures at ``url`` were taken, whether the run is active, and the spout's
+    emitted count."""
+    with urllib.request.urlopen(url + "api/stats", timeout=10) as answer:
+        stats = json.load(answer)
+    return stats["time"], stats["active"], stats["components"]["counter"]["emitted"]
+
+
+@pytest.mark.timeout(120)
+def test_deactivate_and_activate_stop_and_resume_a_running_topology():
+    with started("stream", "run", "tests.test_cli_stream:endless", "--local", "--ui=0") as process:
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        url = process.stderr.readline().decode().split()[2]
+        wait_for(lambda: emitted(url)[2], timeout=30, what="the spout to emit")
+        said = control("deactivate", "endless").stdout
+        assert said == b"deactivated topology 'endless'\n"
+        assert listed("endless", "inactive")
+        # the spout stops: two rounds of figures taken after it said so show the same count
+        first = wait_for(
+            lambda: now if not (now := emitted(url))[1] else None, what="the figures to say so"
+        )
+        second = wait_for(lambda: now if (now := emitted(url))[0] > first[0] else None)
+        assert second[2] == first[2]
+        assert control("activate", "endless").stdout == b"activated topology 'endless'\n"
+        assert listed("endless", "active")
+        wait_for(lambda: emitted(url)[2] > second[2], what="the spout to emit again")
+        interrupt(process)
+
+
+def slow():
+    """A reliable spout feeding a bolt that takes 20 ms a tuple, with at most 20 in flight."""
+    from functools import partial
+
+    from brokerless.stream import Config, Topology, shuffle
+
+    from .stream_topologies import Busy, ReliableCounter
+
+    return (
+        Topology("slow", Config(max_spout_pending=20))
+        .spout("counter", ReliableCounter)
+        .bolt("busy", partial(Busy, 20), inputs={"counter": shuffle()})
+    )
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("mode", "shown"),
+    [
+        (["--local"], "local"),
+        (["--workers=2"], "multiprocess/ipc"),
+        (["--spark", "--master=local[2]", "--workers=2"], "spark"),
+    ],
+)
+def test_kill_with_a_wait_lets_the_tuples_in_flight_finish_then_stops_the_run(mode, shown):
+    with started("stream", "run", "tests.test_cli_stream:slow", *mode) as process:
+        row = wait_for(lambda: listed("slow"), timeout=180, what="ps to list the run")
+        assert row["MODE"] == shown
+        said = control("kill", "slow", "-w", "3").stdout.decode()
+        assert (
+            said == f"killed topology 'slow': its spouts are deactivated; it stops in 3 s "
+            f"(pid {process.pid})\n"
+        )
+        assert listed("slow", "killed")
+        out, err = finish(process)
+    assert process.returncode == 0, err.decode()
+    assert b"killed: the spouts are deactivated; stopping in " in err
+    report = json.loads(out)
+    assert report["killed"] and not report["interrupted"] and report["seconds"] >= 3
+    spout = report["statistics"]["components"]["counter"]
+    assert spout["emitted"] and spout["acked"] == spout["emitted"] and not spout["failed"]
+    assert "slow" not in ps() and not registry()
+
+
+@pytest.mark.timeout(120)
+def test_kill_without_a_wait_stops_the_run_at_once():
+    with started("stream", "run", "tests.test_cli_stream:slow", "--local") as process:
+        wait_for(lambda: listed("slow"), timeout=60, what="ps to list the run")
+        control("kill", "slow", "--wait", "0")
+        out, err = finish(process)
+    assert process.returncode == 0, err.decode()
+    report = json.loads(out)
+    assert report["killed"]
+    spout = report["statistics"]["components"]["counter"]
+    assert spout["acked"] < spout["emitted"]  # (stopped with tuples in flight)
+
+
+@pytest.mark.timeout(120)
+def test_kill_of_a_stream_ui_run_keeps_its_page_until_ctrl_c():
+    with started("stream", "ui", "tests.test_cli_stream:endless", "--local") as process:
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        url = process.stderr.readline().decode().split()[2]
+        control("kill", "endless", "-w", "0")
+        assert process.stderr.readline().startswith(b"killed: the spouts are deactivated")
+        assert process.stderr.readline().decode() == (
+            f"killed: the final figures stay at {url} until Ctrl-C\n"
+        )
+        assert ps() == "No topologies running.\n"
+        with urllib.request.urlopen(url + "api/stats", timeout=10) as answer:
+            assert json.load(answer)["stopped"]
+        interrupt(process)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [["kill"], ["activate"], ["deactivate"], ["kill", "-w", "1"]])
+def test_a_name_that_is_not_running_is_an_error_listing_those_that_are(command):
+    done = brokerless("stream", *command, "nope")
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr == b"Error: no topology named 'nope' is running (running: none)\n"
+    with started("stream", "run", "tests.test_cli_stream:endless", "--local"):
+        wait_for(lambda: listed("endless"), timeout=60, what="ps to list the run")
+        done = brokerless("stream", *command, "nope")
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr == b"Error: no topology named 'nope' is running (running: endless)\n"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["ps", "activate", "deactivate", "kill"])
+def test_the_commands_for_a_running_topology_have_help_with_examples(command):
+    shown = brokerless("stream", command, "--help")
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert "Example" in shown.stdout.decode()
+    assert f"  {command} " in brokerless("stream", "--help").stdout.decode()

@@ -5,7 +5,7 @@
     brokerless monitor ENDPOINT                                       socket monitor events
     brokerless bench [--plot FILE.png]                                brokerless vs pyzmq
     brokerless demo                                                   the Spark demo pipeline
-    brokerless stream run|list|ui                                     topologies
+    brokerless stream run|list|ui|ps|kill|activate|deactivate         topologies
     brokerless completion bash|zsh|fish                               shell completion
 
 Built on click: it is small (one pure-Python package, no dependencies of its own), stable for

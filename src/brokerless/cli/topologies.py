@@ -5,6 +5,8 @@
     brokerless stream run mytopologies:pipeline --workers 2 --transport tcp --duration 30
     brokerless stream ui mytopologies:pipeline --port 8080
     brokerless stream list mytopologies
+    brokerless stream ps                                  # in another shell: what runs
+    brokerless stream kill word-count -w 5
 
 ``run`` starts the topology in worker processes (``--local``: in this process; ``--spark``:
 as Spark tasks) and runs it until every spout is exhausted and every tuple processed -- when
@@ -15,7 +17,13 @@ topology UI meanwhile.  ``ui`` runs it the same way but keeps the page up after 
 Ctrl-C.  Both take SIGTERM (``kill``, ``timeout``) as Ctrl-C: the run stops and cleans up
 (``run`` prints its report), and the status is 143.  A run that fails (a worker process lost,
 or not done after ``--timeout``) is an error (status 1, saying why); ``ui`` keeps its page up
-then too, showing how far it got.  ``list`` shows the topologies a module defines.  A module is
+then too, showing how far it got.  While it runs, a run is findable by name (the topology's, or
+``--name``; a name already running is refused, as Storm refuses it) in the registry
+(``registry.py``) and controlled over its UI's HTTP server, which every run serves on
+127.0.0.1 (a free port) for this even without ``--ui``: ``ps``, ``activate``, ``deactivate``
+and ``kill`` (``control.py``) do it from another shell.  A killed run stops after the kill's
+wait and ends as a finished one does (``run`` prints its report, ``"killed": true``; status 0;
+``ui`` keeps its page).  ``list`` shows the topologies a module defines.  A module is
 looked up in the current directory first, as ``python -m`` does.  ``worker`` (hidden) is what
 ``run`` starts: one worker process, its job read from stdin.
 """
@@ -29,7 +37,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -46,6 +55,8 @@ from brokerless.stream.run import TopologyRun
 from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
+from . import control
+from .registry import NameTaken, Registration, register
 from .runner import Program, Terminated, run_command, sigterm_interrupts
 from .status import INTERRUPTED, TERMINATED
 
@@ -113,6 +124,7 @@ class RunOptions:
     """What ``run`` and ``ui`` both take: which topology, where and how long to run it."""
 
     topology: str
+    name: str | None  # what it runs under (default: the topology's name)
     workers: int | None
     mode: str | None  # "local", "spark", or None: worker processes
     master: str | None
@@ -121,22 +133,40 @@ class RunOptions:
     timeout: float
     progress: bool | None
 
+    @contextmanager
     def start(
         self, capture: bool, ui: UIAddress | None, emitted: Sequence[str] = ()
-    ) -> TopologyRun:
-        """Start the run (after saying if it cannot end by itself); ``emitted`` must name
-        components of the topology (and streams they declare)."""
+    ) -> Iterator[tuple[TopologyRun, Registration]]:
+        """Start the run (after saying if it cannot end by itself), findable by name in the
+        registry and killable while within, and stop it on the way out; ``emitted`` must name
+        components of the topology (and streams they declare).  ``ui`` None: the UI serves
+        only as the control server, on a free port of 127.0.0.1."""
         topology = _load(self.topology)
+        plan = topology.build()
         if emitted:
-            _check_emitted(topology.build(), emitted)
-        if self.duration is None and not _finite(topology.build()):
-            click.echo(
-                "the topology's spouts never say they are exhausted: pass --duration "
-                "SECONDS (or stop it with Ctrl-C)",
-                err=True,
-            )
+            _check_emitted(plan, emitted)
+        workers = plan.config.num_workers if self.workers is None else self.workers
         try:
-            return self._start(topology, capture, ui)
+            registration = register(self.name or plan.name, self.mode_name, workers)
+        except NameTaken as exc:
+            raise click.ClickException(str(exc)) from None
+        with registration:
+            if self.duration is None and not _finite(plan):
+                click.echo(
+                    "the topology's spouts never say they are exhausted: pass --duration "
+                    "SECONDS (or stop it with Ctrl-C)",
+                    err=True,
+                )
+            with self._started(topology, capture, True if ui is None else ui) as handle:
+                assert handle.ui is not None
+                handle.ui.killable = True
+                registration.publish(_control_url(handle.ui.url))
+                yield handle, registration
+
+    @contextmanager
+    def _started(self, topology: Topology, capture: bool, ui: UIAddress) -> Iterator[TopologyRun]:
+        try:
+            handle = self._start(topology, capture, ui)
         except (OSError, RuntimeError) as exc:  # the UI's port taken; a worker that failed
             raise click.ClickException(str(exc)) from None  # to start (WorkerProcessError)
         except ZMQError as exc:  # an endpoint the workers cannot use
@@ -144,8 +174,10 @@ class RunOptions:
             if exc.errno == errno.ENAMETOOLONG:
                 hint = " (pass --transport tcp, or point TMPDIR at a shorter path)"
             raise click.ClickException(f"{exc}{hint}") from None
+        with handle:
+            yield handle
 
-    def _start(self, topology: Topology, capture: bool, ui: UIAddress | None) -> TopologyRun:
+    def _start(self, topology: Topology, capture: bool, ui: UIAddress) -> TopologyRun:
         if self.mode == "local":
             return run_local(topology, workers=self.workers, capture=capture, ui=ui)
         if self.mode == "spark":
@@ -163,23 +195,28 @@ class RunOptions:
             self.topology, workers=self.workers, transport=self.transport, capture=capture, ui=ui
         )
 
-    def wait(self, run: TopologyRun) -> None:
-        """Until the run is done (finite spouts), ``duration`` is over, or Ctrl-C; with
-        progress on stderr when wanted.  A run that fails (it lost a worker, or is not done
-        after ``timeout``) is a ClickException saying why."""
+    def wait(self, run: TopologyRun) -> bool:
+        """Until the run is done (finite spouts), ``duration`` is over, Ctrl-C, or the end of
+        the wait of a kill (then True); with progress on stderr when wanted.  A run that fails
+        (it lost a worker, or is not done after ``timeout``) is a ClickException saying why."""
+        ui = run.ui
+        assert ui is not None  # (every run serves it: the control server)
         shown = _Progress(run) if _show_progress(self.progress) else None
         try:
             if self.duration is None and _finite(run.plan):
-                run.wait_until_done(self.timeout)
-                return
-            deadline = None if self.duration is None else time.monotonic() + self.duration
-            idle = threading.Event()
-            while deadline is None or time.monotonic() < deadline:
-                run.errors()  # lets a multi-process run take in its workers' reports
-                if run.failure is not None:  # (out of attempts: it stopped by itself)
-                    raise run.failure
-                left = _WAKE_EVERY if deadline is None else max(0.0, deadline - time.monotonic())
-                idle.wait(min(_WAKE_EVERY, left))
+                run.wait_until_done(self.timeout, until=ui.killed)
+            else:
+                deadline = None if self.duration is None else time.monotonic() + self.duration
+                _watch(run, lambda: deadline, ui.killed)
+            if not ui.killed.is_set():
+                return False
+            if shown is not None:
+                shown.close()
+                shown = None
+            left = 0.0 if ui.kill_at is None else ui.kill_at - time.monotonic()
+            click.echo(f"killed: the spouts are deactivated; stopping in {left:.3g} s", err=True)
+            _watch(run, lambda: ui.kill_at, threading.Event())  # (a new kill moves kill_at)
+            return True
         except (RuntimeError, TimeoutError) as exc:  # WorkerProcessError is a RuntimeError
             raise click.ClickException(str(exc)) from None
         finally:
@@ -191,8 +228,33 @@ class RunOptions:
         return self.mode or f"multiprocess/{self.transport}"
 
 
+def _watch(run: TopologyRun, deadline: Callable[[], float | None], until: threading.Event) -> None:
+    """Watch ``run`` until ``deadline()`` (``time.monotonic()``; None: no end) or ``until`` is
+    set, waking every ``_WAKE_EVERY``; raises the run's failure if it stops by itself."""
+    while not until.is_set():
+        end = deadline()
+        if end is not None and time.monotonic() >= end:
+            return
+        run.errors()  # lets a multi-process run take in its workers' reports
+        if run.failure is not None:  # (out of attempts: it stopped by itself)
+            raise run.failure
+        left = _WAKE_EVERY if end is None else max(0.0, end - time.monotonic())
+        until.wait(min(_WAKE_EVERY, left))
+
+
+def _control_url(url: str) -> str:
+    """Where a command on this machine reaches the UI at ``url`` (listening on all addresses:
+    on 127.0.0.1)."""
+    return url.replace("://0.0.0.0:", "://127.0.0.1:", 1)
+
+
 _RUN_OPTIONS = [
     click.argument("topology"),
+    click.option(
+        "--name",
+        help="The name it runs under, for `stream ps`/`kill` (default: the topology's; a name "
+        "already running is refused).",
+    ),
     click.option(
         "--workers",
         type=click.IntRange(min=1),
@@ -271,7 +333,9 @@ Examples:
   brokerless stream list                                   # the built-in examples
   brokerless stream run brokerless.stream.examples:word_count --workers 3 --emitted count
   brokerless stream run mymodule:topology --local --duration 10 --ui 8080
-  brokerless stream ui brokerless.stream.examples:word_count""",
+  brokerless stream ui brokerless.stream.examples:word_count
+  brokerless stream ps                                     # the running ones (another shell)
+  brokerless stream kill word-count -w 10""",
 )
 def stream() -> None:
     """Storm-style topologies over brokerless: run them, list them, watch them live."""
@@ -303,13 +367,13 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
     """Run TOPOLOGY to completion (or --duration, or Ctrl-C) and print a JSON report."""
     capture = bool(emitted)
     started = time.monotonic()
-    handle = options.start(capture, ui, emitted)
     interrupted: KeyboardInterrupt | None = None
-    with handle:
-        if handle.ui is not None:
+    killed = False
+    with options.start(capture, ui, emitted) as (handle, _):
+        if ui is not None and handle.ui is not None:
             click.echo(f"topology UI: {handle.ui.url}", err=True)
         try:
-            options.wait(handle)
+            killed = options.wait(handle)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
             interrupted = exc
         handle.stop()
@@ -320,6 +384,7 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
             "mode": options.mode_name,
             "seconds": round(time.monotonic() - started, 3),
             "interrupted": interrupted is not None,
+            "killed": killed,
             "statistics": handle.statistics().as_dict(),
             "errors": [str(e) for e in errors],  # each task's latest
             "errors_total": errors.total,
@@ -358,15 +423,15 @@ Examples:
 def ui(options: RunOptions, port: int, host: str) -> int:
     """Run TOPOLOGY with its live web UI; the page stays up after the run ends (or fails),
     until Ctrl-C."""
-    handle = options.start(False, f"{host}:{port}")
-    assert handle.ui is not None
-    with handle:
+    with options.start(False, f"{host}:{port}") as (handle, registration):
+        assert handle.ui is not None
         click.echo(f"topology UI: {handle.ui.url}  (Ctrl-C to stop)", err=True)
         try:
-            options.wait(handle)
+            killed = options.wait(handle)
         except click.ClickException as failure:  # the page shows how far it got, until Ctrl-C
             try:  # (from here on, however early Ctrl-C comes, the status says it failed)
                 handle.stop()
+                registration.close()
                 failure.show()
                 click.echo(
                     f"failed: the last figures stay at {handle.ui.url} until Ctrl-C", err=True
@@ -375,7 +440,9 @@ def ui(options: RunOptions, port: int, host: str) -> int:
             except KeyboardInterrupt:
                 return failure.exit_code
         handle.stop()
-        click.echo(f"done: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
+        registration.close()  # (no longer running: no longer listed, its name free)
+        said = "killed" if killed else "done"
+        click.echo(f"{said}: the final figures stay at {handle.ui.url} until Ctrl-C", err=True)
         _until_ctrl_c()
     return 0
 
@@ -431,6 +498,10 @@ def _dsl_class_of(value: Any, module_name: str) -> bool:
 def worker() -> int:
     """(internal) One worker process of a multi-process run; its job on stdin."""
     return worker_main()
+
+
+for _command in control.COMMANDS:
+    stream.add_command(_command)
 
 
 def _ui_address(ctx: click.Context, value: str | None) -> UIAddress | None:

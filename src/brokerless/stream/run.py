@@ -188,11 +188,14 @@ class TopologyRun(ABC):
         self._last_wave = wave
         return confirmed
 
-    def wait_until_done(self, timeout: float = 60.0) -> None:
-        """Wait until every spout is exhausted and every tuple processed (see the module doc);
-        raises TimeoutError with the workers' last reports after ``timeout`` seconds."""
+    def wait_until_done(self, timeout: float = 60.0, until: threading.Event | None = None) -> None:
+        """Wait until every spout is exhausted and every tuple processed (see the module doc),
+        or until ``until`` is set; raises TimeoutError with the workers' last reports after
+        ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while not self.done():
+            if until is not None and until.is_set():
+                return
             if self._settled is not None:
                 continue  # confirm with a second round at once
             remaining = deadline - time.monotonic()

@@ -1,0 +1,163 @@
+"""``brokerless stream ps|activate|deactivate|kill``: Storm's ``storm list``, ``activate``,
+``deactivate`` and ``kill`` for the topologies that ``brokerless stream run`` and ``stream ui``
+run, found by name in the registry (``registry.py``) and told over their control server (the
+topology UI's HTTP server, on 127.0.0.1: ``stream/ui/server.py``).
+
+``ps`` is ``storm list`` (``stream list`` already lists the topologies a module defines): one
+line per running topology with its status -- active, inactive, killed (stopping after a
+kill's wait) -- mode, workers, uptime and pid.  ``kill NAME -w SECS`` deactivates the spouts at
+once; the run stops SECS later (default: its ``message_timeout_secs``), so that the tuples in
+flight can finish, and prints its report as at any other end, with status 0.  ``kill`` returns
+at once, as ``storm kill`` does.  A name that is not running is an error listing those that
+are.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import click
+from click.shell_completion import CompletionItem
+
+from brokerless.stream.ui.server import ACTION_HEADER
+
+from .registry import Entry, find, running
+
+_TIMEOUT = 10.0  # seconds to wait for a run's control server to answer
+
+
+def _complete_name(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    return [CompletionItem(e.name) for e in running() if e.name.startswith(incomplete)]
+
+
+_NAME = click.argument("name", shell_complete=_complete_name)
+
+
+def _entry(name: str) -> Entry:
+    """The run named ``name``: an error listing the running ones if there is none."""
+    entry = find(name)
+    if entry is not None and entry.url is not None:
+        return entry
+    if entry is not None:
+        raise click.ClickException(f"topology {name!r} is starting: try again in a moment")
+    names = ", ".join(e.name for e in running()) or "none"
+    raise click.ClickException(f"no topology named {name!r} is running (running: {names})")
+
+
+def _ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
+    """The JSON answer of ``entry``'s control server to a GET (or a POST) of ``path``."""
+    assert entry.url is not None
+    request = urllib.request.Request(
+        entry.url + path,
+        method="POST" if post else "GET",
+        headers={ACTION_HEADER: "1"} if post else {},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=_TIMEOUT) as answer:
+            said: dict[str, Any] = json.load(answer)
+            return said
+    except urllib.error.HTTPError as exc:  # 409: it has stopped; 400: a bad wait
+        raise click.ClickException(f"topology {entry.name!r}: {exc.reason}") from None
+    except OSError as exc:  # (URLError is one) it is ending, or stuck
+        raise click.ClickException(
+            f"topology {entry.name!r} (pid {entry.pid}) does not answer at {entry.url}: "
+            f"{getattr(exc, 'reason', exc)}"
+        ) from None
+
+
+def _status(entry: Entry) -> str:
+    if entry.url is None:
+        return "starting"
+    try:
+        return str(_ask(entry, "api/status")["status"])
+    except click.ClickException:
+        return "unreachable"
+
+
+def _uptime(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  brokerless stream ps
+  brokerless stream ps | grep inactive"""
+)
+def ps() -> None:
+    """Show the topologies running (by `stream run` or `stream ui`), as `storm list` does:
+    name, status, mode, workers, uptime and pid."""
+    entries = running()
+    if not entries:
+        click.echo("No topologies running.")
+        return
+    rows = [("NAME", "STATUS", "MODE", "WORKERS", "UPTIME", "PID")]
+    now = time.time()
+    for e in entries:
+        rows.append(
+            (e.name, _status(e), e.mode, str(e.workers), _uptime(now - e.started), str(e.pid))
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  brokerless stream deactivate word-count
+  brokerless stream activate word-count"""
+)
+@_NAME
+def deactivate(name: str) -> None:
+    """Stop the spouts of the running topology NAME emitting, as `storm deactivate` does (the
+    tuples in flight are still processed)."""
+    _ask(_entry(name), "api/deactivate", post=True)
+    click.echo(f"deactivated topology {name!r}")
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  brokerless stream activate word-count"""
+)
+@_NAME
+def activate(name: str) -> None:
+    """Let the spouts of the running topology NAME emit again, as `storm activate` does."""
+    _ask(_entry(name), "api/activate", post=True)
+    click.echo(f"activated topology {name!r}")
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  brokerless stream kill word-count            # stops after its message timeout
+  brokerless stream kill word-count -w 0       # stops now"""
+)
+@_NAME
+@click.option(
+    "-w",
+    "--wait",
+    type=click.FloatRange(min=0),
+    help="Seconds between deactivating the spouts and stopping, for the tuples in flight to "
+    "finish (default: the topology's message_timeout_secs).",
+)
+def kill(name: str, wait: float | None) -> None:
+    """Kill the running topology NAME, as `storm kill` does: deactivate its spouts now, stop
+    it after --wait seconds.  The run then prints its report and exits with status 0."""
+    entry = _entry(name)
+    said = _ask(entry, "api/kill" if wait is None else f"api/kill?wait={wait}", post=True)
+    click.echo(
+        f"killed topology {name!r}: its spouts are deactivated; it stops in "
+        f"{said['wait_s']:g} s (pid {entry.pid})"
+    )
+
+
+COMMANDS = [ps, activate, deactivate, kill]
