@@ -29,6 +29,7 @@ from brokerless.stream.examples import word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
 from .stream_topologies import Counter, ValueSpout, Waits, wait_for
+from .test_cli import finish, started
 from .test_stream_metrics import CountsVowels
 from .test_stream_ui import endless_word_count
 
@@ -197,6 +198,47 @@ def test_the_page_deactivates_and_activates_the_topology(browser):
         browser.script(TOGGLE)
         wait_for(lambda: run.active, timeout=30, what="the button to activate the run")
         wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running again")
+        # a run started from Python is stopped where it runs: no Kill button
+        assert browser.script("return document.getElementById('kill').hidden") is True
+
+
+KILL = "setTimeout(() => document.getElementById('kill').click());"  # (the prompt would block)
+
+
+def prompt_text(browser: WebDriver) -> str | None:
+    """The text of the dialog the page opened, or None while there is none."""
+    try:
+        return str(browser._call("GET", f"{browser.session}/alert/text"))
+    except AssertionError:  # "no such alert"
+        return None
+
+
+@pytest.mark.timeout(120)
+def test_the_kill_button_asks_for_the_wait_and_kills_the_run_as_storm_ui_does(browser):
+    with started("stream", "run", "tests.test_cli_stream:slow", "--local", "--ui=0") as process:
+        assert process.stderr is not None
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        url = process.stderr.readline().decode().split()[2]
+        browser.get(url + "?interval=200")
+        wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running")
+        assert browser.script("return document.getElementById('kill').hidden") is False
+        browser.script(KILL)
+        asked = wait_for(lambda: prompt_text(browser), timeout=30, what="the kill dialog")
+        assert asked.startswith("Do you really want to kill topology slow? If so, give the ")
+        browser._call("POST", f"{browser.session}/alert/text", {"text": "2"})
+        browser._call("POST", f"{browser.session}/alert/accept", {})
+        wait_for(
+            lambda: browser.script(STATE).startswith("killed: stops in "),
+            timeout=30,
+            what="the page to say the run is killed",
+        )
+        assert browser.script("return document.getElementById('kill').disabled") is True
+        out, err = finish(process)
+    assert process.returncode == 0, err.decode()
+    report = json.loads(out)
+    assert report["killed"] and report["seconds"] >= 2
+    spout = report["statistics"]["components"]["counter"]
+    assert spout["emitted"] and spout["acked"] == spout["emitted"] and not spout["failed"]
 
 
 CROSS_SITE = """
