@@ -647,3 +647,23 @@ def test_the_commands_for_a_running_topology_have_help_with_examples(command):
     assert shown.returncode == 0, shown.stderr.decode()
     assert "Example" in shown.stdout.decode()
     assert f"  {command} " in brokerless("stream", "--help").stdout.decode()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "command",
+    [["ps"], ["kill", "endless"], ["run", "tests.test_cli_stream:endless", "--local"]],
+)
+def test_a_registry_that_cannot_be_used_is_an_error_saying_what_to_do(tmp_path, command):
+    (tmp_path / "file").touch()
+    done = subprocess.run(
+        [*BROKERLESS, "stream", *command],
+        capture_output=True,
+        timeout=60,
+        env=dict(ENV, BROKERLESS_TOPOLOGIES_DIR=str(tmp_path / "file")),
+    )
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.decode() == (
+        f"Error: cannot use {tmp_path / 'file'} as the registry of running topologies (File "
+        "exists): point BROKERLESS_TOPOLOGIES_DIR at a directory of yours\n"
+    )

@@ -25,13 +25,25 @@ from click.shell_completion import CompletionItem
 
 from brokerless.stream.ui.server import ACTION_HEADER
 
-from .registry import Entry, find, running
+from . import registry
+from .registry import Entry, RegistryError
 
 _TIMEOUT = 10.0  # seconds to wait for a run's control server to answer
 
 
+def _running() -> list[Entry]:
+    try:
+        return registry.running()
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def _complete_name(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
-    return [CompletionItem(e.name) for e in running() if e.name.startswith(incomplete)]
+    try:
+        entries = registry.running()
+    except RegistryError:
+        return []
+    return [CompletionItem(e.name) for e in entries if e.name.startswith(incomplete)]
 
 
 _NAME = click.argument("name", shell_complete=_complete_name)
@@ -39,12 +51,15 @@ _NAME = click.argument("name", shell_complete=_complete_name)
 
 def _entry(name: str) -> Entry:
     """The run named ``name``: an error listing the running ones if there is none."""
-    entry = find(name)
+    try:
+        entry = registry.find(name)
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
     if entry is not None and entry.url is not None:
         return entry
     if entry is not None:
         raise click.ClickException(f"topology {name!r} is starting: try again in a moment")
-    names = ", ".join(e.name for e in running()) or "none"
+    names = ", ".join(e.name for e in _running()) or "none"
     raise click.ClickException(f"no topology named {name!r} is running (running: {names})")
 
 
@@ -60,8 +75,8 @@ def _ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
         with urllib.request.urlopen(request, timeout=_TIMEOUT) as answer:
             said: dict[str, Any] = json.load(answer)
             return said
-    except urllib.error.HTTPError as exc:  # 409: it has stopped; 400: a bad wait
-        raise click.ClickException(f"topology {entry.name!r}: {exc.reason}") from None
+    except urllib.error.HTTPError as exc:  # 409: it has stopped (the reason says so)
+        raise click.ClickException(str(exc.reason)) from None
     except OSError as exc:  # (URLError is one) it is ending, or stuck
         raise click.ClickException(
             f"topology {entry.name!r} (pid {entry.pid}) does not answer at {entry.url}: "
@@ -93,7 +108,7 @@ Examples:
 def ps() -> None:
     """Show the topologies running (by `stream run` or `stream ui`), as `storm list` does:
     name, status, mode, workers, uptime and pid."""
-    entries = running()
+    entries = _running()
     if not entries:
         click.echo("No topologies running.")
         return

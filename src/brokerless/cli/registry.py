@@ -62,7 +62,11 @@ class Entry:
         return self.pid_started is None or self.pid_started == _process_started(self.pid)
 
 
-class NameTaken(RuntimeError):
+class RegistryError(RuntimeError):
+    """The registry cannot be used (the message says why and what to do)."""
+
+
+class NameTaken(RegistryError):
     """A run under this name is running already."""
 
 
@@ -75,11 +79,18 @@ def directory() -> Path:
         path = Path(os.environ["XDG_RUNTIME_DIR"], "brokerless", "topologies")
     else:
         path = Path(tempfile.gettempdir(), f"brokerless-{os.getuid()}", "topologies")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_uid != os.getuid():
-        raise RuntimeError(
-            f"the topology registry {path} belongs to another user: set {DIRECTORY_VAR} "
-            "to a directory of yours"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        theirs = path.stat().st_uid != os.getuid()
+    except OSError as exc:
+        raise RegistryError(
+            f"cannot use {path} as the registry of running topologies ({exc.strerror}): "
+            f"point {DIRECTORY_VAR} at a directory of yours"
+        ) from None
+    if theirs:
+        raise RegistryError(
+            f"the registry of running topologies {path} belongs to another user: point "
+            f"{DIRECTORY_VAR} at a directory of yours"
         )
     return path
 

@@ -56,7 +56,7 @@ from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
 from . import control
-from .registry import NameTaken, Registration, register
+from .registry import Registration, RegistryError, register
 from .runner import Program, Terminated, run_command, sigterm_interrupts
 from .status import INTERRUPTED, TERMINATED
 
@@ -148,7 +148,7 @@ class RunOptions:
         workers = plan.config.num_workers if self.workers is None else self.workers
         try:
             registration = register(self.name or plan.name, self.mode_name, workers)
-        except NameTaken as exc:
+        except RegistryError as exc:  # the name is taken; the registry cannot be used
             raise click.ClickException(str(exc)) from None
         with registration:
             if self.duration is None and not _finite(plan):
