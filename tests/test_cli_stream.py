@@ -249,6 +249,30 @@ def endless():
     )
 
 
+def unbuildable():
+    """A topology whose bolt takes the tuples of a component it does not have."""
+    from brokerless.stream import Topology, all_
+
+    from .stream_topologies import Counter, Sink
+
+    return (
+        Topology("unbuildable")
+        .spout("counter", Counter)
+        .bolt("sink", Sink, inputs={"nowhere": all_()})
+    )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["run", "ui"])
+def test_a_topology_that_cannot_be_built_is_an_error_saying_why(command):
+    done = brokerless("stream", command, "tests.test_cli_stream:unbuildable", "--local")
+    assert (done.returncode, done.stdout) == (1, b"")
+    err = done.stderr.decode()
+    assert err.startswith("Error: cannot load 'tests.test_cli_stream:unbuildable': ") and (
+        err.count("\n") == 1 and "nowhere" in err
+    ), err
+
+
 def lose_a_worker_each_attempt(url: str, attempts: int = 3) -> int:
     """Kill (SIGKILL) a worker of each of the first ``attempts`` attempts of the run whose
     page is at ``url`` (its max_attempts: the run starts its workers again after a loss, and

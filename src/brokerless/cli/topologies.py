@@ -79,10 +79,13 @@ def _from_current_directory() -> None:
         sys.path.insert(0, here)
 
 
-def _load(reference: str) -> Topology:
+def _load(reference: str) -> tuple[Topology, TopologyPlan]:
+    """The topology ``reference`` names, and its plan (a topology that cannot be built, a
+    checkpointed one without replayable spouts say, is an error saying why)."""
     _from_current_directory()
     try:
-        return load_topology(reference)
+        topology = load_topology(reference)
+        return topology, topology.build()
     except (ImportError, AttributeError, TopologyError) as exc:
         raise click.ClickException(f"cannot load {reference!r}: {exc}") from None
 
@@ -141,8 +144,7 @@ class RunOptions:
         registry and killable while within, and stop it on the way out; ``emitted`` must name
         components of the topology (and streams they declare).  ``ui`` None: the UI serves
         only as the control server, on a free port of 127.0.0.1."""
-        topology = _load(self.topology)
-        plan = topology.build()
+        topology, plan = _load(self.topology)
         if emitted:
             _check_emitted(plan, emitted)
         workers = plan.config.num_workers if self.workers is None else self.workers
