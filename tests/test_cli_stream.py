@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
+from brokerless.stream import ReplayableSpout
+
 from .ports import free_port
 from .processes import descendants, gone
-from .stream_topologies import wait_for
+from .stream_topologies import StatefulCount, wait_for
 from .test_cli import BROKERLESS, ENV, brokerless, finish, interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -691,3 +693,66 @@ def test_a_registry_that_cannot_be_used_is_an_error_saying_what_to_do(tmp_path, 
         f"Error: cannot use {tmp_path / 'file'} as the registry of running topologies (File "
         "exists): point BROKERLESS_TOPOLOGIES_DIR at a directory of yours\n"
     )
+
+
+class Cycle(ReplayableSpout):
+    """Emits ``[w{n % 5}, n]`` for n = 0, 1, 2, ... forever; its position is n."""
+
+    outputs = ["word", "n"]
+
+    def open(self, conf: Any, context: Any) -> None:
+        self.n = 0
+
+    def position(self) -> int:
+        return self.n
+
+    def seek(self, position: int) -> None:
+        self.n = position
+
+    def next_tuple(self) -> None:
+        self.emit([f"w{self.n % 5}", self.n])
+        self.n += 1
+
+
+class CountWithN(StatefulCount):
+    """A StatefulCount that emits ``[word, count, n]``: exactly once, count is n // 5 + 1."""
+
+    outputs = ["word", "count", "n"]
+
+    def process(self, tup: Any) -> None:
+        count = self.counts[tup[0]] = self.counts.get(tup[0], 0) + 1
+        self.emit([tup[0], count, tup[1]])
+
+
+def checkpointed():
+    """Counts of Cycle's words in checkpointed state, in $CHECKPOINTS."""
+    from brokerless.stream import Config, Topology, fields
+
+    config = Config(checkpoint_interval_secs=0.2, checkpoint_dir=os.environ["CHECKPOINTS"])
+    return (
+        Topology("checkpointed", config)
+        .spout("words", Cycle)
+        .bolt("count", CountWithN, parallelism=2, inputs={"words": fields("word")})
+    )
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_checkpointed_run_leaves_its_state_consistent_for_the_next(tmp_path):
+    env = dict(ENV, CHECKPOINTS=str(tmp_path))
+    command = [*BROKERLESS, "stream", "run", "tests.test_cli_stream:checkpointed", "--workers=2"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as run:
+        try:
+            wait_for(lambda: listed("checkpointed"), timeout=60, what="ps to list the run")
+            wait_for(lambda: list(tmp_path.glob("chk-*/_COMPLETED")), timeout=60)
+            control("kill", "checkpointed", "-w", "1")
+            _, err = finish(run)
+        finally:
+            run.kill()
+    assert run.returncode == 0, err.decode()
+    again = subprocess.run(
+        [*command, "--duration=2", "--emitted=count"], capture_output=True, timeout=120, env=env
+    )
+    assert again.returncode == 0, again.stderr.decode()
+    counted = json.loads(again.stdout)["emitted"]["count"]
+    assert counted and min(n for _, _, n in counted) > 0  # it went on from a checkpoint
+    assert all(count == n // 5 + 1 for _, count, n in counted)  # each word counted once
