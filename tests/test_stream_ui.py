@@ -253,6 +253,10 @@ def test_kill_deactivates_now_and_says_when_the_run_stops_as_storm_ui_does():
         status = get(api + "status")
         assert status["status"] == "killed" and 0 < status["kill_in_s"] <= 30
         assert 0 < get(api + "stats")["kill_in_s"] <= 30
+        # as Storm refuses to activate (or deactivate) a killed topology
+        code, reason = refused(api + "activate", **header)
+        assert code == 409 and reason.startswith("topology 'live-word-count' is killed: it stops")
+        assert not run.active
         assert act(api + "kill?wait=0", **header) == {"killed": True, "wait_s": 0.0}
         assert get(api + "stats")["kill_in_s"] == 0  # (a new kill's wait replaces the first)
         run.stop()

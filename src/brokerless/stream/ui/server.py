@@ -23,12 +23,12 @@ so that the tuples in flight can finish; answered with ``{"killed": true, "wait_
 Whoever runs the topology does the stop: it says it will by setting ``killable`` (``brokerless
 stream run`` and ``stream ui`` do) and waits on ``killed``; a run started from Python has no
 Kill button (it is stopped where it runs).  An action is answered 409 once the run has stopped
-(or, for a kill, when nobody would stop it), 400 for a wait that is not a number of seconds.
-A POST must carry the header
-``X-Brokerless-UI`` (the page's script sends it; 403 without): a page of another site cannot
-send such a header to this one without asking first (a CORS preflight, which is not
-answered), so a web page elsewhere cannot deactivate a topology through the browser of whoever
-watches it.
+(or, for a kill, when nobody would stop it; for activate and deactivate, once it is killed, as
+Storm refuses them then -- a second kill replaces the first's wait), 400 for a wait that is
+not a number of seconds.  A POST must carry the header ``X-Brokerless-UI`` (the page's script
+sends it; 403 without): a page of another site cannot send such a header to this one without
+asking first (a CORS preflight, which is not answered), so a web page elsewhere cannot
+deactivate or kill a topology through the browser of whoever watches it.
 
 Reading a run's figures may cost a round trip to every worker (multi-process and Spark runs ask
 them over the control channel), so ``/api/stats`` computes them at most once per
@@ -174,10 +174,14 @@ class TopologyUI:
 
     def set_active(self, active: bool) -> bytes:
         """Activate or deactivate the run (``POST /api/activate`` or ``/api/deactivate``);
-        the JSON of the answer.  Raises RuntimeError when the run has stopped."""
+        the JSON of the answer.  Raises RuntimeError when the run has stopped or is killed
+        (as Storm refuses to activate a killed topology)."""
         run = self.run
         if run.stopped:
             raise RuntimeError(f"topology {run.plan.name!r} has stopped")
+        if self.kill_at is not None:
+            left = max(0.0, self.kill_at - time.monotonic())
+            raise RuntimeError(f"topology {run.plan.name!r} is killed: it stops in {left:.3g} s")
         if active:
             run.activate()
         else:
