@@ -631,6 +631,7 @@ def test_kill_without_a_wait_stops_the_run_at_once():
         control("kill", "slow", "--wait", "0")
         out, err = finish(process)
     assert process.returncode == 0, err.decode()
+    assert b"killed: the spouts are deactivated; stopping in 0 s\n" in err
     report = json.loads(out)
     assert report["killed"]
     spout = report["statistics"]["components"]["counter"]

@@ -215,7 +215,7 @@ class RunOptions:
             if shown is not None:
                 shown.close()
                 shown = None
-            left = 0.0 if ui.kill_at is None else ui.kill_at - time.monotonic()
+            left = 0.0 if ui.kill_at is None else max(0.0, ui.kill_at - time.monotonic())
             click.echo(f"killed: the spouts are deactivated; stopping in {left:.3g} s", err=True)
             _watch(run, lambda: ui.kill_at, threading.Event())  # (a new kill moves kill_at)
             return True
@@ -366,7 +366,8 @@ Examples:
     help="Serve the live topology UI while it runs (0: a free port).",
 )
 def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> int:
-    """Run TOPOLOGY to completion (or --duration, or Ctrl-C) and print a JSON report."""
+    """Run TOPOLOGY to completion (or --duration, Ctrl-C, or `brokerless stream kill NAME`)
+    and print a JSON report."""
     capture = bool(emitted)
     started = time.monotonic()
     interrupted: KeyboardInterrupt | None = None
