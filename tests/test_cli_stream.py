@@ -757,3 +757,20 @@ def test_a_killed_checkpointed_run_leaves_its_state_consistent_for_the_next(tmp_
     counted = json.loads(again.stdout)["emitted"]["count"]
     assert counted and min(n for _, _, n in counted) > 0  # it went on from a checkpoint
     assert all(count == n // 5 + 1 for _, count, n in counted)  # each word counted once
+
+
+def test_the_command_loads_the_ui_server_only_when_used():
+    # every `brokerless` command imports the stream commands: the UI's HTTP server (and
+    # http.server) must not come with them
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, brokerless.cli; print(sorted(m for m in sys.modules "
+            "if m == 'http.server' or m.startswith('brokerless.stream.ui')))",
+        ],
+        capture_output=True,
+        timeout=60,
+        env=ENV,
+    )
+    assert done.stdout == b"[]\n", done.stderr.decode()

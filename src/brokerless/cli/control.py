@@ -23,8 +23,6 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from brokerless.stream.ui.server import ACTION_HEADER
-
 from . import registry
 from .registry import Entry, RegistryError
 
@@ -65,6 +63,8 @@ def _entry(name: str) -> Entry:
 
 def _ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
     """The JSON answer of ``entry``'s control server to a GET (or a POST) of ``path``."""
+    from brokerless.stream.ui.server import ACTION_HEADER  # (http.server: only when used)
+
     assert entry.url is not None
     request = urllib.request.Request(
         entry.url + path,
