@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from brokerless.stream.metrics import ErrorReport
 from brokerless.stream.run import TopologyRun
 
 from .stream_topologies import (
+    Counter,
     GatedValueSpout,
     RaiseAlways,
     RaiseHuge,
@@ -240,3 +242,19 @@ def test_brokerless_stream_run_does_not_print_every_error(tmp_path):
     errors = report["errors"]
     assert len(errors) == KEEP and errors[-1].endswith(f"ValueError('cannot handle {N - 1}')")
     assert report["errors_total"] == N
+
+
+def test_a_run_not_done_in_time_says_how_many_errors_there_were_in_all():
+    """The message of a run that is not done counted the reports kept (at most KEEP a
+    task), not the errors there were."""
+    endless = (
+        Topology("raising-endless")
+        .spout("values", Counter)
+        .bolt("raise", RaiseAlways, inputs={"values": all_()})
+    )
+    with run_local(endless) as run:
+        wait_for(lambda: run.errors().total > KEEP, what="more errors than are kept")
+        with pytest.raises(TimeoutError) as raised:
+            run.wait_until_done(0.5)
+    said = re.search(r"; (\d+) error\(s\), the last: ", str(raised.value))
+    assert said is not None and int(said[1]) > KEEP, str(raised.value)

@@ -201,7 +201,7 @@ class TopologyRun(ABC):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 errors = self.errors()
-                said = f"; {len(errors)} error(s), the last: {errors[-1]}" if errors else ""
+                said = f"; {errors.total} error(s), the last: {errors[-1]}" if errors else ""
                 raise TimeoutError(
                     f"topology {self.plan.name!r} not finished after {timeout} s: "
                     f"{self._last_wave}{said}"
