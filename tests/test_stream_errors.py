@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -84,8 +85,12 @@ def test_a_multiprocess_run_keeps_the_latest_errors_of_each_task_and_counts_them
     with run_multiprocess(raising(tasks=2, workers=2)) as run:
         run.wait_until_done(60)
         errors = run.errors()
+        pids = run.pids
     assert_latest_kept(errors, run.plan.component_tasks["raise"])
     assert len(errors) == 2 * KEEP and errors.total == 2 * N
+    # where each was raised, as Storm UI shows an error's host: its worker process, its host
+    assert {(e.worker, e.pid) for e in errors} == {(0, pids[0]), (1, pids[1])}
+    assert {e.host for e in errors} == {socket.gethostname()}
 
 
 def test_an_error_with_a_huge_message_is_reported_clipped_and_the_worker_goes_on():

@@ -11,6 +11,7 @@ module is not collected when they are not installed (see ``tests/conftest.py``).
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -299,6 +300,7 @@ def test_the_errors_listed_are_the_latest_and_the_count_is_every_error(browser):
 
         shown, summaries = wait_for(said, timeout=60, what="the latest errors listed")
     assert int(shown["listed"]) == len(summaries) == KEEP < int(shown["counted"])
+    assert f"(worker 0, pid {os.getpid()} on {socket.gethostname()}): " in summaries[0]
 
 
 HEADINGS = """

@@ -34,7 +34,9 @@ executors', as Storm UI shows the busiest.
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import threading
 import time
 from collections import deque
@@ -51,6 +53,8 @@ from .component import ComponentKind, CountMetric
 LATENCY_SAMPLE = 15
 _SAMPLE_BITS = LATENCY_SAMPLE.bit_length()
 #: Storm UI's time windows, in seconds (None: all time), by the name ``statistics()`` uses.
+#: This process's host, named in its error reports.
+_HOST = socket.gethostname()
 WINDOWS: dict[str, float | None] = {"10m": 600.0, "3h": 10800.0, "1d": 86400.0, "all-time": None}
 _ROLLING = {name: window for name, window in WINDOWS.items() if window is not None}
 #: A window's figures move on by 1/BUCKETS of it at a time, as Storm's rolling buckets.
@@ -291,6 +295,9 @@ class ErrorReport:
     traceback: str
     #: When it was recorded (``time.time()``), as Storm UI shows an error's time.
     time: float = field(default_factory=time.time)
+    #: Where: the host and the process that recorded it (Storm UI's error host and port).
+    host: str = field(default_factory=lambda: _HOST)
+    pid: int = field(default_factory=os.getpid)
 
     def __str__(self) -> str:
         return f"{self.component} task {self.task} (worker {self.worker}): {self.error}"
