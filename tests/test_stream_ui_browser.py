@@ -26,7 +26,7 @@ import pytest
 
 from brokerless.stream import Bolt, Config, Topology, run_local, shuffle
 from brokerless.stream.errorlog import KEEP
-from brokerless.stream.examples import word_count_topology
+from brokerless.stream.examples import SENTENCES, word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
 from .stream_topologies import Counter, ValueSpout, Waits, wait_for
@@ -420,9 +420,11 @@ def test_the_page_shows_capacity_over_the_window_chosen_and_marks_a_busy_bolt(br
     with run_local(topology, ui=True) as run:
         browser.get(run.ui.url + "?interval=200&window=10m")
         shown = wait_for(  # busy from the start, it passes 0.8 once the start-up is behind it
-            lambda: (c := browser.script(CAPACITY))["components"]
-            and c["components"][1][2] == "busy"
-            and c,
+            lambda: (
+                (c := browser.script(CAPACITY))["components"]
+                and c["components"][1][2] == "busy"
+                and c
+            ),
             timeout=60,
             what="the slow bolt's capacity to be marked",
         )
@@ -438,3 +440,33 @@ def test_the_page_shows_capacity_over_the_window_chosen_and_marks_a_busy_bolt(br
         assert shown["p99"] != "—"  # (of all time only)
         assert "capacity (last 10m)" in shown["headings"]  # whatever the window, as Storm UI
         assert shown["components"][1][2] == "busy"
+
+
+TOPOLOGY_STATS = """
+return [...document.querySelectorAll('#topology-stats tbody tr')].map(tr =>
+  [...tr.querySelectorAll('td')].map(td => td.dataset.value === undefined ?
+    td.textContent : Number(td.dataset.value)));
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_page_has_storm_uis_topology_stats_a_row_a_window(browser):
+    """Storm UI's "Topology stats": emitted and transferred by every component shown, and the
+    spouts' complete latency, acked and failed, for each window."""
+    with run_local(word_count_topology(), ui=True) as run:
+        run.wait_until_done(30)
+        stats = run.statistics()
+        browser.get(run.ui.url)
+        rows = wait_for(lambda: browser.script(TOPOLOGY_STATS), timeout=30, what="the table")
+    shown = [c for c in stats.components.values() if not c.component.startswith("__")]
+    [spout] = [c for c in shown if c.kind == "spout"]
+    expected = [
+        sum(c.emitted for c in shown),
+        sum(c.transferred for c in shown),
+        pytest.approx(spout.latency_ms_mean),
+        spout.acked,
+        spout.failed,
+    ]
+    assert [row[0] for row in rows] == ["10m 0s", "3h 0m 0s", "1d 0h 0m 0s", "all time"]
+    assert all(row[1:] == expected for row in rows)  # (a run of seconds: every window alike)
+    assert spout.acked == len(SENTENCES) and expected[0] > spout.acked
