@@ -520,6 +520,24 @@ class FailingCount(StatefulCount):
             return False
 
 
+#: Set at the end of a test to let the HangingCounts of local runs go (worker processes
+#: that hang are killed).
+RELEASE_HUNG = threading.Event()
+
+
+class HangingCount(FailingCount):
+    """A StatefulCount whose ``process`` hangs (until ``RELEASE_HUNG``) when it sees ``word``:
+    every time, or with ``once`` only the first time in all (as FailingCount)."""
+
+    def __init__(self, word: str, once: str | None = None) -> None:
+        super().__init__(word, once=once)
+
+    def process(self, tup: Any) -> None:
+        if tup[0] == self.word and self._first_time():
+            RELEASE_HUNG.wait()
+        StatefulCount.process(self, tup)
+
+
 class HookedCount(StatefulCount):
     """A StatefulCount that records its checkpoint hooks in ``events`` (local mode)."""
 

@@ -52,7 +52,9 @@ from brokerless.stream.worker import Worker
 
 from .live_input import counted
 from .stream_topologies import (
+    RELEASE_HUNG,
     FailingCount,
+    HangingCount,
     HookedCount,
     Recorder,
     Source,
@@ -409,6 +411,71 @@ def test_a_frozen_worker_rolls_the_run_back_to_its_last_checkpoint():
         ]
 
 
+@pytest.fixture
+def hung():
+    """HangingCounts hang in this test, and are let go at its end (a local run's hung thread
+    outlives the run)."""
+    RELEASE_HUNG.clear()
+    yield
+    RELEASE_HUNG.set()
+
+
+# a checkpoint of this word count takes milliseconds: 1 s is a hung task's
+HANGING = {"checkpoint_timeout_secs": 1, "tolerable_failed_checkpoints": 1}
+
+
+@pytest.mark.parametrize("runner", [run_local, run_multiprocess])
+def test_a_task_hung_in_process_rolls_the_run_back_after_tolerable_failed_checkpoints(
+    tmp_path, runner, hung
+):
+    """A stateful task hangs in ``process`` (once in all).  Before, every checkpoint timed out
+    and was abandoned, for ever: the run looked alive and its state never advanced.  Now the
+    second failure in a row (one more than tolerable) makes the run treat its workers as lost
+    and start them again from the last complete checkpoint; the count ends exact."""
+    once = str(tmp_path / "hung")
+    topology = word_count(count=partial(HangingCount, "cow", once=once), **HANGING)
+    with runner(topology) as run:
+        run.wait_until_done(60)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        [cause] = run.restarts
+        assert "2 checkpoints in a row failed (tolerable_failed_checkpoints=1)" in cause
+        assert "not complete after 1 s (checkpoint_timeout_secs); never answered:" in cause
+        assert "'count' task" in cause
+        if runner is run_local:  # the hung thread's stack, down to the component's line
+            assert "in process\n    RELEASE_HUNG.wait()" in cause, cause
+
+
+def test_a_task_that_hangs_in_every_attempt_ends_the_run_naming_it_and_its_stack(hung):
+    topology = word_count(count=partial(HangingCount, "cow"), **HANGING)
+    run = run_local(topology, max_attempts=2)
+    with run, pytest.raises(WorkerProcessError, match="in each of its last 2 attempt") as error:
+        run.wait_until_done(60)
+    assert run.failure is error.value and len(run.restarts) == 2
+    said = str(error.value)
+    assert said.count("checkpoints in a row failed (tolerable_failed_checkpoints=1)") == 2
+    assert "never answered: " in said and "'count' task" in said
+    assert "in process\n    RELEASE_HUNG.wait()" in said
+    assert run.hung_threads  # left behind: threads cannot be killed
+
+
+def test_tolerable_failed_checkpoints_none_tolerates_any_number(hung):
+    """None keeps a run whose checkpoints all fail (here: a hung task) running on: no
+    restart, however many fail."""
+    topology = word_count(
+        count=partial(HangingCount, "cow"), **dict(HANGING, tolerable_failed_checkpoints=None)
+    )
+    with run_local(topology) as run:
+        wait_for(lambda: run.checkpoint_statistics().failed_in_a_row >= 3, what="3 failures")
+        assert run.restarts == [] and run.attempt == 1
+
+
+def test_tolerable_failed_checkpoints_must_be_none_or_a_count():
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(TopologyError, match="tolerable_failed_checkpoints must be None or"):
+            word_count(tolerable_failed_checkpoints=bad).build()
+
+
 def next_attempts_worker(run: MultiprocessRun) -> int:
     """After two checkpoints, kill a worker of ``run`` (SIGKILL); the pid of the first worker
     of the attempt that follows, as soon as it is spawned."""
@@ -545,7 +612,7 @@ def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(mon
         write(self, path, data)
 
     monkeypatch.setattr(LocalStorage, "write", flaky)
-    with run_local(word_count()) as run:
+    with run_local(word_count(tolerable_failed_checkpoints=None)) as run:
         failing.set()
         wait_for(lambda: run.checkpoint_statistics().aborted >= 1, what="an abandoned checkpoint")
         stats = run.checkpoint_statistics()
@@ -556,6 +623,31 @@ def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(mon
         run.wait_until_done(30)
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
+
+
+def test_a_storage_outage_longer_than_the_tolerance_rolls_back(monkeypatch):
+    """Every snapshot fails to store: after tolerable_failed_checkpoints (+1) declined
+    checkpoints in a row the run starts its workers again from the last complete checkpoint,
+    as Flink fails a job over; once storage is back, it ends exact."""
+    outage = threading.Event()
+    write = LocalStorage.write
+
+    def flaky(self, path, data):
+        if outage.is_set() and "/task-" in path:
+            raise OSError(28, "No space left on device")
+        write(self, path, data)
+
+    monkeypatch.setattr(LocalStorage, "write", flaky)
+    with run_local(word_count(tolerable_failed_checkpoints=2)) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 1, what="a checkpoint")
+        outage.set()
+        wait_for(lambda: run.restarts, what="a rollback")
+        outage.clear()
+        run.wait_until_done(30)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        assert "3 checkpoints in a row failed (tolerable_failed_checkpoints=2)" in run.restarts[0]
+        assert "declined it: storing its snapshot failed" in run.restarts[0]
 
 
 def test_a_run_on_a_location_with_a_checkpoint_resumes_from_it(tmp_path):

@@ -72,8 +72,9 @@ last complete checkpoint instead, as in the other modes.  The driver holds the c
 coordinator (``checkpoint_dir``, which the driver and every executor must reach) and the
 supervisor drives it while the run is ``RUNNING``; every task of an attempt restores the
 checkpoint :meth:`SparkRun._attempt_job` names; a task of such a topology that fails is
-reported by its worker (``lost``) and ends the attempt as a lost worker does; and what the
-earlier attempts captured is kept, since their effects up to the
+reported by its worker (``lost``) and ends the attempt as a lost worker does, as do more
+than ``tolerable_failed_checkpoints`` checkpoints in a row that fail (a hung task); and what
+the earlier attempts reported (captured tuples, errors) is kept, since their effects up to the
 checkpoint are part of the run.
 
 *Stopping.*  ``stop()`` asks the workers to stop, collects their final reports (their threads
@@ -283,6 +284,10 @@ class SparkRun(ControlledRun):
         if lost:
             index, why = next(iter(lost.items()))
             self._worker_lost(f"worker {index} of {self.plan.name!r} failed: {why}", now)
+            return
+        stalled = self._checkpoints_failing()
+        if stalled is not None:  # a task hung, say: as lost as a worker that died
+            self._worker_lost(f"the workers of {self.plan.name!r} are running, but {stalled}", now)
             return
         failures = self.state.failures
         if failures:

@@ -27,9 +27,13 @@ marker is damaged stops a run from starting on it -- deletes the older ones and 
 task (``notify_checkpoint_complete``).  A checkpoint that a task declines (storing failed,
 or alignment held back too much) or that is not complete within ``checkpoint_timeout_secs``
 is abandoned; the next has a higher id, and a task still aligning an older one when a newer
-barrier comes gives the older up.
+barrier comes gives the older up.  More than ``tolerable_failed_checkpoints`` abandoned in a
+row (:meth:`CheckpointCoordinator.failing`; the error names the tasks that never answered)
+make the run treat its workers as lost: a task hung in ``process`` never answers again, and
+only a rollback moves such a run on.
 
-*Rollback.*  A run that loses a worker (its process died, a task failed, ``kill_worker``)
+*Rollback.*  A run that loses a worker (its process died, a task failed, ``kill_worker``,
+its checkpoints kept failing)
 stops every worker and starts them all again from the last complete checkpoint: spouts
 ``seek`` to its positions, stateful bolts get its state in ``init_state``; ids go on
 increasing.  A run started on a location that holds a complete checkpoint resumes from it
@@ -51,6 +55,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -124,6 +129,8 @@ class CheckpointStatistics:
     restored_from: int | None = None  # what the current workers started from
     history: list[CheckpointRecord] = field(default_factory=list)  # the last 100
     last_failure: str | None = None  # why the last abandoned checkpoint was abandoned
+    #: checkpoints abandoned since the last one completed or the workers started again
+    failed_in_a_row: int = 0
 
 
 def _layout(plan: TopologyPlan) -> dict[str, list[int]]:
@@ -207,7 +214,9 @@ class CheckpointCoordinator:
         self.storage = storage
         self.interval = config.checkpoint_interval_secs
         self.timeout = config.checkpoint_timeout_secs
+        self.tolerable = config.tolerable_failed_checkpoints
         self._name = plan.name
+        self._task_component = plan.task_component
         self._layout = _layout(plan)
         self._tasks = frozenset(
             t
@@ -279,14 +288,39 @@ class CheckpointCoordinator:
         """Abandon the checkpoint in flight if it has taken longer than the timeout."""
         current = self._in_flight
         if current is not None and now - current.started > self.timeout:
-            waiting = sorted(current.waiting)
-            self._abandon(f"not complete after {self.timeout:g} s (tasks {waiting} never answered)")
+            self._abandon(
+                f"not complete after {self.timeout:g} s (checkpoint_timeout_secs); never "
+                f"answered: {self.describe(current.waiting)}"
+            )
+
+    def describe(self, tasks: Iterable[int]) -> str:
+        """``tasks`` by component, e.g. ``'split' task 3, 'count' tasks 5, 6``."""
+        by_component: dict[str, list[int]] = {}
+        for task in sorted(tasks):
+            by_component.setdefault(self._task_component[task], []).append(task)
+        return ", ".join(
+            f"{name!r} task{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
+            for name, ids in by_component.items()
+        )
+
+    def failing(self) -> str | None:
+        """Why the current workers are to be treated as lost: more checkpoints in a row than
+        ``tolerable_failed_checkpoints`` were abandoned (a task hung, or a worker whose
+        checkpoints never complete); None while they are not."""
+        failed = self.stats.failed_in_a_row
+        if self.tolerable is None or failed <= self.tolerable:
+            return None
+        return (
+            f"{failed} checkpoints in a row failed (tolerable_failed_checkpoints="
+            f"{self.tolerable}), the last: {self.stats.last_failure}"
+        )
 
     def restart(self) -> int | None:
         """The run is starting its workers again: forget the checkpoint in flight; returns the
         checkpoint they restore (None: from the start)."""
         if self._in_flight is not None:
             self._abandon("the run restarted its workers")
+        self.stats.failed_in_a_row = 0  # the new workers get the whole tolerance
         self._last_trigger = time.monotonic()
         self.stats.restored_from = self.latest
         return self.latest
@@ -297,6 +331,7 @@ class CheckpointCoordinator:
         log.warning("%s: %s", self._name, why)
         self._in_flight = None
         self.stats.aborted += 1
+        self.stats.failed_in_a_row += 1
 
     def _commit(self, current: _InFlight) -> None:
         sizes = {ack.task: ack.bytes for ack in current.acks}
@@ -321,6 +356,7 @@ class CheckpointCoordinator:
         acks = current.acks
         stats = self.stats
         stats.completed += 1
+        stats.failed_in_a_row = 0
         stats.latest = current.id
         stats.history.append(
             CheckpointRecord(

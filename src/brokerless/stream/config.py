@@ -62,6 +62,16 @@ class Config:
     checkpoint_interval_secs: float = 1.0
     #: A checkpoint not complete after this long is abandoned (the next one goes on).
     checkpoint_timeout_secs: float = 60.0
+    #: Flink's ``execution.checkpointing.tolerable-failed-checkpoints``: checkpoints in a row
+    #: that may be abandoned (timed out, or declined by a task) before the run treats its
+    #: current workers as lost -- it stops them all and starts them again from the last
+    #: complete checkpoint, as when a worker dies (``max_attempts`` bounds how often in a
+    #: row, without a checkpoint completing between).  A task hung in ``process`` makes every
+    #: checkpoint fail: without this the run would look alive for ever while its state never
+    #: advanced.  Not 0 (Flink's default), so that a checkpoint abandoned now and then, a
+    #: brief storage outage, does not cost a restart; a checkpoint slow by nature needs a
+    #: longer ``checkpoint_timeout_secs``, not restarts.  None: tolerate any number.
+    tolerable_failed_checkpoints: int | None = 3
     #: Where checkpoints are kept: a local directory or a URL (``hdfs://``, ``s3://``, ...:
     #: see ``storage.py``), reachable from the driver and every worker; a run started on one
     #: that holds a complete checkpoint resumes from it.  None: a temporary directory that
@@ -156,6 +166,13 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not value > 0:
                 found.append(f"{name} must be a number > 0, not {value!r}")
+        tolerable = self.tolerable_failed_checkpoints
+        if tolerable is not None and (
+            isinstance(tolerable, bool) or not isinstance(tolerable, int) or tolerable < 0
+        ):
+            found.append(
+                f"tolerable_failed_checkpoints must be None or an integer >= 0, not {tolerable!r}"
+            )
         timeout = self.worker_timeout_secs
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 2:
             found.append(f"worker_timeout_secs must be a number >= 2, not {timeout!r}")

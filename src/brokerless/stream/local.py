@@ -1,19 +1,27 @@
 """Local mode: a whole topology in this process, on in-memory queues.
 
 A run recovers here as in the other modes: when an executor crashes, ``kill_worker`` simulates
-a lost worker or, in a checkpointed topology (one with stateful bolts), a task fails, the run's
+a lost worker or, in a checkpointed topology (one with stateful bolts), a task fails or more
+than ``tolerable_failed_checkpoints`` checkpoints in a row fail (a task hung), the run's
 supervisor stops every worker and starts them all again -- a checkpointed topology's from the
 last complete checkpoint (``run.py``, ``checkpoint.py``), a plain one's from the start (its
 spouts open again; what the lost attempt captured and reported is dropped, as in the other
-modes).  A round of reports that finds a failed worker does this at once instead (or raises,
+modes).  Threads cannot be killed: a hung one is left behind (its threads are daemons, named
+in ``hung_threads``), and the restart's cause in ``run.restarts`` (and the run's error, after
+the last attempt) shows the stack of each executor thread that was in a component's code.
+A round of reports that finds a failed worker does this at once instead (or raises,
 after the last attempt): a run is never done with a failed task.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
+import sysconfig
 import tempfile
 import threading
+import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .assignment import assign
@@ -29,6 +37,24 @@ from .worker import Activity, Worker
 
 if TYPE_CHECKING:
     from .ui import UIAddress  # (the UI, and http.server, load only when used)
+
+
+_OWN_CODE = (str(Path(__file__).resolve().parent.parent), sysconfig.get_paths()["stdlib"])
+
+
+def component_stacks(threads: list[threading.Thread]) -> list[str]:
+    """The stacks of those of ``threads`` that are in a component's code (a frame from
+    outside brokerless and the standard library): where a hung task hangs."""
+    frames = sys._current_frames()
+    stacks = []
+    for thread in threads:
+        frame = frames.get(thread.ident or 0)
+        if frame is None:
+            continue
+        stack = traceback.extract_stack(frame)
+        if any(not str(Path(f.filename).resolve()).startswith(_OWN_CODE) for f in stack):
+            stacks.append(f"thread {thread.name!r}:\n" + "".join(stack.format()).rstrip())
+    return stacks
 
 
 class LocalRun(TopologyRun):
@@ -151,6 +177,11 @@ class LocalRun(TopologyRun):
             self._drive_checkpoints(
                 [ack for w in self.workers if w.checkpoints for ack in w.checkpoints.take_acks()]
             )
+            stalled = self._checkpoints_failing()
+            if stalled is not None:  # a hung thread cannot be killed: it is left behind
+                stacks = [s for w in self.workers for s in component_stacks(w.executor_threads)]
+                where = "".join(f"\n{stack}" for stack in stacks)
+                self._roll_back(f"the workers are running, but {stalled}{where}")
 
     def _roll_back(self, cause: str) -> None:
         """A worker failed: start every worker again, from the last complete checkpoint (what

@@ -23,7 +23,8 @@ A lost worker (its process exited, it reports a failed task, or it has said noth
 even its heartbeat, every second -- for ``Config.worker_timeout_secs``, as a frozen process
 does; or, in a checkpointed run, an attempt's workers are not all running after
 ``start_timeout``: each gets its job from a thread of the driver's, which a worker frozen before
-reading it cannot hold) makes the driver kill every worker process and start new ones, a new
+reading it cannot hold; or more than ``Config.tolerable_failed_checkpoints`` checkpoints in a
+row fail, as when a task hangs) makes the driver kill every worker process and start new ones, a new
 *attempt* whose messages alone the control channel takes, as Storm's supervisor starts a lost
 worker again: a checkpointed topology's all restore the last complete checkpoint, and what the
 earlier attempts captured and reported is kept (``checkpoint.py``, ``run.py``); a plain
@@ -255,6 +256,9 @@ class MultiprocessRun(ControlledRun):
         if self.state.lost:
             index, why = next(iter(self.state.lost.items()))
             return f"worker {index} of {self.plan.name!r} failed: {why}"
+        stalled = self._checkpoints_failing()
+        if stalled is not None:
+            return f"the workers of {self.plan.name!r} are running, but {stalled}"
         timeout = self.plan.config.worker_timeout_secs
         now = time.monotonic()
         for index, process in enumerate(self.processes):

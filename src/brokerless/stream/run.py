@@ -19,7 +19,9 @@ Checkpoints and lost workers
 A run has a *supervisor* thread of its own, and a run of a checkpointed topology a
 :class:`~.checkpoint.CheckpointCoordinator`: every ``_SUPERVISE_EVERY`` seconds the supervisor
 takes the workers' acknowledgements, triggers and commits checkpoints (``_drive_checkpoints``;
-the subclass says how to reach the workers, ``_broadcast``) and notices a lost worker, after
+the subclass says how to reach the workers, ``_broadcast``) and notices a lost worker -- or
+workers whose checkpoints keep failing (more than ``tolerable_failed_checkpoints`` in a row:
+``_checkpoints_failing``), which it treats as lost, as a hung task never answers -- after
 which the run starts every worker again -- from the last complete checkpoint, or a plain
 topology's from the start -- until ``max_attempts`` in a row complete no checkpoint
 (:meth:`TopologyRun._attempt_lost`).  Then the run stops, and the error is raised to whoever
@@ -268,8 +270,15 @@ class TopologyRun(ABC):
                 self._broadcast(Step.COMMIT, committed)
         now = time.monotonic()
         coordinator.expire(now)
-        if coordinator.due(now):
+        if coordinator.due(now) and coordinator.failing() is None:
             self._broadcast(Step.CHECKPOINT, coordinator.trigger(now))
+
+    def _checkpoints_failing(self) -> str | None:
+        """Why the current workers are lost though they run: more checkpoints in a row than
+        ``tolerable_failed_checkpoints`` failed (a task hung, say); None while they are not.
+        Each mode treats it as a lost worker (until the next attempt starts it stays true)."""
+        coordinator = self._coordinator
+        return None if coordinator is None else coordinator.failing()
 
     def _supervise_once(self) -> None:
         """One look at the run by the supervisor (with the lock held)."""

@@ -189,6 +189,8 @@ class Worker:
         self._stopped = False
         self._threads: list[threading.Thread] = []
         self._roller: MetricsRoller | None = None
+        #: the threads that run the executors (where a hung component hangs)
+        self.executor_threads: list[threading.Thread] = []
 
     def __repr__(self) -> str:
         return (
@@ -220,10 +222,11 @@ class Worker:
         if self.checkpoints is not None:
             self._threads.append(self.checkpoints.thread)
         if self._bell is not None:
-            self._threads.append(SharedThread(name, self.executors, self._bell).thread)
+            self.executor_threads = [SharedThread(name, self.executors, self._bell).thread]
         else:  # consumers first, spouts last
             ordered = sorted(self.executors, key=lambda e: e.kind is ComponentKind.SPOUT)
-            self._threads += [e.own_thread() for e in ordered]
+            self.executor_threads = [e.own_thread() for e in ordered]
+        self._threads += self.executor_threads
         self._roller = MetricsRoller(name, [e.metrics for e in self.executors])
         self._threads.append(self._roller.thread)
         for thread in self._threads:
