@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from brokerless.stream import (
     BatchingBolt,
@@ -539,15 +539,47 @@ class HangingCount(FailingCount):
 
 
 class HookedCount(StatefulCount):
-    """A StatefulCount that records its checkpoint hooks in ``events`` (local mode)."""
+    """A StatefulCount that appends a line ``task hook [checkpoint]`` to the file ``log`` for
+    each of its state hooks (from any process; read them with :func:`hook_calls`)."""
 
-    events: ClassVar[list[tuple[str, int]]] = []
+    def __init__(self, log: str) -> None:
+        self.log = log
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.task = context.task_id
+
+    def _called(self, *hook: object) -> None:
+        with open(self.log, "a") as log:  # one short append: whole, whichever process
+            log.write(" ".join(map(str, (self.task, *hook))) + "\n")
+
+    def init_state(self, state: Any) -> None:
+        self._called("init_state")
+        super().init_state(state)
 
     def pre_prepare(self, checkpoint_id: int) -> None:
-        self.events.append(("pre_prepare", checkpoint_id))
+        self._called("pre_prepare", checkpoint_id)
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        self._called("pre_commit", checkpoint_id)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        self.events.append(("complete", checkpoint_id))
+        self._called("complete", checkpoint_id)
+
+    def pre_rollback(self) -> None:
+        self._called("pre_rollback")
+
+
+def hook_calls(log: str) -> dict[int, list[str]]:
+    """What each task of HookedCounts that wrote ``log`` called, in order (task -> hooks:
+    ``"pre_commit 3"``, ``"init_state"``, ...)."""
+    calls: dict[int, list[str]] = {}
+    if not os.path.exists(log):  # no task has started
+        return calls
+    with open(log) as lines:
+        for line in lines:
+            task, hook = line.rstrip("\n").split(" ", 1)
+            calls.setdefault(int(task), []).append(hook)
+    return calls
 
 
 class EndingWALSpout(WALSpout):

@@ -60,6 +60,7 @@ from .stream_topologies import (
     Source,
     StatefulCount,
     WordSplit,
+    hook_calls,
     wait_for,
 )
 
@@ -587,19 +588,67 @@ def test_a_task_that_always_fails_ends_the_run_after_its_attempts():
             run.checkpoint()
 
 
-def test_stateful_bolts_hear_of_each_checkpoint_before_and_after():
-    HookedCount.events.clear()
-    with run_local(word_count(count=HookedCount, sentences=SENTENCES[:100])) as run:
+def test_stateful_bolts_hear_of_each_checkpoint_before_and_after(tmp_path):
+    """Storm's IStatefulBolt hooks: init_state, then for each checkpoint pre_prepare (before
+    the snapshot) and, once it is committed, pre_commit then notify_checkpoint_complete; no
+    pre_rollback on a run's first start.  A later run on the same location rolls back to the
+    last checkpoint: pre_rollback, then init_state."""
+    log = str(tmp_path / "hooks")
+    topology = word_count(
+        count=partial(HookedCount, log),
+        sentences=SENTENCES[:100],
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+    )
+    with run_local(topology) as run:
         run.wait_until_done(30)
         latest = run.checkpoint()
-        tasks = len(run.plan.components["count"].tasks)
+        tasks = run.plan.components["count"].tasks
         wait_for(  # each executor hears of the commit in its own time
-            lambda: HookedCount.events.count(("complete", latest)) == tasks,
+            lambda: (
+                sorted(t for t, h in hook_calls(log).items() if f"complete {latest}" in h)
+                == list(tasks)
+            ),
             what="the commit's news in every task",
         )
-        assert HookedCount.events.count(("pre_prepare", latest)) == tasks
     with pytest.raises(RuntimeError, match="is stopped"):
         run.checkpoint(timeout=5)
+    calls = hook_calls(log)
+    assert sorted(calls) == list(tasks)
+    for hooks in calls.values():
+        assert hooks[0] == "init_state" and "pre_rollback" not in hooks
+        assert hooks.index(f"pre_prepare {latest}") < hooks.index(f"pre_commit {latest}")
+        assert hooks.index(f"pre_commit {latest}") + 1 == hooks.index(f"complete {latest}")
+    os.remove(log)
+    with run_local(topology) as again:
+        wait_for(  # (each task's first two hooks: wait for both)
+            lambda: sorted(t for t, h in hook_calls(log).items() if len(h) >= 2) == list(tasks),
+            what="every task's start",
+        )
+        assert again.checkpoint_statistics().restored_from == latest
+    for hooks in hook_calls(log).values():
+        assert hooks[:2] == ["pre_rollback", "init_state"]
+
+
+@pytest.mark.parametrize("mode", ["local", "multiprocess"])
+def test_a_rollback_calls_pre_rollback_then_init_state_in_every_stateful_task(tmp_path, mode):
+    log = str(tmp_path / "hooks")
+    topology = word_count(count=partial(HookedCount, log))
+    runner = run_local if mode == "local" else run_multiprocess
+    with runner(topology) as run:
+        wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+        if isinstance(run, MultiprocessRun):
+            os.kill(run.pids[1], signal.SIGKILL)
+        else:
+            run.kill_worker(1)
+        run.wait_until_done(60)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED and len(run.restarts) == 1
+    calls = hook_calls(log)
+    assert sorted(calls) == list(run.plan.components["count"].tasks)
+    for hooks in calls.values():  # each task's instance in each attempt
+        assert hooks.count("init_state") == 2 and hooks.count("pre_rollback") == 1
+        assert hooks[0] == "init_state"
+        assert hooks[hooks.index("pre_rollback") + 1] == "init_state"
 
 
 def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(monkeypatch):

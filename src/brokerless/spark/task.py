@@ -76,6 +76,7 @@ def run_task(job: Mapping[str, Any], _partition: Iterable[int]) -> Iterator[int]
                 messaging,
                 capture=job["capture"],
                 restore=job["restore"],
+                attempt=job["attempt"],
             )
             endpoint = worker.bind()
         except Exception:

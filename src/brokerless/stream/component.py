@@ -448,9 +448,22 @@ class StatefulBolt(Bolt):
         of the checkpoint the run restored (empty on a fresh start)."""
 
     def pre_prepare(self, checkpoint_id: int) -> None:
-        """Called just before the state is snapshotted for ``checkpoint_id`` (put what you
-        buffered into the state, or emit it: it then belongs to this checkpoint)."""
+        """Storm's ``prePrepare``: called just before the state is snapshotted for
+        ``checkpoint_id`` (put what you buffered into the state, or emit it: it then belongs
+        to this checkpoint)."""
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        """Storm's ``preCommit``: checkpoint ``checkpoint_id``, which this task prepared, is
+        committed (the driver's commit point is passed: it holds whatever happens now); called
+        just before ``notify_checkpoint_complete``."""
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` is complete (its commit): e.g. make visible what a
         transactional sink wrote up to it."""
+
+    def pre_rollback(self) -> None:
+        """Storm's ``preRollback``: the task's state is being rolled back -- the run restores
+        a checkpoint, or starts again from nothing after it lost its workers -- so what this
+        task did after that checkpoint is undone (e.g. abort what a transactional sink wrote
+        since its last commit).  Called after ``prepare``, before ``init_state`` gets the
+        restored state; not on a run's first start from nothing."""

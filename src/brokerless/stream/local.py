@@ -110,6 +110,7 @@ class LocalRun(TopologyRun):
                 LocalMessaging(network) if network else None,
                 capture=self._capture,
                 restore=restore,
+                attempt=self.attempt,
             )
             for i in range(n)
         ]

@@ -21,7 +21,10 @@ barrier, so a topology without stateful bolts pays nothing for checkpoints).
   (declined); one of an older or finished checkpoint is dropped.  Holding back more than
   ``_MAX_HELD`` queues' worth of tuples declines the checkpoint too, so neither a slow channel
   nor a forged barrier makes a task hold input without bound.  On a restore, a stateful task
-  gets the checkpoint's state in ``init_state`` (an empty one on a fresh start).
+  gets the checkpoint's state in ``init_state`` (an empty one on a fresh start), after
+  ``pre_rollback()`` when it is a rollback (a restore, or a later attempt of the run); a
+  commit's news is ``pre_commit(n)`` then ``notify_checkpoint_complete(n)`` (Storm's
+  ``IStatefulBolt`` hooks; ``pre_prepare(n)`` comes before the snapshot).
 * Failures: an exception from a component (a bolt's ``process``, ``init_state`` and hooks, a
   spout's methods; all but ``close``/``cleanup``), a task that could not start, or a snapshot
   that cannot be made or restored is reported and raises :class:`~.executor.TaskFailed`: the
@@ -67,13 +70,16 @@ _WRITE_BATCH = 64
 
 class TaskCheckpoints:
     """A worker's part in checkpoints: restoring its tasks from checkpoint ``restore`` (None:
-    start afresh), storing their snapshots (a failure is reported with ``report(component,
-    task, error)`` and declines the checkpoint), collecting their acknowledgements."""
+    start afresh; ``rollback``: the tasks' state goes back -- to that checkpoint, or to empty
+    in a later attempt of the run -- undoing what an earlier run or attempt did), storing
+    their snapshots (a failure is reported with ``report(component, task, error)`` and
+    declines the checkpoint), collecting their acknowledgements."""
 
     def __init__(
         self,
         plan: TopologyPlan,
         restore: int | None,
+        rollback: bool,
         name: str,
         report: Callable[[str, int, BaseException], None],
     ) -> None:
@@ -86,6 +92,7 @@ class TaskCheckpoints:
         self.storage = open_storage(location)
         self.serializer = plan.config.serializer
         self.restore = restore
+        self.rollback = rollback
         self._report = report
         self._task_component = plan.task_component
         self._queue = BoundedQueue()
@@ -312,6 +319,8 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
             bolt = state.component
             windows = None
             if isinstance(bolt, StatefulBolt):
+                if checkpoints.rollback:
+                    self._call(state, bolt.pre_rollback)
                 if checkpoints.restore is None:
                     kv = KeyValueState()
                 elif isinstance(bolt, WindowedBolt):  # its state and its windows
@@ -350,6 +359,7 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
                 bolt = other.component
                 if self._alignments[other.task].state is not None:
                     assert isinstance(bolt, StatefulBolt)  # it has a state: it is one
+                    self._call(other, bolt.pre_commit, item[1])
                     self._call(other, bolt.notify_checkpoint_complete, item[1])
             return
         checkpoint = item.checkpoint

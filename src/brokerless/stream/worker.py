@@ -116,9 +116,11 @@ class Worker:
         *,
         capture: bool = False,
         restore: int | None = None,
+        attempt: int = 1,
     ) -> None:
         """``restore``: the checkpoint a checkpointed topology's tasks start from (None: from
-        the start)."""
+        the start); ``attempt``: the run's set of workers this worker belongs to (a later one
+        is a rollback)."""
         n = assignment.num_workers
         if n > 1 and messaging is None:
             raise ValueError("a worker of a multi-worker topology needs a messaging")
@@ -136,7 +138,13 @@ class Worker:
         #: Why the worker failed (a task failed, an executor crashed), or None.
         self.failure: str | None = None
         self.checkpoints = (
-            TaskCheckpoints(plan, restore, f"{plan.name}:worker{index}", self.record_error)
+            TaskCheckpoints(
+                plan,
+                restore,
+                restore is not None or attempt > 1,
+                f"{plan.name}:worker{index}",
+                self.record_error,
+            )
             if plan.checkpointed
             else None
         )

@@ -100,6 +100,7 @@ def worker_main(stdin_fd: int = 0) -> int:
             messaging,
             capture=job["capture"],
             restore=job["restore"],
+            attempt=job["attempt"],
         )
         endpoint = worker.bind()
         channel.announce((Kind.READY, endpoint))
