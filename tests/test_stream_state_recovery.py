@@ -13,14 +13,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from functools import partial
 
 import pytest
 
 from brokerless.spark import run_on_spark, session_builder
 from brokerless.stream import run_local, run_multiprocess
 
-from .live_input import SECONDS, LiveInput
+from .live_input import SECONDS, LiveInput, counted
 from .processes import child_pids
+from .stream_topologies import HangingCount
+from .test_stream_state import EXPECTED, HANGING, word_count
 
 pytestmark = pytest.mark.timeout(180 + 3 * SECONDS)
 
@@ -66,3 +69,24 @@ def test_a_live_word_count_that_loses_a_worker_counts_exactly_what_was_sent(
     live.check()
     if mode != "spark":  # Spark's own Python workers belong to its session
         assert child_pids() - before == set()
+
+
+def test_a_task_hung_in_process_on_spark_rolls_the_run_back(tmp_path, spark_session):
+    """A stateful task hangs in ``process`` (once in all) on Spark: after more failed
+    checkpoints in a row than tolerable_failed_checkpoints the run ends the attempt (its job
+    cancelled, its hung Python worker with it) and the next one starts from the last complete
+    checkpoint.  Before, every checkpoint timed out for ever.  (Local and multi-process mode:
+    test_stream_state.py.)"""
+    once = str(tmp_path / "hung")
+    topology = word_count(
+        count=partial(HangingCount, "cow", once=once),
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        **HANGING,
+    )
+    with run_on_spark(topology, spark=spark_session) as run:
+        run.wait_until_done(120)
+        run.checkpoint()
+        assert counted(run.checkpoint_dir) == EXPECTED
+        [cause] = run.restarts
+        assert "2 checkpoints in a row failed (tolerable_failed_checkpoints=1)" in cause
+        assert "'count' task" in cause
