@@ -422,7 +422,18 @@ def hung():
 
 
 # a checkpoint of this word count takes milliseconds: 1 s is a hung task's
-HANGING = {"checkpoint_timeout_secs": 1, "tolerable_failed_checkpoints": 1}
+HANGING = {"checkpoint_timeout_secs": 1, "tolerable_failed_checkpoints": 2}
+
+
+def said_where_it_hung(run) -> bool:
+    """Whether a worker of ``run`` reported the HangingCount's hung call, and where."""
+    return any(
+        e.component == "count"
+        and "process() of task" in e.error
+        and "held it up: hung?" in e.error
+        and "RELEASE_HUNG.wait()" in e.traceback
+        for e in run.errors()
+    )
 
 
 @pytest.mark.parametrize("runner", [run_local, run_multiprocess])
@@ -431,8 +442,9 @@ def test_a_task_hung_in_process_rolls_the_run_back_after_tolerable_failed_checkp
 ):
     """A stateful task hangs in ``process`` (once in all).  Before, every checkpoint timed out
     and was abandoned, for ever: the run looked alive and its state never advanced.  Now the
-    second failure in a row (one more than tolerable) makes the run treat its workers as lost
-    and start them again from the last complete checkpoint; the count ends exact."""
+    third failure in a row (one more than tolerable) makes the run treat its workers as lost
+    and start them again from the last complete checkpoint; the count ends exact.  The
+    worker reported the hung call, with its stack, in ``errors()``."""
     once = str(tmp_path / "hung")
     topology = word_count(count=partial(HangingCount, "cow", once=once), **HANGING)
     with runner(topology) as run:
@@ -440,9 +452,10 @@ def test_a_task_hung_in_process_rolls_the_run_back_after_tolerable_failed_checkp
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
         [cause] = run.restarts
-        assert "2 checkpoints in a row failed (tolerable_failed_checkpoints=1)" in cause
+        assert "3 checkpoints in a row failed (tolerable_failed_checkpoints=2)" in cause
         assert "not complete after 1 s (checkpoint_timeout_secs); never answered:" in cause
         assert "'count' task" in cause
+        assert said_where_it_hung(run)
         if runner is run_local:  # the hung thread's stack, down to the component's line
             assert "in process\n    RELEASE_HUNG.wait()" in cause, cause
 
@@ -454,10 +467,11 @@ def test_a_task_that_hangs_in_every_attempt_ends_the_run_naming_it_and_its_stack
         run.wait_until_done(60)
     assert run.failure is error.value and len(run.restarts) == 2
     said = str(error.value)
-    assert said.count("checkpoints in a row failed (tolerable_failed_checkpoints=1)") == 2
+    assert said.count("checkpoints in a row failed (tolerable_failed_checkpoints=2)") == 2
     assert "never answered: " in said and "'count' task" in said
     assert "in process\n    RELEASE_HUNG.wait()" in said
     assert run.hung_threads  # left behind: threads cannot be killed
+    assert said_where_it_hung(run)
 
 
 def test_tolerable_failed_checkpoints_none_tolerates_any_number(hung):

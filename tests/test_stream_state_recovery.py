@@ -23,7 +23,7 @@ from brokerless.stream import run_local, run_multiprocess
 from .live_input import SECONDS, LiveInput, counted
 from .processes import child_pids
 from .stream_topologies import HangingCount
-from .test_stream_state import EXPECTED, HANGING, word_count
+from .test_stream_state import EXPECTED, HANGING, said_where_it_hung, word_count
 
 pytestmark = pytest.mark.timeout(180 + 3 * SECONDS)
 
@@ -88,5 +88,6 @@ def test_a_task_hung_in_process_on_spark_rolls_the_run_back(tmp_path, spark_sess
         run.checkpoint()
         assert counted(run.checkpoint_dir) == EXPECTED
         [cause] = run.restarts
-        assert "2 checkpoints in a row failed (tolerable_failed_checkpoints=1)" in cause
+        assert "3 checkpoints in a row failed (tolerable_failed_checkpoints=2)" in cause
         assert "'count' task" in cause
+        assert said_where_it_hung(run)

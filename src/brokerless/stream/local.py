@@ -16,12 +16,8 @@ after the last attempt): a run is never done with a failed task.
 from __future__ import annotations
 
 import shutil
-import sys
-import sysconfig
 import tempfile
 import threading
-import traceback
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .assignment import assign
@@ -37,24 +33,6 @@ from .worker import Activity, Worker
 
 if TYPE_CHECKING:
     from .ui import UIAddress  # (the UI, and http.server, load only when used)
-
-
-_OWN_CODE = (str(Path(__file__).resolve().parent.parent), sysconfig.get_paths()["stdlib"])
-
-
-def component_stacks(threads: list[threading.Thread]) -> list[str]:
-    """The stacks of those of ``threads`` that are in a component's code (a frame from
-    outside brokerless and the standard library): where a hung task hangs."""
-    frames = sys._current_frames()
-    stacks = []
-    for thread in threads:
-        frame = frames.get(thread.ident or 0)
-        if frame is None:
-            continue
-        stack = traceback.extract_stack(frame)
-        if any(not str(Path(f.filename).resolve()).startswith(_OWN_CODE) for f in stack):
-            stacks.append(f"thread {thread.name!r}:\n" + "".join(stack.format()).rstrip())
-    return stacks
 
 
 class LocalRun(TopologyRun):
@@ -180,7 +158,7 @@ class LocalRun(TopologyRun):
             )
             stalled = self._checkpoints_failing()
             if stalled is not None:  # a hung thread cannot be killed: it is left behind
-                stacks = [s for w in self.workers for s in component_stacks(w.executor_threads)]
+                stacks = [s for w in self.workers for s in w.component_stacks()]
                 where = "".join(f"\n{stack}" for stack in stacks)
                 self._roll_back(f"the workers are running, but {stalled}{where}")
 

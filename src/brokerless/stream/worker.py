@@ -51,26 +51,44 @@ A worker of a checkpointed topology runs the executors of ``stateful.py`` and a 
 (:class:`~.stateful.TaskCheckpoints`); the run tells it when to ``checkpoint`` and
 ``commit``, collects its tasks' acknowledgements, and reads ``failure``: set when an executor
 ended on a task failure or a crash, it means the run must roll back (``checkpoint.py``).
+When a checkpoint starts, an executor thread still in the same call of a component's code as
+when the previous one started held that one up (its task could not take part): the worker
+reports the call and its stack as an error, once (``_report_held_checkpoints``) -- the run
+sees only that its checkpoints fail, and in multi-process and Spark mode cannot see the
+stack.  This looks at the threads once per checkpoint, nothing per tuple.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import sysconfig
 import threading
 import time
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .acker_executor import AckerExecutor
 from .assignment import Assignment
 from .bolt_executor import BoltExecutor
 from .component import ComponentKind
-from .errorlog import LOG_INTERVAL, LOG_PER_INTERVAL, ErrorLog, LogThrottle, error_report
-from .executor import Executor
+from .errorlog import (
+    LOG_INTERVAL,
+    LOG_PER_INTERVAL,
+    MAX_TRACEBACK,
+    ErrorLog,
+    LogThrottle,
+    clip,
+    error_report,
+)
+from .executor import Executor, TaskState
 from .inbound import Inbound
 from .link import NO_LINK, Link
 from .messaging import Messaging
-from .metrics import MetricsRoller
+from .metrics import ErrorReport, MetricsRoller
 from .plan import TopologyPlan
 from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, task_frame
 from .queues import BoundedQueue, Shutdown
@@ -80,6 +98,32 @@ from .stateful import CheckpointedBoltExecutor, CheckpointedSpoutExecutor, TaskC
 from .transfer import Credits, Exchange
 
 log = logging.getLogger("brokerless.stream")
+
+_OWN = str(Path(__file__).resolve().parent.parent)  # brokerless' own code
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
+
+
+def component_call(frame: FrameType | None) -> tuple[FrameType, TaskState[Any]] | None:
+    """The call of a component's code (code from neither brokerless nor the standard library)
+    that a thread whose innermost frame is ``frame`` is in -- its outermost frame from a
+    component -- and the task it was made for; None if the thread is in brokerless' own code,
+    even if called by a component (waiting to emit, say: held up, not holding up)."""
+    call = None
+    inside = True  # in the standard library's frames, innermost first
+    while frame is not None:
+        where = str(Path(frame.f_code.co_filename).resolve())
+        if where.startswith(_OWN):
+            if call is None and inside:
+                return None  # in brokerless' code: not a component's doing
+            state = frame.f_locals.get("state")  # an executor's call of a component method
+            if call is not None and isinstance(state, TaskState):
+                return call, state
+        elif not where.startswith(_STDLIB):
+            call = frame
+        inside = inside and where.startswith(_STDLIB)
+        frame = frame.f_back
+    return None
+
 
 _EXECUTORS: dict[ComponentKind, type[Executor[Any]]] = {
     ComponentKind.SPOUT: SpoutExecutor,
@@ -199,6 +243,10 @@ class Worker:
         self._roller: MetricsRoller | None = None
         #: the threads that run the executors (where a hung component hangs)
         self.executor_threads: list[threading.Thread] = []
+        #: thread id -> the component call it was in at the last checkpoint, since when, and
+        #: whether it was reported (:meth:`_report_held_checkpoints`)
+        self._calls: dict[int, tuple[FrameType, float, bool]] = {}
+        self._previous = 0  # the checkpoint started before
 
     def __repr__(self) -> str:
         return (
@@ -284,8 +332,55 @@ class Worker:
                 executor.wanted_active = active
 
     def checkpoint(self, checkpoint: int) -> None:
-        """Start checkpoint ``checkpoint``: the spouts here inject its barriers."""
+        """Start checkpoint ``checkpoint``: the spouts here inject its barriers (and report a
+        component call that held up the previous one: :meth:`_report_held_checkpoints`)."""
+        self._report_held_checkpoints(checkpoint)
         self._tell([CHECKPOINT, checkpoint], stateful_bolts=False)
+
+    def component_stacks(self) -> list[str]:
+        """The stack of each executor thread that is in a component's code: where a hung
+        task hangs."""
+        frames = sys._current_frames()
+        stacks = []
+        for thread in self.executor_threads:
+            frame = frames.get(thread.ident or 0)
+            if frame is not None and component_call(frame) is not None:
+                stack = "".join(traceback.format_stack(frame)).rstrip()
+                stacks.append(f"thread {thread.name!r}:\n{stack}")
+        return stacks
+
+    def _report_held_checkpoints(self, checkpoint: int) -> None:
+        """Report, once each, a call of a component's code that an executor thread was in
+        when the previous checkpoint started and is still in as ``checkpoint`` starts: that
+        task could not take part in the previous checkpoint, so it failed.  A call that hangs
+        holds up every checkpoint, and its stack, in the error reports, says where (the
+        driver, in another process, cannot see it)."""
+        now = time.monotonic()
+        frames = sys._current_frames()
+        calls = {}
+        for thread in self.executor_threads:
+            ident = thread.ident or 0
+            found = component_call(frames.get(ident))
+            if found is None:
+                continue
+            call, state = found
+            earlier, since, reported = self._calls.get(ident, (None, now, False))
+            if earlier is not call:
+                since, reported = now, False
+            elif not reported:
+                reported = True
+                error = (
+                    f"{call.f_code.co_name}() of task {state.task} has not returned since "
+                    f"before checkpoint {self._previous} began, at least {now - since:.1f} s "
+                    f"ago, and so held it up: hung? (thread {thread.name!r})"
+                )
+                log.warning("worker %d: %s", self.index, error)
+                stack = clip("".join(traceback.format_stack(frames[ident])), MAX_TRACEBACK)
+                component = state.context.component_id
+                self.errors.add(ErrorReport(component, state.task, self.index, error, stack))
+            calls[ident] = (call, since, reported)
+        self._calls = calls
+        self._previous = checkpoint
 
     def commit(self, checkpoint: int) -> None:
         """Checkpoint ``checkpoint`` is complete: tell the spouts and stateful bolts here."""
