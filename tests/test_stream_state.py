@@ -454,7 +454,7 @@ def test_a_task_hung_in_process_rolls_the_run_back_after_tolerable_failed_checkp
         [cause] = run.restarts
         assert "3 checkpoints in a row failed (tolerable_failed_checkpoints=2)" in cause
         assert "not complete after 1 s (checkpoint_timeout_secs); never answered:" in cause
-        assert "'count' task" in cause
+        assert "'count' task" in cause and "need a longer checkpoint_timeout_secs" in cause
         assert said_where_it_hung(run)
         if runner is run_local:  # the hung thread's stack, down to the component's line
             assert "in process\n    RELEASE_HUNG.wait()" in cause, cause

@@ -312,7 +312,9 @@ class CheckpointCoordinator:
             return None
         return (
             f"{failed} checkpoints in a row failed (tolerable_failed_checkpoints="
-            f"{self.tolerable}), the last: {self.stats.last_failure}"
+            f"{self.tolerable}), the last: {self.stats.last_failure} -- a task hung in a call "
+            "is reported in errors() with its stack; checkpoints that are only slow need a "
+            "longer checkpoint_timeout_secs"
         )
 
     def restart(self) -> int | None:
