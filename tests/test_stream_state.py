@@ -461,7 +461,11 @@ def test_a_task_hung_in_process_rolls_the_run_back_after_tolerable_failed_checkp
 
 
 def test_a_task_that_hangs_in_every_attempt_ends_the_run_naming_it_and_its_stack(hung):
-    topology = word_count(count=partial(HangingCount, "cow"), **HANGING)
+    """With a thread per executor, the split tasks wait to emit to the hung count task (its
+    queue full): held up, they are not reported; the count task is."""
+    topology = word_count(
+        count=partial(HangingCount, "cow"), executor_threads="per_executor", **HANGING
+    )
     run = run_local(topology, max_attempts=2)
     with run, pytest.raises(WorkerProcessError, match="in each of its last 2 attempt") as error:
         run.wait_until_done(60)
@@ -472,6 +476,7 @@ def test_a_task_that_hangs_in_every_attempt_ends_the_run_naming_it_and_its_stack
     assert "in process\n    RELEASE_HUNG.wait()" in said
     assert run.hung_threads  # left behind: threads cannot be killed
     assert said_where_it_hung(run)
+    assert {e.component for e in run.errors()} == {"count"}
 
 
 def test_tolerable_failed_checkpoints_none_tolerates_any_number(hung):

@@ -60,6 +60,7 @@ stack.  This looks at the threads once per checkpoint, nothing per tuple.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import sysconfig
@@ -103,24 +104,31 @@ _OWN = str(Path(__file__).resolve().parent.parent)  # brokerless' own code
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 
 
+@functools.lru_cache(maxsize=4096)
+def _whose(filename: str) -> str:
+    """Whose code a file of code is: ``"own"`` (brokerless'), ``"stdlib"`` or ``"component"``."""
+    where = str(Path(filename).resolve())
+    return (
+        "own" if where.startswith(_OWN) else "stdlib" if where.startswith(_STDLIB) else "component"
+    )
+
+
 def component_call(frame: FrameType | None) -> tuple[FrameType, TaskState[Any]] | None:
     """The call of a component's code (code from neither brokerless nor the standard library)
     that a thread whose innermost frame is ``frame`` is in -- its outermost frame from a
     component -- and the task it was made for; None if the thread is in brokerless' own code,
     even if called by a component (waiting to emit, say: held up, not holding up)."""
     call = None
-    inside = True  # in the standard library's frames, innermost first
     while frame is not None:
-        where = str(Path(frame.f_code.co_filename).resolve())
-        if where.startswith(_OWN):
-            if call is None and inside:
-                return None  # in brokerless' code: not a component's doing
+        whose = _whose(frame.f_code.co_filename)
+        if whose == "own":
+            if call is None:
+                return None  # in brokerless' code, not in a component's
             state = frame.f_locals.get("state")  # an executor's call of a component method
-            if call is not None and isinstance(state, TaskState):
+            if isinstance(state, TaskState):
                 return call, state
-        elif not where.startswith(_STDLIB):
+        elif whose == "component":
             call = frame
-        inside = inside and where.startswith(_STDLIB)
         frame = frame.f_back
     return None
 
