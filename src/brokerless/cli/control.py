@@ -23,22 +23,21 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from . import registry
-from .registry import Entry, RegistryError
+from .registry import Entry, RegistryError, find, running
 
 _TIMEOUT = 10.0  # seconds to wait for a run's control server to answer
 
 
 def _running() -> list[Entry]:
     try:
-        return registry.running()
+        return running()
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None
 
 
 def _complete_name(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     try:
-        entries = registry.running()
+        entries = running()
     except RegistryError:
         return []
     return [CompletionItem(e.name) for e in entries if e.name.startswith(incomplete)]
@@ -50,7 +49,7 @@ _NAME = click.argument("name", shell_complete=_complete_name)
 def _entry(name: str) -> Entry:
     """The run named ``name``: an error listing the running ones if there is none."""
     try:
-        entry = registry.find(name)
+        entry = find(name)
     except RegistryError as exc:
         raise click.ClickException(str(exc)) from None
     if entry is not None and entry.url is not None:

@@ -55,7 +55,7 @@ from brokerless.stream.run import TopologyRun
 from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
-from . import control
+from .control import COMMANDS as CONTROL_COMMANDS
 from .registry import Registration, RegistryError, register
 from .runner import Program, Terminated, run_command, sigterm_interrupts
 from .status import INTERRUPTED, TERMINATED
@@ -503,7 +503,7 @@ def worker() -> int:
     return worker_main()
 
 
-for _command in control.COMMANDS:
+for _command in CONTROL_COMMANDS:
     stream.add_command(_command)
 
 
