@@ -373,9 +373,9 @@ def run(options: RunOptions, emitted: tuple[str, ...], ui: UIAddress | None) -> 
     interrupted: KeyboardInterrupt | None = None
     killed = False
     with options.start(capture, ui, emitted) as (handle, _):
-        if ui is not None and handle.ui is not None:
-            click.echo(f"topology UI: {handle.ui.url}", err=True)
-        try:
+        try:  # (a Ctrl-C as soon as the URL is out gets the report too)
+            if ui is not None and handle.ui is not None:
+                click.echo(f"topology UI: {handle.ui.url}", err=True)
             killed = options.wait(handle)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
             interrupted = exc
