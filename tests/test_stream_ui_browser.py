@@ -395,8 +395,8 @@ for (const id of ['components', 'executors']) {
   });
 }
 cells.headings = [...document.querySelectorAll('#components thead th')].map(th => th.textContent);
-const slow = document.querySelector('#components tr[data-key="slow"]');
-cells.p99 = slow.querySelector('td[data-field="latency_ms_p99"]').textContent;
+const slow = document.querySelector('#components tr[data-key="slow"]');  // (not yet drawn: null)
+cells.p99 = slow && slow.querySelector('td[data-field="latency_ms_p99"]').textContent;
 return cells;
 """
 CHOOSE_WINDOW = """
