@@ -600,8 +600,11 @@ def slow():
     ("mode", "shown"),
     [
         (["--local"], "local"),
-        (["--workers=2"], "multiprocess/ipc"),
-        (["--spark", "--master=local[2]", "--workers=2"], "spark"),
+        # the same kill in the other modes (slow: another worker start, another Spark start)
+        pytest.param(["--workers=2"], "multiprocess/ipc", marks=pytest.mark.slow),
+        pytest.param(
+            ["--spark", "--master=local[2]", "--workers=2"], "spark", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_kill_with_a_wait_lets_the_tuples_in_flight_finish_then_stops_the_run(mode, shown):
@@ -655,16 +658,18 @@ def test_kill_of_a_stream_ui_run_keeps_its_page_until_ctrl_c():
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("command", [["kill"], ["activate"], ["deactivate"], ["kill", "-w", "1"]])
-def test_a_name_that_is_not_running_is_an_error_listing_those_that_are(command):
-    done = brokerless("stream", *command, "nope")
-    assert (done.returncode, done.stdout) == (1, b"")
-    assert done.stderr == b"Error: no topology named 'nope' is running (running: none)\n"
+def test_a_name_that_is_not_running_is_an_error_listing_those_that_are():
+    commands = [["kill"], ["activate"], ["deactivate"], ["kill", "-w", "1"]]
+    for command in commands:
+        done = brokerless("stream", *command, "nope")
+        assert (done.returncode, done.stdout) == (1, b""), command
+        assert done.stderr == b"Error: no topology named 'nope' is running (running: none)\n"
     with started("stream", "run", "tests.test_cli_stream:endless", "--local"):
         wait_for(lambda: listed("endless"), timeout=60, what="ps to list the run")
-        done = brokerless("stream", *command, "nope")
-    assert (done.returncode, done.stdout) == (1, b"")
-    assert done.stderr == b"Error: no topology named 'nope' is running (running: endless)\n"
+        said = [brokerless("stream", *command, "nope") for command in commands]
+    for done in said:
+        assert (done.returncode, done.stdout) == (1, b"")
+        assert done.stderr == b"Error: no topology named 'nope' is running (running: endless)\n"
 
 
 @pytest.mark.timeout(120)

@@ -460,6 +460,7 @@ def test_a_task_hung_in_process_rolls_the_run_back_after_tolerable_failed_checkp
             assert "in process\n    RELEASE_HUNG.wait()" in cause, cause
 
 
+@pytest.mark.slow  # the rollback above, twice over: max_attempts ending a run is checked faster
 def test_a_task_that_hangs_in_every_attempt_ends_the_run_naming_it_and_its_stack(hung):
     """With a thread per executor, the split tasks wait to emit to the hung count task (its
     queue full): held up, they are not reported; the count task is."""

@@ -71,6 +71,7 @@ def test_a_live_word_count_that_loses_a_worker_counts_exactly_what_was_sent(
         assert child_pids() - before == set()
 
 
+@pytest.mark.slow  # the Spark path of test_stream_state.py's hung-task rollback
 def test_a_task_hung_in_process_on_spark_rolls_the_run_back(tmp_path, spark_session):
     """A stateful task hangs in ``process`` (once in all) on Spark: after more failed
     checkpoints in a row than tolerable_failed_checkpoints the run ends the attempt (its job
