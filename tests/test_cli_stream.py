@@ -742,6 +742,7 @@ def checkpointed():
     )
 
 
+@pytest.mark.slow  # a kill's stop is any stop's; resuming a checkpoint: test_stream_state.py
 @pytest.mark.timeout(180)
 def test_a_killed_checkpointed_run_leaves_its_state_consistent_for_the_next(tmp_path):
     env = dict(ENV, CHECKPOINTS=str(tmp_path))

@@ -12,6 +12,7 @@ from .test_spark_topology import spark  # noqa: F401  (the module's Spark sessio
 from .test_stream_errors import N, assert_latest_kept, raising
 
 
+@pytest.mark.slow  # the driver's side is the multi-process run's (test_stream_errors.py)
 @pytest.mark.timeout(240)
 def test_a_spark_run_keeps_the_latest_errors_of_each_task_and_counts_them_all(spark):  # noqa: F811
     with run_on_spark(raising(tasks=2, workers=2), spark=spark, workers=2) as run:
