@@ -671,16 +671,23 @@ def test_a_rollback_calls_pre_rollback_then_init_state_in_every_stateful_task(tm
         assert hooks[hooks.index("pre_rollback") + 1] == "init_state"
 
 
-def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(monkeypatch):
-    failing = threading.Event()
+@pytest.fixture
+def disk_full(monkeypatch) -> threading.Event:
+    """While set, storing a task's snapshot fails as a full disk makes it fail."""
+    full = threading.Event()
     write = LocalStorage.write
 
     def flaky(self, path, data):
-        if failing.is_set() and "/task-" in path:
+        if full.is_set() and "/task-" in path:
             raise OSError(28, "No space left on device")
         write(self, path, data)
 
     monkeypatch.setattr(LocalStorage, "write", flaky)
+    return full
+
+
+def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(disk_full):
+    failing = disk_full
     with run_local(word_count(tolerable_failed_checkpoints=None)) as run:
         failing.set()
         wait_for(lambda: run.checkpoint_statistics().aborted >= 1, what="an abandoned checkpoint")
@@ -694,19 +701,11 @@ def test_a_checkpoint_that_cannot_be_stored_is_abandoned_and_the_run_goes_on(mon
         assert counted(run.checkpoint_dir) == EXPECTED
 
 
-def test_a_storage_outage_longer_than_the_tolerance_rolls_back(monkeypatch):
+def test_a_storage_outage_longer_than_the_tolerance_rolls_back(disk_full):
     """Every snapshot fails to store: after tolerable_failed_checkpoints (+1) declined
     checkpoints in a row the run starts its workers again from the last complete checkpoint,
     as Flink fails a job over; once storage is back, it ends exact."""
-    outage = threading.Event()
-    write = LocalStorage.write
-
-    def flaky(self, path, data):
-        if outage.is_set() and "/task-" in path:
-            raise OSError(28, "No space left on device")
-        write(self, path, data)
-
-    monkeypatch.setattr(LocalStorage, "write", flaky)
+    outage = disk_full
     with run_local(word_count(tolerable_failed_checkpoints=2)) as run:
         wait_for(lambda: run.checkpoint_statistics().completed >= 1, what="a checkpoint")
         outage.set()

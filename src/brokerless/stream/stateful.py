@@ -330,8 +330,7 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
                 self._call(state, bolt.init_state, kv)
             elif isinstance(bolt, WindowedBolt) and checkpoints.restore is not None:
                 windows = self._restore(checkpoints, task, False)
-            if windows is not None:
-                assert isinstance(bolt, WindowedBolt)
+            if windows is not None and isinstance(bolt, WindowedBolt):
                 self._call(state, bolt.restore_windows, windows, self._fields)
             self._alignments[task] = _Alignment(kv)
 
