@@ -52,9 +52,15 @@ demo:
 tour: $(BIN)/.installed
 	$(BIN)/python examples/tour.py
 
+# Two pytest workers (pytest-xdist), each taking whole test files (a file's Spark session and
+# other module fixtures stay in one process): most of the suite's time is waiting on real
+# processes, JVMs and timeouts, so two workers halve it on a 2-core machine.  TEST_WORKERS=0
+# runs it in one process.
+TEST_WORKERS ?= 2
+
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The suite on each CPython from 3.10 to 3.13, one after another, each in its own venv (.nox/);
 # pyenv's shims answer python3.X only for the versions PYENV_VERSION lists, so it lists them.
@@ -71,7 +77,7 @@ RECOVERY_SECONDS ?= 60
 
 # The end-to-end runs marked slow (see pyproject.toml): run them before resolving an issue.
 test-slow: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow
 
 test-cluster: $(BIN)/.installed
 	BROKERLESS_RECOVERY_SECONDS=$(RECOVERY_SECONDS) $(BIN)/python -m pytest -q -m cluster tests/test_spark_cluster.py

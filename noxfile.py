@@ -25,4 +25,4 @@ def tests(session: nox.Session) -> None:
     # cache lacks, the second install brings; what it had, the second finds installed.
     session.install("--offline", "-e", ".[test]", success_codes=[0, 1], silent=True)
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "-q", *session.posargs)
+    session.run("python", "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", *session.posargs)
