@@ -43,10 +43,10 @@ def _complete_name(ctx: click.Context, param: click.Parameter, incomplete: str) 
     return [CompletionItem(e.name) for e in entries if e.name.startswith(incomplete)]
 
 
-_NAME = click.argument("name", shell_complete=_complete_name)
+NAME_ARGUMENT = click.argument("name", shell_complete=_complete_name)
 
 
-def _entry(name: str) -> Entry:
+def entry_named(name: str) -> Entry:
     """The run named ``name``: an error listing the running ones if there is none."""
     try:
         entry = find(name)
@@ -60,7 +60,7 @@ def _entry(name: str) -> Entry:
     raise click.ClickException(f"no topology named {name!r} is running (running: {names})")
 
 
-def _ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
+def ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
     """The JSON answer of ``entry``'s control server to a GET (or a POST) of ``path``."""
     from brokerless.stream.ui.server import ACTION_HEADER  # (http.server: only when used)
 
@@ -87,7 +87,7 @@ def _status(entry: Entry) -> str:
     if entry.url is None:
         return "starting"
     try:
-        return str(_ask(entry, "api/status")["status"])
+        return str(ask(entry, "api/status")["status"])
     except click.ClickException:
         return "unreachable"
 
@@ -129,11 +129,11 @@ Examples:
   brokerless stream deactivate word-count
   brokerless stream activate word-count"""
 )
-@_NAME
+@NAME_ARGUMENT
 def deactivate(name: str) -> None:
     """Stop the spouts of the running topology NAME emitting, as `storm deactivate` does (the
     tuples in flight are still processed)."""
-    _ask(_entry(name), "api/deactivate", post=True)
+    ask(entry_named(name), "api/deactivate", post=True)
     click.echo(f"deactivated topology {name!r}")
 
 
@@ -142,10 +142,10 @@ def deactivate(name: str) -> None:
 Examples:
   brokerless stream activate word-count"""
 )
-@_NAME
+@NAME_ARGUMENT
 def activate(name: str) -> None:
     """Let the spouts of the running topology NAME emit again, as `storm activate` does."""
-    _ask(_entry(name), "api/activate", post=True)
+    ask(entry_named(name), "api/activate", post=True)
     click.echo(f"activated topology {name!r}")
 
 
@@ -155,7 +155,7 @@ Examples:
   brokerless stream kill word-count            # stops after its message timeout
   brokerless stream kill word-count -w 0       # stops now"""
 )
-@_NAME
+@NAME_ARGUMENT
 @click.option(
     "-w",
     "--wait",
@@ -166,8 +166,8 @@ Examples:
 def kill(name: str, wait: float | None) -> None:
     """Kill the running topology NAME, as `storm kill` does: deactivate its spouts now, stop
     it after --wait seconds.  The run then prints its report and exits with status 0."""
-    entry = _entry(name)
-    said = _ask(entry, "api/kill" if wait is None else f"api/kill?wait={wait}", post=True)
+    entry = entry_named(name)
+    said = ask(entry, "api/kill" if wait is None else f"api/kill?wait={wait}", post=True)
     click.echo(
         f"killed topology {name!r}: its spouts are deactivated; it stops in "
         f"{said['wait_s']:g} s (pid {entry.pid})"

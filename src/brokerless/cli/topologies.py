@@ -59,6 +59,7 @@ from .control import COMMANDS as CONTROL_COMMANDS
 from .registry import Registration, RegistryError, register
 from .runner import Program, Terminated, run_command, sigterm_interrupts
 from .status import INTERRUPTED, TERMINATED
+from .throughput import monitor
 
 if TYPE_CHECKING:
     from brokerless.stream.ui import UIAddress  # (the UI, and http.server, load only when used)
@@ -503,7 +504,7 @@ def worker() -> int:
     return worker_main()
 
 
-for _command in CONTROL_COMMANDS:
+for _command in [*CONTROL_COMMANDS, monitor]:
     stream.add_command(_command)
 
 
