@@ -244,6 +244,38 @@ def test_bolts_get_tick_tuples_at_their_frequency_even_with_no_input(threads):
     ].tick_secs is None
 
 
+class _OwnTicks(Sink):
+    """Sets its own tick frequency, as a Storm bolt's ``getComponentConfiguration`` does."""
+
+    tick_tuple_freq_secs = 0.5
+
+
+class _TicksFromInit(Sink):
+    def __init__(self, emit_secs):
+        self.tick_tuple_freq_secs = emit_secs
+
+
+def test_a_bolt_sets_its_own_tick_frequency_and_its_declaration_overrides_it():
+    """Storm's ``RollingCountBolt`` sets ``topology.tick.tuple.freq.secs`` in its
+    ``getComponentConfiguration`` from its constructor's arguments; here a bolt's
+    ``tick_tuple_freq_secs`` (class or instance attribute) is its own, over the topology's,
+    and ``.bolt(..., tick_tuple_freq_secs=)`` overrides it, as Storm's ``addConfiguration``
+    does.  brokerless ignored the attribute: such a bolt got no tick tuples."""
+    topo = (
+        Topology("own-ticks", Config(tick_tuple_freq_secs=5))
+        .spout("s", Counter)
+        .bolt("class", _OwnTicks, inputs=["s"])
+        .bolt("init", partial(_TicksFromInit, 0.25), inputs=["s"])
+        .bolt("declared", _OwnTicks, inputs=["s"], tick_tuple_freq_secs=2)
+        .bolt("topology", Sink, inputs=["s"])
+    )
+    ticks = {n: c.tick_secs for n, c in topo.build().components.items() if c.kind == "bolt"}
+    assert ticks == {"class": 0.5, "init": 0.25, "declared": 2, "topology": 5}
+    bad = Topology("t").spout("s", Counter).bolt("b", partial(_TicksFromInit, 0), inputs=["s"])
+    with pytest.raises(TopologyError, match="bolt 'b': its tick_tuple_freq_secs must be None or"):
+        bad.build()
+
+
 @pytest.mark.parametrize("rate", [0, -1, "5", True])
 def test_a_tick_frequency_that_is_not_a_positive_number_is_refused(rate):
     with pytest.raises(TopologyError, match="tick_tuple_freq_secs must be None or a number"):

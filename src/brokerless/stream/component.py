@@ -321,6 +321,11 @@ class Bolt(Component):
     #: Fail the input tuple when ``process`` raises; without it, it is left to time out (and
     #: be replayed then).  In a checkpointed topology an exception rolls back either way.
     auto_fail: ClassVar[bool] = True
+    #: This bolt's own tick tuple frequency, in seconds (Storm's ``getComponentConfiguration``
+    #: setting ``topology.tick.tuple.freq.secs``): a class attribute, or set in ``__init__``
+    #: from its arguments.  ``Topology.bolt(..., tick_tuple_freq_secs=)`` overrides it; None:
+    #: the topology's ``Config.tick_tuple_freq_secs``.
+    tick_tuple_freq_secs: float | None = None
 
     def prepare(self, conf: Config, context: TopologyContext) -> None:
         """Called once per task before the first tuple."""
@@ -330,7 +335,8 @@ class Bolt(Component):
 
     def process_tick(self, tup: Tuple) -> None:
         """Handle a tick tuple (streamparse's ``process_tick``): one comes every
-        ``tick_tuple_freq_secs`` (the bolt's own, or ``Config.tick_tuple_freq_secs``), from
+        ``tick_tuple_freq_secs`` (its declaration's, the bolt's own attribute, or
+        ``Config.tick_tuple_freq_secs``), from
         component ``"__system"`` on stream ``"__tick"``, with the frequency as its one value;
         no spout tuple waits for it.  For periodic work: flushing a batch, a window."""
 

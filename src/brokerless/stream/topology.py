@@ -177,9 +177,9 @@ class _Planner:
         if stateful:
             self.check_checkpointable(stateful, instances, inputs)
         ticks = {
-            d.name: self.tick_secs(d, instances[d.name])
+            name: self.tick_secs(d, bolt)
             for d in declarations
-            if d.kind is ComponentKind.BOLT
+            if isinstance(bolt := instances[(name := d.name)], Bolt)
         }
         return self.assemble(declarations, streams, finite, stateful, inputs, ticks)
 
@@ -234,15 +234,22 @@ class _Planner:
         )
         return streams, finite, instance
 
-    def tick_secs(self, d: _Declaration, bolt: Component) -> float | None:
-        """A bolt's tick tuple frequency: its declaration's, else the topology's; a batching
-        or windowed bolt decides for itself (``BufferingBolt.resolve_tick_secs``)."""
+    def tick_secs(self, d: _Declaration, bolt: Bolt) -> float | None:
+        """A bolt's tick tuple frequency: its declaration's, else the bolt's own
+        (``Bolt.tick_tuple_freq_secs``), else the topology's; a batching or windowed bolt
+        decides for itself (``BufferingBolt.resolve_tick_secs``)."""
+        declared = d.tick_secs
+        if declared is None:
+            declared = bolt.tick_tuple_freq_secs
+            problem = tick_problem(declared)
+            if problem is not None:
+                raise self.error(f"bolt {d.name!r}: its tick_tuple_freq_secs {problem}")
         if isinstance(bolt, BufferingBolt):
             try:
-                return bolt.resolve_tick_secs(d.tick_secs, self.config)
+                return bolt.resolve_tick_secs(declared, self.config)
             except ValueError as exc:
                 raise self.error(f"bolt {d.name!r}: {exc}") from None
-        return self.config.tick_tuple_freq_secs if d.tick_secs is None else d.tick_secs
+        return self.config.tick_tuple_freq_secs if declared is None else declared
 
     def check_inputs(
         self,
