@@ -83,6 +83,27 @@ def test_a_tumbling_count_window_acks_its_tuples_once_processed():
     assert failed_and_acked(result) == ([], list(range(9)))
 
 
+def test_count_windows_that_max_spout_pending_would_stall_are_refused():
+    """Storm refuses a window count (length + sliding interval) over
+    ``topology.max.spout.pending``: a tuple is acked only when it leaves the window, so the
+    spouts stop emitting before the window can fire and evict, and nothing moves but the
+    timeouts.  brokerless took it: Count(5) sliding by 2 over 12 tuples under
+    max_spout_pending=6 acked 2 of them, the 10 others failed by their timeouts, which alone
+    moved the window on (a replaying spout would replay them for ever)."""
+    with pytest.raises(TopologyError, match=r"hold up to 7 tuples .* max_spout_pending \(6\)"):
+        windowed(Sliding, range(12), max_spout_pending=6).build()
+    with pytest.raises(TopologyError, match=r"hold up to 3 tuples .* max_spout_pending \(2\)"):
+        windowed(Tumbling, range(9), max_spout_pending=2).build()
+    windowed(Sliding, range(12), max_spout_pending=6, num_ackers=0).build()  # nothing pending
+    windowed(Sliding, range(12), max_spout_pending=None).build()
+    # as many as the window holds will do: every window fires, the tuples it evicts are acked
+    result = complete_topology(
+        windowed(Sliding, range(12), max_spout_pending=7, message_timeout_secs=1.0)
+    )
+    assert len(result.emitted("window")) == 6
+    assert failed_and_acked(result) == (list(range(7, 12)), list(range(7)))
+
+
 class SlidingTime(Windows):
     window_length = Duration(1.0)
     sliding_interval = Duration(0.1)

@@ -23,10 +23,13 @@ completion waits for that (``holding``).  A Count window keeps its last tuples u
 ones come, as Storm's: a finite input's last tuples are acked only by their timeout.  In an
 acking topology ``message_timeout_secs`` must outlast a Duration window's length plus its
 interval (Storm's rule, checked when the topology is built), or tuples would time out while a
-window still holds them.  In a checkpointed topology the windows are in each checkpoint
-(``windows_snapshot``): a rollback takes them back as they were, and the spouts replay what came
-after.  A :class:`StatefulWindowedBolt` (Storm's stateful windowing) also has a
-``KeyValueState``: each checkpoint keeps the state and the windows together.
+window still holds them; and ``max_spout_pending`` must be at least what a Count window holds
+(its length plus its Count interval, as Storm checks), or the spouts would stop emitting before
+a window could fire and evict, and nothing would move but the timeouts.  In a checkpointed
+topology the windows are in each checkpoint (``windows_snapshot``): a rollback takes them back
+as they were, and the spouts replay what came after.  A :class:`StatefulWindowedBolt` (Storm's
+stateful windowing) also has a ``KeyValueState``: each checkpoint keeps the state and the
+windows together.
 
 Event time (``timestamp_field``; Duration windows only): a tuple's time is that field's value.
 At each tick (every ``watermark_interval``) the *watermark* moves to the oldest of each input
@@ -187,6 +190,15 @@ class WindowedBolt(BufferingBolt):
                 f"interval{', lag and watermark interval' if event_time else ''}), more than "
                 f"message_timeout_secs ({config.message_timeout_secs:g} s): they would time "
                 "out while a window holds them; raise message_timeout_secs"
+            )
+        counts = [v.n for v in (length, self.sliding_interval) if isinstance(v, Count)]
+        pending = config.max_spout_pending
+        if config.num_ackers != 0 and pending is not None and sum(counts) > pending:
+            raise ValueError(
+                f"its windows hold up to {sum(counts)} tuples (window length plus sliding "
+                f"interval, in tuples), more than max_spout_pending ({pending}): the spouts "
+                "would stop emitting before a window could fire and let its tuples go, and the "
+                "windows would stall; raise max_spout_pending, or make it None"
             )
         if event_time:
             return self.watermark_interval.seconds
