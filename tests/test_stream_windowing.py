@@ -23,6 +23,7 @@ from brokerless.stream import (
     Stream,
     Topology,
     TopologyError,
+    TupleWindow,
     WindowedBolt,
     complete_topology,
     read_state,
@@ -128,6 +129,50 @@ def test_time_windows_see_every_tuple_new_once_and_a_run_ends_when_all_left(bolt
     else:
         assert any(len(w) > len(new) for w, new, _ in windows)  # windows overlap
     assert failed_and_acked(result) == ([], list(values))
+
+
+class Bounds(WindowedBolt):
+    """Emits each window's ``[start, end]``."""
+
+    outputs = ["start", "end"]
+
+    def process_window(self, window: TupleWindow) -> None:
+        self.emit([window.start, window.end])
+
+
+class CountBounds(Bounds):
+    window_length = Count(2)
+
+
+class TimeBounds(Bounds):
+    window_length = Duration(0.5)
+    sliding_interval = Duration(0.1)
+
+
+class EventBounds(Bounds):
+    window_length = Duration(10)
+    sliding_interval = Duration(5)
+    timestamp_field = "ts"
+    watermark_interval = Duration(0.02)
+
+
+def test_a_window_has_its_start_and_end_as_storm_s_tuple_window():
+    """Storm's ``TupleWindow.getStartTimestamp()``: a time window's end less its length (a
+    count window has none), beside ``getEndTimestamp()``.  brokerless's window had no start."""
+    result = complete_topology(windowed(CountBounds, range(4)))
+    assert [start for start, _ in result.emitted("window")] == [None, None]
+    result = complete_topology(windowed(TimeBounds, range(10)))
+    assert result.emitted("window")
+    for start, end in result.emitted("window"):
+        assert end - start == pytest.approx(0.5)
+    topology = (
+        Topology("event-bounds")
+        .spout("values", partial(Phased, [1, 7, 12, 26], [], threading.Event()))
+        .bolt("window", EventBounds, inputs={"values": shuffle()})
+    )
+    with run_local(topology, capture=True) as run:
+        wait_for(lambda: len(captured(run, "window")) == 4, what="four windows")
+    assert captured(run, "window") == [[-5, 5], [0, 10], [5, 15], [10, 20]]
 
 
 class RaiseOnThree(Tumbling):

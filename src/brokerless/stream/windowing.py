@@ -93,7 +93,7 @@ class Duration:
 @dataclass(frozen=True)
 class TupleWindow:
     """What ``process_window`` gets (Storm's ``TupleWindow``: ``get()``, ``getNew()``,
-    ``getExpired()``, ``getEndTimestamp()``)."""
+    ``getExpired()``, ``getEndTimestamp()``, ``getStartTimestamp()``)."""
 
     #: The tuples in the window, oldest first.
     tuples: list[Tuple]
@@ -101,8 +101,10 @@ class TupleWindow:
     new: list[Tuple]
     #: Those evicted since the last window (already acked).
     expired: list[Tuple]
-    #: When the window fired (``time.time()``).
+    #: When the window fired (``time.time()``), or in event time the end of its span.
     end: float
+    #: A Duration window's ``end`` less its length; None for a Count window (Storm's).
+    start: float | None = None
 
 
 class WindowedBolt(BufferingBolt):
@@ -273,7 +275,9 @@ class WindowedBolt(BufferingBolt):
     ) -> None:
         """``process_window`` on ``tuples``, anchoring what it emits to them; if it raises,
         they are failed and dropped from ``buffer``."""
-        window = TupleWindow(tuples, new, self._expired or [], end)
+        length = self.window_length
+        start = end - length.seconds if isinstance(length, Duration) else None
+        window = TupleWindow(tuples, new, self._expired or [], end, start)
         self._expired = None
         self._anchors = tuples
         try:
