@@ -105,6 +105,31 @@ def test_count_windows_that_max_spout_pending_would_stall_are_refused():
     assert failed_and_acked(result) == (list(range(7, 12)), list(range(7)))
 
 
+def test_one_bolt_class_takes_its_windows_per_instance_as_storm_s_with_window():
+    """Storm sets a bolt's windows on the instance (``new SumBolt().withWindow(Count.of(5),
+    Count.of(2))``, ``.withTumblingWindow(...)``, ``.withTimestampField("ts")``), so one
+    class serves several windows (storm-starter's SlidingWindowSumBolt does).  Here the
+    settings are keyword arguments of the bolt, over its class attributes; brokerless's
+    WindowedBolt took none (TypeError), so each window needed a subclass."""
+    sliding = partial(Windows, window_length=Count(5), sliding_interval=Count(2))
+    tumbling = partial(Windows, window_length=Count(3))
+    topology = windowed(sliding, range(12), message_timeout_secs=1.0).bolt(
+        "tumbling", tumbling, inputs=["values"]
+    )
+    result = complete_topology(topology)
+    assert result.emitted("window") == complete_topology(
+        windowed(Sliding, range(12), message_timeout_secs=1.0)
+    ).emitted("window")
+    assert [new for _, new, _ in result.emitted("tumbling")] == [[0, 1, 2], [3, 4, 5], [6, 7, 8],
+                                                                 [9, 10, 11]]
+    with pytest.raises(TopologyError, match="window_length must be a Count or a Duration"):
+        windowed(partial(Windows, sliding_interval=Count(2)), [1]).build()
+    late = partial(Windows, window_length=Duration(1), timestamp_field="ts", lag=Duration(1),
+                   late_tuple_stream="late")
+    with pytest.raises(TopologyError, match="late_tuple_stream 'late' is not among"):
+        windowed(late, [1]).build()
+
+
 class SlidingTime(Windows):
     window_length = Duration(1.0)
     sliding_interval = Duration(0.1)

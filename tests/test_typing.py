@@ -43,3 +43,12 @@ def test_user_code_calling_the_helpers_type_checks():
     user_code = ROOT / "tests" / "typing_user" / "helpers.py"
     result = mypy("--strict", "--follow-imports=silent", "--ignore-missing-imports", str(user_code))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(600)
+def test_the_storm_starter_examples_type_check():
+    # What users copy must type-check under --strict: a windowed bolt given its windows per
+    # instance (partial(SumBolt, window_length=Count(30)), Storm's withWindow) did not, its
+    # settings being class variables its constructor did not take.
+    result = mypy("--strict", "--follow-imports=silent", str(ROOT / "examples" / "storm_starter"))
+    assert result.returncode == 0, result.stdout + result.stderr

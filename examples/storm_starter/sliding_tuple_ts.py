@@ -20,22 +20,17 @@ from functools import partial
 
 from brokerless.stream import Duration, Topology
 
-from .sliding_window import WindowSumBolt
+from .sliding_window import SlidingWindowSumBolt
 from .spouts import IntegerSpout
-
-
-class SlidingTupleTsSumBolt(WindowSumBolt):
-    window_length = Duration(5)
-    sliding_interval = Duration(3)
-    timestamp_field = "ts"
-    lag = Duration(5)
 
 
 def sliding_tuple_ts(count: int = 120) -> Topology:
     return (
         Topology("sliding-tuple-ts")
         .spout("integer", partial(IntegerSpout, count, interval=0.25))
-        .bolt("slidingsum", SlidingTupleTsSumBolt, inputs=["integer"])
+        .bolt("slidingsum", partial(SlidingWindowSumBolt, window_length=Duration(5),
+                                    sliding_interval=Duration(3), timestamp_field="ts",
+                                    lag=Duration(5)), inputs=["integer"])
     )
 
 

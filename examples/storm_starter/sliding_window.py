@@ -4,10 +4,12 @@
 
 ``slidingsum`` sums the values of the last 30 tuples every 10 tuples (a sliding window: it adds
 the window's new tuples and takes off the expired ones); ``tumblingavg`` averages each 3 sums
-(a tumbling window).  Storm sets a window on the bolt instance (``.withWindow(Count.of(30),
-Count.of(10))``); here ``window_length`` and ``sliding_interval`` are class attributes of a
-subclass, and ``process_window`` is Storm's ``execute(TupleWindow)``: ``window.tuples``,
-``window.new`` and ``window.expired`` are its ``get()``, ``getNew()`` and ``getExpired()``.
+(a tumbling window).  As Storm's ``new SlidingWindowSumBolt().withWindow(Count.of(30),
+Count.of(10))`` sets the windows of one instance, ``partial(SlidingWindowSumBolt,
+window_length=Count(30), sliding_interval=Count(10))`` makes bolts with those windows (a class
+may also set ``window_length`` and ``sliding_interval`` as class attributes).
+``process_window`` is Storm's ``execute(TupleWindow)``: ``window.tuples``, ``window.new`` and
+``window.expired`` are its ``get()``, ``getNew()`` and ``getExpired()``.
 
 A tuple is acked when it has left every window.  The last 30 tuples of a finite input never
 leave ``slidingsum``'s window (no newer tuple comes), so they are acked only when they time
@@ -16,6 +18,8 @@ topology sets to 5 s.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from brokerless.stream import (
     Config,
@@ -29,9 +33,8 @@ from brokerless.stream import (
 from .spouts import IntegerSpout
 
 
-class WindowSumBolt(WindowedBolt):
-    """The sum of each window's values, kept up to date from its new and expired tuples
-    (Storm's ``SlidingWindowSumBolt``; the windows are its subclasses')."""
+class SlidingWindowSumBolt(WindowedBolt):
+    """The sum of each window's values, kept up to date from its new and expired tuples."""
 
     outputs = ["sum"]
 
@@ -43,13 +46,7 @@ class WindowSumBolt(WindowedBolt):
         self.emit([self.total])
 
 
-class SlidingWindowSumBolt(WindowSumBolt):
-    window_length = Count(30)
-    sliding_interval = Count(10)
-
-
 class TumblingWindowAvgBolt(WindowedBolt):
-    window_length = Count(3)  # no sliding_interval: tumbling windows
     outputs = ["avg"]
 
     def process_window(self, window: TupleWindow) -> None:
@@ -60,8 +57,11 @@ class TumblingWindowAvgBolt(WindowedBolt):
 topology = (
     Topology("sliding-window", Config(message_timeout_secs=5))
     .spout("integer", IntegerSpout)
-    .bolt("slidingsum", SlidingWindowSumBolt, inputs=["integer"])
-    .bolt("tumblingavg", TumblingWindowAvgBolt, inputs=["slidingsum"])
+    .bolt("slidingsum", partial(SlidingWindowSumBolt, window_length=Count(30),
+                                sliding_interval=Count(10)), inputs=["integer"])
+    # a length and no sliding interval: tumbling windows (Storm's withTumblingWindow)
+    .bolt("tumblingavg", partial(TumblingWindowAvgBolt, window_length=Count(3)),
+          inputs=["slidingsum"])
 )
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ count or by time.
 Theory of operation
 -------------------
 A :class:`WindowedBolt` sets ``window_length`` and ``sliding_interval``, each a :class:`Count`
-(tuples) or a :class:`Duration` (seconds of processing time); with no ``sliding_interval`` the
+(tuples) or a :class:`Duration` (seconds of processing time), as class attributes or per
+instance (keyword arguments, as Storm's ``withWindow``); with no ``sliding_interval`` the
 windows tumble (the interval is the length).  ``process`` keeps each tuple with the time it
 came.  A window *fires* after every ``sliding_interval`` tuples (a Count: in ``process``) or
 at every tick (a Duration: the bolt's tick frequency is the interval).  Firing first *evicts*
@@ -48,7 +49,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from .component import BufferingBolt, StatefulBolt, declared_streams
 from .config import tick_problem
@@ -119,22 +120,24 @@ class WindowedBolt(BufferingBolt):
                 values = [t[0] for t in window.tuples]
                 self.emit([sum(values) / len(values)])
 
-    With ``timestamp_field`` the windows are in event time (see the module doc).  Implement
+    With ``timestamp_field`` the windows are in event time (see the module doc).  The
+    settings may also be given per instance, as keyword arguments (``partial(Average,
+    window_length=Duration(60))``), as Storm's ``withWindow``.  Implement
     ``process_window``; do not override ``process`` or ``process_tick``."""
 
     #: How much a window holds: a :class:`Count` of tuples or a :class:`Duration`.
-    window_length: ClassVar[Count | Duration | None] = None
+    window_length: Count | Duration | None = None
     #: How often a window fires; None: when the last one is full (tumbling windows).
-    sliding_interval: ClassVar[Count | Duration | None] = None
+    sliding_interval: Count | Duration | None = None
     #: Event time: the input field holding each tuple's time, in seconds (``time.time()``'s
     #: unit); None: processing time (when the tuple came).
-    timestamp_field: ClassVar[str | None] = None
+    timestamp_field: str | None = None
     #: Event time: how late a tuple may come, behind the newest of its stream (Storm's lag).
-    lag: ClassVar[Duration] = Duration(0)
+    lag: Duration = Duration(0)
     #: Event time: how often the watermark is computed (Storm's watermark interval).
-    watermark_interval: ClassVar[Duration] = Duration(1.0)
+    watermark_interval: Duration = Duration(1.0)
     #: Event time: the declared stream a late tuple's values go to; None: dropped (acked).
-    late_tuple_stream: ClassVar[str | None] = None
+    late_tuple_stream: str | None = None
 
     _buffer: deque[tuple[float, Tuple]] | None = None  # (its time, the tuple)
     _new = 0  # processing time: tuples since the last window
@@ -142,6 +145,33 @@ class WindowedBolt(BufferingBolt):
     _newest: dict[tuple[str, str], float] | None = None  # event time: per input stream
     _watermark: float | None = None  # event time: no tuple older than this is taken
     _next_end: float | None = None  # event time: the end of the next window
+
+    def __init__(
+        self,
+        *,
+        window_length: Count | Duration | None = None,
+        sliding_interval: Count | Duration | None = None,
+        timestamp_field: str | None = None,
+        lag: Duration | None = None,
+        watermark_interval: Duration | None = None,
+        late_tuple_stream: str | None = None,
+    ) -> None:
+        """Each setting given overrides the class attribute of its name for this instance,
+        as Storm's ``withWindow``, ``withTumblingWindow`` (a length alone), ``withTimestampField``,
+        ``withLag``, ``withWatermarkInterval`` and ``withLateTupleStream`` do: one class can
+        serve several windows, e.g. ``partial(SumBolt, window_length=Count(30),
+        sliding_interval=Count(10))``."""
+        settings = {
+            "window_length": window_length,
+            "sliding_interval": sliding_interval,
+            "timestamp_field": timestamp_field,
+            "lag": lag,
+            "watermark_interval": watermark_interval,
+            "late_tuple_stream": late_tuple_stream,
+        }
+        for name, value in settings.items():
+            if value is not None:
+                setattr(self, name, value)
 
     def process_window(self, window: TupleWindow) -> None:
         """Process one window (see :class:`TupleWindow`)."""
