@@ -194,3 +194,35 @@ def test_a_tuple_value_is_a_tuple_in_every_worker():
     seen = result.emitted("types")
     assert {worker for worker, _, _ in seen} == {0, 1}  # both workers had a task
     assert sorted(map(list, seen)) == sorted([w, "tuple", "found"] for w, _, _ in seen)
+
+
+class _OutputFields(Bolt):
+    """Emits, for each tuple, the output fields its context gives for (component, stream)."""
+
+    outputs = [Stream(["fields"]), Stream(["line", "reason"], name="errors")]
+
+    def prepare(self, conf, context):
+        self.context = context
+
+    def process(self, tup):
+        component, stream = tup[0]
+        try:
+            found = list(self.context.get_component_output_fields(component, stream))
+        except KeyError as exc:
+            found = str(exc)
+        self.emit([found])
+
+
+def test_a_context_gives_any_component_s_output_fields():
+    """Storm's ``TopologyContext.getComponentOutputFields(componentId, streamId)`` (a join or
+    a generic bolt reads its inputs' fields with it); brokerless's context had no way to."""
+    asked = [["s", "default"], ["b", "default"], ["b", "errors"], ["b", "nope"], ["x", "default"]]
+    topo = Topology("fields").spout("s", Source).bolt("b", _OutputFields, inputs=["s"])
+    result = complete_topology(topo, {"s": [[pair] for pair in asked]})
+    assert result.emitted("b") == [
+        [["value"]],
+        [["fields"]],
+        [["line", "reason"]],
+        ["\"'b' declares no stream 'nope'; it declares ['default', 'errors']\""],
+        ["\"no component 'x'; the components are ['b', 's']\""],
+    ]

@@ -115,6 +115,8 @@ class TopologyContext:
     #: The (component, stream) pairs this component subscribes to (Storm's
     #: ``getThisSources``).
     sources: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: Each component's declared output streams, by name.
+    component_streams: Mapping[str, Mapping[str, Stream]] = field(default_factory=dict, repr=False)
     counter: Callable[[str], CountMetric] | None = field(default=None, repr=False, compare=False)
 
     def register_counter(self, name: str) -> CountMetric:
@@ -131,6 +133,24 @@ class TopologyContext:
 
     def get_component_tasks(self, component: str) -> tuple[int, ...]:
         return self.component_tasks[component]
+
+    def get_component_output_fields(
+        self, component: str, stream: str = DEFAULT_STREAM
+    ) -> tuple[str, ...]:
+        """The fields of ``component``'s output ``stream`` (Storm's
+        ``getComponentOutputFields``); KeyError, saying what there is, if it has no such
+        stream."""
+        streams = self.component_streams.get(component)
+        if streams is None:
+            raise KeyError(
+                f"no component {component!r}; the components are {sorted(self.component_streams)}"
+            )
+        declared = streams.get(stream)
+        if declared is None:
+            raise KeyError(
+                f"{component!r} declares no stream {stream!r}; it declares {sorted(streams)}"
+            )
+        return tuple(declared.fields)
 
 
 class Collector(Protocol):

@@ -227,6 +227,7 @@ class Executor(Generic[_C]):
             component_tasks=plan.component_tasks,
             worker_tasks=worker.tasks,
             sources=tuple(plan.components[self.component].inputs),
+            component_streams=plan.component_streams,
             counter=self.metrics.counter,
         )
         state: TaskState[_C] = TaskState(

@@ -67,6 +67,9 @@ class TopologyPlan:
         self.task_component = {t: c.name for c in components.values() for t in c.tasks}
         self.acker_tasks = components[ACKER].tasks if ACKER in components else ()
         self.component_tasks = {name: c.tasks for name, c in components.items()}
+        self.component_streams = {
+            name: c.streams for name, c in components.items() if c.kind is not ComponentKind.ACKER
+        }
         #: (source, target) component pairs inside a cycle: puts there never block.
         self.cycle_edges = frozenset(
             (source, sub.component)
