@@ -31,6 +31,7 @@ sys.path.insert(0, str(EXAMPLES))
 from storm_starter import (  # noqa: E402
     exclamation,
     rolling_top_words,
+    single_join,
     sliding_tuple_ts,
     sliding_window,
     stateful,
@@ -132,6 +133,15 @@ def test_sliding_tuple_ts_topology_sums_event_time_windows_up_to_the_watermark()
     assert len(expected) == 8
     seen = probe(sliding_tuple_ts.sliding_tuple_ts(), "slidingsum", lambda seen: len(seen) == 8)
     assert seen == expected
+
+
+def test_single_join_example_joins_each_id_s_gender_and_age():
+    """Both halves of an id meet in one of the join's two tasks (fields grouping on ``id``
+    from both streams), each joined once and acked once joined."""
+    result = complete_topology(single_join.topology)
+    expected = [["male" if i % 2 == 0 else "female", i + 20] for i in range(10)]
+    assert sorted(result.emitted("join")) == sorted(expected)
+    assert result.statistics["gender"].acked == result.statistics["age"].acked == 10
 
 
 def test_stateful_topology_sums_the_partial_sums():

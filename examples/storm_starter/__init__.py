@@ -16,6 +16,8 @@ or from Python (``complete_topology(topology)``, ``run_local(topology)``, ...):
 - ``sliding_window``: SlidingWindowTopology -- count-based windows, sliding and tumbling.
 - ``sliding_tuple_ts``: SlidingTupleTsTopology -- event-time windows on a timestamp field, with
   a lag.
+- ``single_join``: SingleJoinExample -- two streams joined on their common fields, found from
+  the context.
 - ``stateful``: StatefulTopology -- checkpointed ``StatefulBolt`` sums.
 - ``stateful_windowing``: StatefulWindowingTopology -- a ``StatefulWindowedBolt``.
 
