@@ -32,6 +32,7 @@ from brokerless.stream import (
     Tuple,
     fields,
     global_,
+    run_local,
 )
 
 from .spouts import NAMES, WordSpout
@@ -157,3 +158,10 @@ def rolling_top_words(
 
 
 topology = rolling_top_words()
+
+if __name__ == "__main__":
+    with run_local(topology, capture=True) as run:  # as Storm's LocalCluster: run a while
+        time.sleep(10)
+    for component, _, values in run.captured():
+        if component == "finalRanker":
+            print(values[0])  # [], then [['bertels', 20], ['golda', 20], ...]

@@ -16,9 +16,10 @@ a run to completion ends ``message_timeout_secs`` (30 s) after the last tuple.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
-from brokerless.stream import Duration, Topology
+from brokerless.stream import Duration, Topology, run_local
 
 from .sliding_window import SlidingWindowSumBolt
 from .spouts import IntegerSpout
@@ -35,3 +36,8 @@ def sliding_tuple_ts(count: int = 120) -> Topology:
 
 
 topology = sliding_tuple_ts()
+
+if __name__ == "__main__":
+    with run_local(topology, capture=True) as run:  # as Storm's LocalCluster: run a while
+        time.sleep(5)
+    print([values[0] for component, _, values in run.captured() if component == "slidingsum"])
