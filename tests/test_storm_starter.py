@@ -158,3 +158,24 @@ def test_stateful_windowing_topology_sums_every_window():
     expected = list(itertools.accumulate(sum(w) for w in windows))
     topo = stateful_windowing.topology.with_config(message_timeout_secs=1)
     assert complete_topology(topo).emitted("sumbolt") == [[s] for s in expected]
+
+
+def test_stream_list_shows_the_topologies_of_a_package_s_modules():
+    """``brokerless stream list storm_starter`` printed nothing (and succeeded): it looked only
+    at the package's own namespace.  Now it lists its modules' topologies, and says so on
+    stderr when a module it was given defines none."""
+    listed = subprocess.run(
+        [*BROKERLESS, "stream", "list", "storm_starter", "storm_starter.spouts"],
+        cwd=EXAMPLES, capture_output=True, env=ENV, timeout=50,
+    )
+    assert listed.returncode == 0, listed.stderr.decode()
+    names = [line.split("\t")[0] for line in listed.stdout.decode().splitlines()]
+    assert names == [
+        f"storm_starter.{module}:topology"
+        for module in ["exclamation", "rolling_top_words", "single_join", "sliding_tuple_ts",
+                       "sliding_window", "stateful", "stateful_windowing", "word_count"]
+    ]
+    assert listed.stderr.decode() == (
+        "storm_starter.spouts defines no topology (a Topology, or a streamparse Topology "
+        "class, at its top level)\n"
+    )

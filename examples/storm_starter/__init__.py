@@ -3,6 +3,7 @@
 Each module is one of storm-starter's topologies (``examples/storm-starter`` in apache/storm),
 written as a Python user would write it here, and runnable from this folder (``examples/``)::
 
+    brokerless stream list storm_starter      # each module's topology
     brokerless stream run storm_starter.exclamation:topology --emitted exclaim2
     brokerless stream run storm_starter.word_count:topology --workers 2 --emitted count
 

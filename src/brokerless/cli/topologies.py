@@ -34,6 +34,7 @@ import errno
 import functools
 import json
 import os
+import pkgutil
 import sys
 import threading
 import time
@@ -469,23 +470,43 @@ Examples:
 @click.argument("modules", nargs=-1)
 def list_(modules: tuple[str, ...]) -> None:
     """Show the topologies MODULES define (default: the built-in examples), as
-    module:name with their components."""
+    module:name with their components; for a package, those of its modules."""
     _from_current_directory()
     for module_name in modules or (_EXAMPLES,):
-        try:
-            module = import_module(module_name)
-        except ImportError as exc:
-            raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
-        for name, value in vars(module).items():
-            if _dsl_class_of(value, module_name):  # streamparse's DSL: the class is the topology
-                value = value.topology()
-            if isinstance(value, Topology):
-                parts = ", ".join(
-                    f"{c.name} ({c.kind} x{len(c.executors)})"
-                    for c in value.build().components.values()
-                    if not c.name.startswith("__")
-                )
-                click.echo(f"{module_name}:{name}\t{value.name}: {parts}")
+        module = _import(module_name)
+        found = _list_topologies(module)
+        for info in sorted(pkgutil.iter_modules(getattr(module, "__path__", ()))):
+            found += _list_topologies(_import(f"{module_name}.{info.name}"))
+        if not found:
+            click.echo(
+                f"{module_name} defines no topology (a Topology, or a streamparse Topology "
+                "class, at its top level)",
+                err=True,
+            )
+
+
+def _import(module_name: str) -> Any:
+    try:
+        return import_module(module_name)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
+
+
+def _list_topologies(module: Any) -> int:
+    """Print the topologies ``module`` defines; how many."""
+    found = 0
+    for name, value in vars(module).items():
+        if _dsl_class_of(value, module.__name__):  # streamparse's DSL: the class is the topology
+            value = value.topology()
+        if isinstance(value, Topology):
+            parts = ", ".join(
+                f"{c.name} ({c.kind} x{len(c.executors)})"
+                for c in value.build().components.values()
+                if not c.name.startswith("__")
+            )
+            click.echo(f"{module.__name__}:{name}\t{value.name}: {parts}")
+            found += 1
+    return found
 
 
 def _dsl_class_of(value: Any, module_name: str) -> bool:
