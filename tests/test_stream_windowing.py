@@ -450,8 +450,57 @@ def test_the_watermark_waits_for_every_input_stream():
     ]
 
 
-class CountInEventTime(Windows):
+class EventCounts(Windows):
+    window_length = Count(4)
+    sliding_interval = Count(2)
+    timestamp_field = "ts"
+    lag = Duration(100)
+    watermark_interval = Duration(0.02)
+
+
+class EventCountsTumbling(EventCounts):
+    window_length = Count(3)
+    sliding_interval = None
+
+
+def test_event_time_count_windows_fire_in_time_order_as_the_watermark_passes():
+    """Storm's watermark count windows (a Count with a timestamp field): every interval-th
+    tuple in time order, once the watermark passes it, fires a window of the last
+    ``window_length`` tuples up to it.  brokerless refused them: event time took Durations
+    only."""
+    go = threading.Event()
+    topology = (
+        Topology("event-counts", Config(message_timeout_secs=300))
+        .spout("values", partial(Phased, [3, 1, 2, 5, 4, 6, 7, 9, 8, 10, 20], [1000], go))
+        .bolt("sliding", EventCounts, inputs=["values"])
+        .bolt("tumbling", EventCountsTumbling, inputs=["values"])
+    )
+    with run_local(topology, capture=True) as run:
+        wait_for(lambda: len(captured(run, "values")) == 11, what="the first tuples")
+        go.set()  # ts 1000: the watermark moves to 900, past all but itself
+        wait_for(lambda: len(captured(run, "sliding")) == 5, what="five windows")
+        wait_for(lambda: len(captured(run, "tumbling")) == 3, what="three windows")
+
+    def v(*ts: int) -> list[str]:
+        return [f"v{t}" for t in ts]
+
+    assert captured(run, "sliding") == [
+        [v(1, 2), v(1, 2), []],
+        [v(1, 2, 3, 4), v(3, 4), []],
+        [v(3, 4, 5, 6), v(5, 6), v(1, 2)],
+        [v(5, 6, 7, 8), v(7, 8), v(3, 4)],
+        [v(7, 8, 9, 10), v(9, 10), v(5, 6)],
+    ]
+    assert captured(run, "tumbling") == [
+        [v(1, 2, 3), v(1, 2, 3), []],
+        [v(4, 5, 6), v(4, 5, 6), v(1, 2, 3)],
+        [v(7, 8, 9), v(7, 8, 9), v(4, 5, 6)],
+    ]
+
+
+class CountAndDurationInEventTime(Windows):
     window_length = Count(10)
+    sliding_interval = Duration(1)
     timestamp_field = "ts"
 
 
@@ -467,8 +516,8 @@ def test_event_time_settings_are_checked_when_the_topology_is_built():
     def build(bolt: Any, **config: Any) -> None:
         Topology("t", Config(**config)).spout("s", Source).bolt("w", bolt, inputs=["s"]).build()
 
-    with pytest.raises(TopologyError, match=r"window_length must be a Duration \(event time\)"):
-        build(CountInEventTime)
+    with pytest.raises(TopologyError, match=r"both Durations or both Counts, not Count\(n=10\)"):
+        build(CountAndDurationInEventTime)
     with pytest.raises(TopologyError, match="late_tuple_stream 'late' is not among its declared"):
         build(UndeclaredLate)
     with pytest.raises(TopologyError, match="lag: Duration's seconds must be None or a number"):

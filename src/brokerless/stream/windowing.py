@@ -32,15 +32,17 @@ as they were, and the spouts replay what came after.  A :class:`StatefulWindowed
 stateful windowing) also has a ``KeyValueState``: each checkpoint keeps the state and the
 windows together.
 
-Event time (``timestamp_field``; Duration windows only): a tuple's time is that field's value.
+Event time (``timestamp_field``): a tuple's time is that field's value.
 At each tick (every ``watermark_interval``) the *watermark* moves to the oldest of each input
 stream's newest time, less ``lag``, once every input stream (``TopologyContext.sources``) has
-sent; windows are aligned on multiples of their interval, hold the tuples of (end - length,
-end] in time order, and fire in order once the watermark reaches their end (windows that would
-hold nothing are skipped).  A tuple at or behind the watermark is late: its values go to
-``late_tuple_stream``, anchored to it, or nowhere, and it is acked.  The watermark moves only
-as tuples come: the last windows of a finite input wait, as in Storm, and a run to completion
-does not wait for them.
+sent; Duration windows are aligned on multiples of their interval, hold the tuples of (end -
+length, end] in time order, and fire in order once the watermark reaches their end (windows
+that would hold nothing are skipped); Count windows (both settings Counts, as Storm's watermark
+count windows) fire at every interval-th tuple in time order that the watermark passed, holding
+the last ``window_length`` tuples up to it.  A tuple at or behind the watermark is late: its
+values go to ``late_tuple_stream``, anchored to it, or nowhere, and it is acked.  The watermark
+moves only as tuples come: the last windows of a finite input wait, as in Storm, and a run to
+completion does not wait for them.
 """
 
 from __future__ import annotations
@@ -200,12 +202,18 @@ class WindowedBolt(BufferingBolt):
         for name, value in settings:
             if value is None and name == "sliding_interval":
                 continue
-            if not isinstance(value, Duration if event_time else Count | Duration):
-                kinds = "a Duration (event time)" if event_time else "a Count or a Duration"
-                raise ValueError(f"{name} must be {kinds}, not {value!r}")
+            times = name in ("lag", "watermark_interval")
+            if not isinstance(value, Duration if times else Count | Duration):
+                kind = "a Duration" if times else "a Count or a Duration"
+                raise ValueError(f"{name} must be {kind}, not {value!r}")
             problem = value.problem(zero=name == "lag")
             if problem is not None:
                 raise ValueError(f"{name}: {problem}")
+        if event_time and interval is not None and type(interval) is not type(length):
+            raise ValueError(
+                "in event time window_length and sliding_interval must be both Durations or "
+                f"both Counts, not {length!r} and {interval!r}"
+            )
         late = self.late_tuple_stream
         if event_time and late is not None and late not in declared_streams(self.outputs):
             raise ValueError(f"late_tuple_stream {late!r} is not among its declared outputs")
@@ -313,10 +321,7 @@ class WindowedBolt(BufferingBolt):
         try:
             self.process_window(window)
         except Exception:
-            gone = set(map(id, tuples))
-            kept = [item for item in buffer if id(item[1]) not in gone]
-            buffer.clear()
-            buffer.extend(kept)
+            _remove(buffer, tuples)
             if self.auto_fail:
                 for tup in tuples:
                     self.fail(tup)
@@ -387,7 +392,11 @@ class WindowedBolt(BufferingBolt):
             return
         self._watermark = watermark
         buffer = self._buffer
-        assert buffer is not None and isinstance(self.window_length, Duration)
+        assert buffer is not None
+        if isinstance(self.window_length, Count):
+            self._fire_counts(buffer, watermark, self.window_length.n)
+            return
+        assert isinstance(self.window_length, Duration)
         length = self.window_length.seconds
         interval = self._interval.seconds  # type: ignore[union-attr]  # (a Duration)
         while buffer:
@@ -415,6 +424,47 @@ class WindowedBolt(BufferingBolt):
         kept = [item for item in buffer if item[0] > horizon]
         for _, tup in sorted((item for item in buffer if item[0] <= horizon), key=_time):
             self._expire(tup)
+        buffer.clear()
+        buffer.extend(kept)
+
+
+    def _fire_counts(
+        self, buffer: deque[tuple[float, Tuple]], watermark: float, length: int
+    ) -> None:
+        """Event time, Count windows (Storm's watermark count policies): every
+        ``sliding_interval``-th tuple in time order up to the watermark, counted on from the
+        last window's, fires a window of the last ``length`` tuples up to its time, those
+        before them evicted first (a tumbling window's all evicted once processed)."""
+        interval = self._interval
+        assert isinstance(interval, Count)
+        last = self._next_end  # the time of the last window's tuple
+        ready = sorted(
+            (item for item in buffer if item[0] <= watermark and (last is None or item[0] > last)),
+            key=_time,
+        )
+        for at in [ts for ts, _ in ready[interval.n - 1 :: interval.n]]:
+            upto = sorted((item for item in buffer if item[0] <= at), key=_time)
+            tumbling = self.sliding_interval is None
+            evicted = [tup for _, tup in ([] if tumbling else upto[:-length])]
+            _remove(buffer, evicted)
+            for tup in evicted:
+                self._expire(tup)
+            inside = upto[len(evicted) :]
+            new = [tup for ts, tup in inside if last is None or ts > last]
+            tuples = [tup for _, tup in inside]
+            self._process(buffer, tuples, new, at)
+            self._next_end = last = at
+            if tumbling:  # no later window holds them
+                _remove(buffer, tuples)
+                for tup in tuples:
+                    self._expire(tup)
+
+
+def _remove(buffer: deque[tuple[float, Tuple]], tuples: list[Tuple]) -> None:
+    """Take ``tuples`` out of ``buffer``."""
+    if tuples:
+        gone = set(map(id, tuples))
+        kept = [item for item in buffer if id(item[1]) not in gone]
         buffer.clear()
         buffer.extend(kept)
 
