@@ -98,19 +98,21 @@ def test_word_count_topology_runs_from_the_command_line_in_two_worker_processes(
     assert final_counts(report["emitted"]["count"]) == expected
 
 
-def test_rolling_top_words_ranks_the_words_of_the_window():
+@pytest.mark.parametrize("skewed", [False, True], ids=["RollingTopWords", "Skewed"])
+def test_rolling_top_words_ranks_the_words_of_the_window(skewed):
     """The final ranker's rankings reach the top 3 of the window, with their counts (each
-    word counted by one counter task, ranked by one intermediate ranker, merged by the one
-    final ranker); the rankings before are empty or partial, never wrong."""
-    words = ["a"] * 5 + ["b"] * 4 + ["c"] * 3 + ["d"] * 2 + ["e"]
-    topo = rolling_top_words.rolling_top_words(
-        words, top_n=3, window_secs=3, emit_secs=1, rank_secs=0.5
-    )
-    top = [["a", 5], ["b", 4], ["c", 3]]
+    word counted by one counter task -- skewed: by up to two, their counts summed by one
+    aggregator task -- ranked by one intermediate ranker, merged by the one final ranker);
+    the rankings before are empty or partial, never wrong."""
+    words = ["a"] * 50 + ["b"] * 40 + ["c"] * 30 + ["d"] * 20 + ["e"]
+    build = (rolling_top_words.skewed_rolling_top_words if skewed
+             else rolling_top_words.rolling_top_words)
+    topo = build(words, top_n=3, window_secs=3, emit_secs=1, rank_secs=0.5)
+    top = [["a", 50], ["b", 40], ["c", 30]]
     seen = probe(topo, "finalRanker", lambda seen: bool(seen) and seen[-1] == top)
     for ranking in seen:
         assert ranking == sorted(ranking, key=lambda item: (-item[1], item[0]))
-        assert all(count <= dict(top).get(word, 2) for word, count in ranking), seen
+        assert all(count <= dict(top).get(word, 20) for word, count in ranking), seen
 
 
 def test_sliding_window_topology_sums_sliding_and_averages_tumbling_count_windows():
@@ -171,9 +173,11 @@ def test_stream_list_shows_the_topologies_of_a_package_s_modules():
     assert listed.returncode == 0, listed.stderr.decode()
     names = [line.split("\t")[0] for line in listed.stdout.decode().splitlines()]
     assert names == [
-        f"storm_starter.{module}:topology"
-        for module in ["exclamation", "rolling_top_words", "single_join", "sliding_tuple_ts",
-                       "sliding_window", "stateful", "stateful_windowing", "word_count"]
+        f"storm_starter.{module}"
+        for module in ["exclamation:topology", "rolling_top_words:topology",
+                       "rolling_top_words:skewed", "single_join:topology",
+                       "sliding_tuple_ts:topology", "sliding_window:topology",
+                       "stateful:topology", "stateful_windowing:topology", "word_count:topology"]
     ]
     assert listed.stderr.decode() == (
         "storm_starter.spouts defines no topology (a Topology, or a streamparse Topology "

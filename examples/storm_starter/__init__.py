@@ -13,7 +13,8 @@ or from Python (``complete_topology(topology)``, ``run_local(topology)``, ...):
 - ``word_count``: WordCountTopology -- its split bolt, a multilang Python bolt in Storm, is a
   plain Python bolt here; fields grouping on the word.
 - ``rolling_top_words``: RollingTopWords -- tick tuples, a slot-based sliding window counter,
-  intermediate rankers and a total ranker on a global grouping.
+  intermediate rankers and a total ranker on a global grouping; and (``skewed``)
+  SkewedRollingTopWords, its counters fed by partial key grouping.
 - ``sliding_window``: SlidingWindowTopology -- count-based windows, sliding and tumbling.
 - ``sliding_tuple_ts``: SlidingTupleTsTopology -- event-time windows on a timestamp field, with
   a lag.

@@ -9,6 +9,9 @@ emits each word's count over the window and moves on a slot.  ``intermediateRank
 (fields grouping on the word) rank the words they see and ``finalRanker`` (global grouping: one
 task) merges their rankings; both emit their top ``top_n`` on their own ticks.
 
+``skewed`` is storm-starter's SkewedRollingTopWords: the counters take the words by partial
+key grouping and an ``aggregator`` sums each word's counts.
+
 As Storm's ``getComponentConfiguration``, each bolt sets its own tick frequency
 (``tick_tuple_freq_secs``, here from its constructor's arguments); a tick comes to
 ``process_tick`` rather than to ``execute`` with ``TupleUtils.isTick``.  A ranking is emitted
@@ -32,6 +35,7 @@ from brokerless.stream import (
     Tuple,
     fields,
     global_,
+    partial_key,
     run_local,
 )
 
@@ -96,6 +100,23 @@ class RollingCountBolt(Bolt):
             self.emit([obj, count, actual])
 
 
+class RollingCountAggBolt(Bolt):
+    """Sums the rolling counts of each word that several counter tasks emit (a word's
+    occurrences are split over two of them by partial key grouping), emitting ``[obj,
+    count]``: each counter task's latest count of the word, summed."""
+
+    outputs = ["obj", "count"]
+
+    def prepare(self, conf: Config, context: TopologyContext) -> None:
+        self.counts: dict[Any, dict[int | None, int]] = {}
+
+    def process(self, tup: Tuple) -> None:
+        obj = tup["obj"]
+        by_task = self.counts.setdefault(obj, {})
+        by_task[tup.task] = tup["count"]
+        self.emit([obj, sum(by_task.values())])
+
+
 class RankerBolt(Bolt):
     """Storm's ``AbstractRankerBolt``: keeps the top ``top_n`` objects by count and emits them
     as ``[[obj, count], ...]``, highest first, every ``emit_secs``."""
@@ -157,7 +178,32 @@ def rolling_top_words(
     )
 
 
+def skewed_rolling_top_words(
+    words: list[str] = NAMES * 20,
+    *,
+    top_n: int = 5,
+    window_secs: float = 9,
+    emit_secs: float = 3,
+    rank_secs: float = 2,
+) -> Topology:
+    """storm-starter's SkewedRollingTopWords: for words some of which are far more common
+    than others, the counters take them by partial key grouping (each word over at most two
+    counter tasks, the less loaded) and ``aggregator`` sums their counts."""
+    return (
+        Topology("skewedSlidingWindowCounts")
+        .spout("wordGenerator", partial(WordSpout, words), parallelism=5)
+        .bolt("counter", partial(RollingCountBolt, window_secs, emit_secs), parallelism=4,
+              inputs={"wordGenerator": partial_key("word")})
+        .bolt("aggregator", RollingCountAggBolt, parallelism=4, inputs={"counter": fields("obj")})
+        .bolt("intermediateRanker", partial(IntermediateRankingsBolt, top_n, rank_secs),
+              parallelism=4, inputs={"aggregator": fields("obj")})
+        .bolt("finalRanker", partial(TotalRankingsBolt, top_n, rank_secs),
+              inputs={"intermediateRanker": global_()})
+    )
+
+
 topology = rolling_top_words()
+skewed = skewed_rolling_top_words()
 
 if __name__ == "__main__":
     with run_local(topology, capture=True) as run:  # as Storm's LocalCluster: run a while
