@@ -232,6 +232,33 @@ def test_a_stream_given_where_the_anchors_go_says_how_to_name_it():
         assert "emit(values, stream=...)" in error.error
 
 
+class _EmitsNotAList(Bolt):
+    """Emits its input's value itself, not a list of values: a str, None, a number."""
+
+    outputs = ["value"]
+
+    def process(self, tup):
+        self.emit(tup[0])
+
+
+def test_values_that_are_not_a_list_say_to_emit_a_list():
+    """``self.emit(word)`` for ``self.emit([word])``: a str of 5 characters was '5 value(s) on
+    stream 'default', which has 1 field(s)', and None or a number 'object of type 'NoneType'
+    has no len()', neither saying what to write."""
+    topo = (
+        Topology("not-a-list")
+        .spout("spout", partial(ValueSpout, ["hello", None, 7], replay=False))
+        .bolt("b", _EmitsNotAList, inputs=["spout"])
+    )
+    errors = [e.error for e in complete_topology(topo, timeout=20).errors]
+    assert len(errors) == 3, errors
+    for value in ["'hello'", "None", "7"]:
+        assert any(f"not {value}: emit([value, ...])" in error for error in errors), errors
+    for error in errors:
+        assert error.startswith("TypeError(\"'b' emits a list of values, one per field of "
+                                "stream 'default' ['value'], not "), errors
+
+
 @pytest.mark.parametrize("workers,config", SERIALIZING)
 def test_an_unserializable_value_fails_that_emit_naming_the_field(workers, config):
     topo = (

@@ -132,6 +132,11 @@ class Emitter:
                 f"(it declares {sorted(self.routes)}): add it to its outputs (a spout's "
                 "emit(values, stream, msg_id) takes a message id by name: msg_id=...)"
             )
+        if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+            raise TypeError(
+                f"{self.component!r} emits a list of values, one per field of stream "
+                f"{stream!r} {list(route.fields.names)}, not {values!r}: emit([value, ...])"
+            )
         raise ValueError(
             f"{self.component!r} emitted {len(values)} value(s) on stream {stream!r}, "
             f"which has {len(route.fields)} field(s) {list(route.fields.names)}"
@@ -149,7 +154,11 @@ class Emitter:
         ``make_anchors`` gives each copy's anchors (``{root: edge id}``); or every copy
         carries the counted ``trees`` and counts into each; neither: unanchored."""
         out = self._streams.get(stream)
-        if out is None or len(values) != out.width:
+        try:
+            width = len(values)
+        except TypeError:  # (no len(): not a list of values)
+            width = -1
+        if out is None or width != out.width:
             self._refuse(stream, values)
         values = tuple(values)
         local_one = out.local_one
