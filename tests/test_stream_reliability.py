@@ -244,15 +244,19 @@ class _EmitsNotAList(Bolt):
 def test_values_that_are_not_a_list_say_to_emit_a_list():
     """``self.emit(word)`` for ``self.emit([word])``: a str of 5 characters was '5 value(s) on
     stream 'default', which has 1 field(s)', and None or a number 'object of type 'NoneType'
-    has no len()', neither saying what to write."""
+    has no len()', neither saying what to write; a str of one character, bytes or a dict of
+    one key -- as many values as the stream has fields -- were emitted as the tuple of their
+    characters or keys, silently."""
+    values = ["hello", None, 7, "h", b"x", {"word": "w"}]
     topo = (
         Topology("not-a-list")
-        .spout("spout", partial(ValueSpout, ["hello", None, 7], replay=False))
+        .spout("spout", partial(ValueSpout, values, replay=False))
         .bolt("b", _EmitsNotAList, inputs=["spout"])
     )
-    errors = [e.error for e in complete_topology(topo, timeout=20).errors]
-    assert len(errors) == 3, errors
-    for value in ["'hello'", "None", "7"]:
+    run = complete_topology(topo, timeout=20)
+    errors = [e.error for e in run.errors]
+    assert len(errors) == len(values) and not run.emitted("b"), errors
+    for value in ["'hello'", "None", "7", "'h'", "b'x'", "{'word': 'w'}"]:
         assert any(f"not {value}: emit([value, ...])" in error for error in errors), errors
     for error in errors:
         assert error.startswith("TypeError(\"'b' emits a list of values, one per field of "

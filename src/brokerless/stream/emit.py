@@ -38,6 +38,11 @@ from .serializer import (
 from .transfer import Outbox
 from .tuple import Anchors, Tuple
 
+#: What has a length but is not a list of values: ``emit(word)`` or ``emit({"word": w})`` for
+#: ``emit([word])`` would otherwise emit its characters or keys when there are as many as the
+#: stream has fields (looked at only when the values are not a list or a tuple).
+_NOT_VALUES = (str, bytes, bytearray, memoryview, dict, set, frozenset)
+
 
 class _StreamOut:
     """One stream's way out of one task, worked out once: the route, and for each target task
@@ -132,7 +137,7 @@ class Emitter:
                 f"(it declares {sorted(self.routes)}): add it to its outputs (a spout's "
                 "emit(values, stream, msg_id) takes a message id by name: msg_id=...)"
             )
-        if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        if isinstance(values, _NOT_VALUES) or not hasattr(values, "__len__"):
             raise TypeError(
                 f"{self.component!r} emits a list of values, one per field of stream "
                 f"{stream!r} {list(route.fields.names)}, not {values!r}: emit([value, ...])"
@@ -158,7 +163,12 @@ class Emitter:
             width = len(values)
         except TypeError:  # (no len(): not a list of values)
             width = -1
-        if out is None or width != out.width:
+        cls = values.__class__
+        if (
+            out is None
+            or width != out.width
+            or (cls is not list and cls is not tuple and isinstance(values, _NOT_VALUES))
+        ):
             self._refuse(stream, values)
         values = tuple(values)
         local_one = out.local_one
