@@ -115,6 +115,36 @@ class Config:
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def from_storm(cls, conf: Mapping[str, Any], **fields: Any) -> Config:
+        """A Config from a Storm topology's conf (``conf.setNumWorkers(2)``,
+        ``conf.put("my.key", ...)``): the settings of :data:`STORM_SETTINGS` under Storm's
+        names and in its units, and keys of the user's own (any not under ``topology.``) as
+        ``settings``; ``fields`` set the others by their names here.  ValueError names a
+        ``topology.*`` key that brokerless does not have."""
+        return cls(**storm_fields(conf), **fields)
+
+    def __getitem__(self, key: str) -> Any:
+        """Storm's ``conf.get(name)`` in ``open``/``prepare``: a setting of
+        :data:`STORM_SETTINGS` by Storm's name, in Storm's units, or a key of the user's own
+        (``settings``)."""
+        if key in STORM_SETTINGS:
+            return _storm_value(self, key)
+        try:
+            return self.settings[key]
+        except KeyError:
+            raise KeyError(
+                f"{key!r} is neither a Storm setting brokerless has ({sorted(STORM_SETTINGS)}) "
+                f"nor a key of the topology's own settings ({sorted(self.settings)})"
+            ) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``self[key]``, or ``default`` when there is no such setting (Storm's ``conf.get``)."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
     @property
     def ackers(self) -> int:
         return self.num_workers if self.num_ackers is None else self.num_ackers
@@ -225,13 +255,42 @@ STORM_SETTINGS: dict[str, tuple[str, float]] = {
 }
 
 
+def _storm_value(conf: Config, name: str) -> Any:
+    """The setting Storm calls ``name``, in Storm's units."""
+    field_name, factor = STORM_SETTINGS[name]
+    value = getattr(conf, field_name)
+    return value if value is None or factor == 1 else value / factor
+
+
 def storm_conf(conf: Config, topology: str) -> dict[str, Any]:
     """``conf`` as Storm hands it to a component: the settings of :data:`STORM_SETTINGS`
     under Storm's names and in its units, ``topology.name``, and the user's own keys
     (``Config.settings``)."""
     found: dict[str, Any] = {"topology.name": topology}
-    for name, (field_name, factor) in STORM_SETTINGS.items():
-        value = getattr(conf, field_name)
-        found[name] = value if value is None or factor == 1 else value / factor
+    for name in STORM_SETTINGS:
+        found[name] = _storm_value(conf, name)
     found.update(conf.settings)
+    return found
+
+
+def storm_fields(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """Config's fields from a Storm topology's conf: Storm's settings, and the user's own keys
+    (any not under ``topology.``) in ``settings``, as Storm hands them to every component.
+    ValueError names a ``topology.*`` key that brokerless does not have."""
+    found: dict[str, Any] = {}
+    own = {}
+    for key, value in conf.items():
+        setting = STORM_SETTINGS.get(key)
+        if setting is not None:
+            field_name, factor = setting
+            found[field_name] = value if factor == 1 else value * factor
+        elif isinstance(key, str) and not key.startswith("topology."):
+            own[key] = value
+        else:
+            raise ValueError(
+                f"config {key!r} is not a Storm setting brokerless has; it takes "
+                f"{sorted(STORM_SETTINGS)} and keys of your own (not under 'topology.')"
+            )
+    if own:
+        found["settings"] = own
     return found

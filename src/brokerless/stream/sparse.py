@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 from .component import ComponentSpec, Stream, StreamRef, declared_streams
 from .component import Spout as _Spout
-from .config import STORM_SETTINGS, Config
+from .config import STORM_SETTINGS, Config, storm_fields
 from .grouping import (
     Grouping as _Grouping,
 )
@@ -143,26 +143,11 @@ class Topology:
 
 
 def _settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """Config fields from a topology's ``config``: Storm's settings, and the user's own keys
-    (any not under ``topology.``) in ``settings``, as Storm hands them to every component."""
-    found: dict[str, Any] = {}
-    own = {}
-    for key, value in config.items():
-        setting = STORM_SETTINGS.get(key)
-        if setting is not None:
-            field, factor = setting
-            found[field] = value if factor == 1 else value * factor
-        elif isinstance(key, str) and not key.startswith("topology."):
-            own[key] = value
-        else:
-            raise TopologyError(
-                f"topology {name!r}: config {key!r} is not a Storm setting brokerless has; "
-                f"it takes {sorted(STORM_SETTINGS)} and keys of your own (not under "
-                "'topology.')"
-            )
-    if own:
-        found["settings"] = own
-    return found
+    """Config fields from a topology's ``config`` (see :func:`storm_fields`)."""
+    try:
+        return storm_fields(config)
+    except ValueError as exc:
+        raise TopologyError(f"topology {name!r}: {exc}") from None
 
 
 def _component_settings(config: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
