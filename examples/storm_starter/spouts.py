@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
 
-from brokerless.stream import Config, ReplayableSpout, Spout, TopologyContext
+from brokerless.stream import ReplayableSpout
+from brokerless.stream.examples import ListSpout
 
 #: TestWordSpout's words
 NAMES = ["nathan", "mike", "jackson", "golda", "bertels"]
@@ -27,37 +27,6 @@ SENTENCES = [
     "snow white and the seven dwarfs",
     "i am at two with nature",
 ]
-
-
-class ListSpout(Spout):
-    """Emits each item of ``items`` once as a one-field tuple, reliably (task i of n takes
-    items i, i + n, ...; a failed one is emitted again); exhausted once all are acked."""
-
-    outputs: Sequence[str] = ["item"]
-
-    def __init__(self, items: Sequence[str]) -> None:
-        self.items = list(items)
-
-    def open(self, conf: Config, context: TopologyContext) -> None:
-        tasks = len(context.get_component_tasks(context.component_id))
-        self.todo = list(range(context.task_index, len(self.items), tasks))[::-1]
-        self.in_flight: set[int] = set()
-
-    def next_tuple(self) -> None:
-        if self.todo:
-            index = self.todo.pop()
-            self.in_flight.add(index)
-            self.emit([self.items[index]], msg_id=index)
-
-    def ack(self, msg_id: Any) -> None:
-        self.in_flight.discard(msg_id)
-
-    def fail(self, msg_id: Any) -> None:
-        self.in_flight.discard(msg_id)
-        self.todo.append(msg_id)
-
-    def exhausted(self) -> bool:
-        return not self.todo and not self.in_flight
 
 
 class WordSpout(ListSpout):

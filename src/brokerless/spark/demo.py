@@ -96,7 +96,7 @@ class LineSpout(SentenceSpout):
         self.rate = rate
 
     def open(self, conf: Config, context: TopologyContext) -> None:
-        self.sentences = list(book_lines(self.limit))
+        self.items = list(book_lines(self.limit))
         super().open(conf, context)
         self._opened = time.monotonic()
         self._emitted = 0

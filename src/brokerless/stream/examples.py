@@ -31,18 +31,19 @@ SENTENCES = [
 ]
 
 
-class SentenceSpout(Spout):
-    """Emits each sentence once (task i of n takes sentences i, i + n, ...), reliably: a
-    failed sentence is emitted again; exhausted once all are acked."""
+class ListSpout(Spout):
+    """Emits each item of ``items`` once as a one-field tuple (task i of n takes items i,
+    i + n, ...), reliably: a failed item is emitted again; exhausted once all are acked.
+    Subclasses name the field (``outputs``)."""
 
-    outputs = ["sentence"]
+    outputs: Sequence[str] = ["item"]
 
-    def __init__(self, sentences: Sequence[str] = SENTENCES) -> None:
-        self.sentences = list(sentences)
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = list(items)
 
     def open(self, conf: Config, context: TopologyContext) -> None:
         n = len(context.get_component_tasks(context.component_id))
-        self.todo = list(range(context.task_index, len(self.sentences), n))
+        self.todo = list(range(context.task_index, len(self.items), n))
         self.todo.reverse()
         self.in_flight: set[int] = set()
 
@@ -50,7 +51,7 @@ class SentenceSpout(Spout):
         if self.todo:
             index = self.todo.pop()
             self.in_flight.add(index)
-            self.emit([self.sentences[index]], msg_id=index)
+            self.emit([self.items[index]], msg_id=index)
 
     def ack(self, msg_id: Any) -> None:
         self.in_flight.discard(msg_id)
@@ -61,6 +62,15 @@ class SentenceSpout(Spout):
 
     def exhausted(self) -> bool:
         return not self.todo and not self.in_flight
+
+
+class SentenceSpout(ListSpout):
+    """Emits each sentence once, reliably (see :class:`ListSpout`)."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, sentences: Sequence[str] = SENTENCES) -> None:
+        super().__init__(sentences)
 
 
 class SplitBolt(Bolt):
