@@ -20,16 +20,21 @@ starting.  The file is removed when the run ends, on Ctrl-C and SIGTERM too (the
 them as exceptions).  A run killed outright (SIGKILL, a lost machine) leaves its file: an
 entry whose process is gone -- no such pid, or a pid reused by a process started at another
 time (``/proc``'s start time, where there is one) -- is *stale*: readers ignore and remove it,
-and a new run takes its name.
+and a new run takes its name.  Removing it is done holding a lock on the directory (``flock``,
+which the kernel releases when its process dies), looking at the file again first: of two runs
+that found one stale entry at once, the second would otherwise remove the entry the first had
+just made in its place, and both would run under the name.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
@@ -108,17 +113,38 @@ def _process_started(pid: int) -> str | None:
     return stat.rpartition(")")[2].split()[19]  # field 22; the fields after ")" start at 3
 
 
+def _live(path: Path) -> Entry | None:
+    """The entry in ``path`` if its process is alive, else None (stale); FileNotFoundError
+    when there is none."""
+    try:
+        entry = Entry(**json.loads(path.read_text()))
+    except (ValueError, TypeError):  # not one of ours, or half-written by a crash
+        return None
+    return entry if entry.alive else None
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """The registry locked against other processes removing stale entries (see the module
+    doc); released when this process dies, however."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _read(path: Path) -> Entry | None:
     """The entry in ``path``; None if it is gone, or stale (then it is removed)."""
     try:
-        entry = Entry(**json.loads(path.read_text()))
+        entry = _live(path)
+        if entry is None:
+            with _locked(path.parent):
+                entry = _live(path)  # (another run may have taken the name since: look again)
+                if entry is None:
+                    path.unlink()
     except FileNotFoundError:
-        return None
-    except (ValueError, TypeError):  # not one of ours, or half-written by a crash
-        entry = None
-    if entry is None or not entry.alive:
-        with suppress(FileNotFoundError):
-            path.unlink()
         return None
     return entry
 
