@@ -299,6 +299,9 @@ def test_batching_and_windowed_bolts_complete_on_spark(spark):
     assert sorted(len(w) for w in windows) == [10] * 6
     assert sorted(v for w in windows for v in w) == sorted(values)
     assert result.statistics["values"].acked == 60 and result.errors == []
+    # Storm's process latency, from Spark tasks too: a tuple waits in its batch until acked
+    batch = result.statistics["batch"]
+    assert batch.process_latency_ms_mean > batch.latency_ms_mean > 0
 
 
 @pytest.mark.timeout(180)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 
 import pytest
@@ -19,6 +20,7 @@ from brokerless.stream import (
 from brokerless.stream.examples import SENTENCES, word_count
 from brokerless.stream.metrics import (
     BUCKETS,
+    MAX_ARRIVED,
     ROLL_SECS,
     WINDOWS,
     ExecutorMetrics,
@@ -27,6 +29,7 @@ from brokerless.stream.metrics import (
 )
 
 from .stream_topologies import (
+    AckInBatches,
     Busy,
     Counter,
     FlushesEvery,
@@ -103,6 +106,65 @@ def test_latency_is_timed_once_in_each_16_tuples_at_a_random_place():
     assert timed[0] == 0 and metrics.latency.n == len(timed) == 2000
     assert [count // 16 for count in timed] == list(range(2000))  # one in each 16
     assert {count % 16 for count in timed} == set(range(16))  # anywhere in them
+
+
+class WaitsThenAcksInBatches(AckInBatches):
+    """Spends 1 ms blocked in each ``process`` and acks its tuples 20 at a time: each waits in
+    the bolt for the ones after it in its batch."""
+
+    def prepare(self, conf, context):
+        self.never = threading.Event()
+
+    def process(self, tup):
+        self.never.wait(0.001)
+        super().process(tup)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("mode", ["local", "multiprocess"])
+def test_process_latency_runs_from_process_to_the_ack(mode):
+    """Storm UI's "process latency": from ``process`` called with a tuple to the bolt's ack of
+    it.  "batches" acks 20 at a time: a tuple waits there for up to 19 more executes of 1 ms,
+    so its process latency is several times its execute latency; "busy" acks each tuple as
+    ``process`` returns (``auto_ack``): the two are the same 2 ms (the ack comes before the
+    execute latency is taken).  brokerless had execute latency only."""
+    topology = (
+        Topology("process-latency")
+        .spout("numbers", partial(ValueSpout, range(400)))
+        .bolt("batches", partial(WaitsThenAcksInBatches, 20), inputs={"numbers": shuffle()})
+        .bolt("busy", partial(Busy, 2.0), inputs={"numbers": shuffle()})
+    )
+    workers = 2 if mode == "multiprocess" else None
+    stats = complete_topology(topology, mode=mode, workers=workers, timeout=60).statistics
+    batches, busy = stats["batches"], stats["busy"]
+    assert batches.acked == busy.acked == 400
+    assert batches.latency_ms_mean >= 1.0
+    assert batches.process_latency_ms_mean > 3 * batches.latency_ms_mean
+    assert batches.process_latency_ms_p99 >= batches.latency_ms_p99
+    assert 2.0 <= busy.process_latency_ms_mean <= busy.latency_ms_mean
+    for row in (batches, *(e for e in stats.executors if e.component == "batches")):
+        for window in row.windows.values():  # (younger than 10 minutes: all the same)
+            assert window.process_latency_ms_mean == pytest.approx(row.process_latency_ms_mean)
+    for spout in (stats["numbers"], *(e for e in stats.executors if e.component == "numbers")):
+        assert spout.process_latency_ms_mean is None and spout.process_latency_ms_p99 is None
+        assert spout.windows["10m"].process_latency_ms_mean is None
+    as_dict = stats.as_dict()["components"]["batches"]
+    assert as_dict["process_latency_ms_mean"] == batches.process_latency_ms_mean
+    assert as_dict["windows"]["3h"]["process_latency_ms_mean"] > 0
+
+
+def test_a_sampled_tuple_never_acked_is_forgotten_in_time():
+    """A bolt may leave tuples to time out: the sampled ones waiting for their ack are bounded,
+    the first to arrive forgotten first; a failed tuple has no process latency."""
+    metrics, held = ExecutorMetrics(), [object() for _ in range(MAX_ARRIVED + 1)]
+    for ns, tup in enumerate(held):
+        metrics.arrive(tup, ns)
+    assert len(metrics.arrived) == MAX_ARRIVED and held[0] not in metrics.arrived
+    metrics.settle(held[0], True)  # (forgotten: nothing taken)
+    metrics.settle(held[1], False)
+    assert metrics.process_latency.n == 0
+    metrics.settle(held[2], True)
+    assert metrics.process_latency.n == 1 and len(metrics.arrived) == MAX_ARRIVED - 2
 
 
 class CountsVowels(Bolt):
@@ -213,6 +275,7 @@ def test_a_stopped_executors_figures_stay_as_they_were_when_it_stopped():
                 ),
                 "processed": m.processed,
                 "latency": m.latency.snapshot(),
+                "process_latency": m.process_latency.snapshot(),
                 **dict.fromkeys(("queue_depth", "queue_depth_max", "pending_max"), 0),
                 "queue_capacity": None,
                 "metrics": {},

@@ -111,6 +111,8 @@ def test_api_stats_has_every_component_and_executor_and_agrees_with_statistics()
     assert stats["components"]["sentences"]["acked"] == len(SENTENCES)
     assert stats["components"]["sentences"]["latency_ms_mean"] > 0  # complete latency
     assert stats["components"]["split"]["latency_ms_mean"] > 0  # execute latency
+    assert stats["components"]["split"]["process_latency_ms_mean"] > 0  # process latency
+    assert stats["components"]["sentences"]["process_latency_ms_mean"] is None
     executors = stats["executors"]
     assert [e["executor"] for e in executors] == list(range(len(run.plan.executors)))
     for name in ("sentences", "split", "count"):

@@ -29,7 +29,7 @@ from brokerless.stream.errorlog import KEEP
 from brokerless.stream.examples import SENTENCES, word_count_topology
 
 from .browser import CHROMEDRIVER, CHROMIUM, requirements_missing
-from .stream_topologies import Counter, ValueSpout, Waits, wait_for
+from .stream_topologies import Counter, TicklessCount, ValueSpout, Waits, wait_for
 from .test_cli import finish, started
 from .test_stream_metrics import CountsVowels
 from .test_stream_ui import endless_word_count
@@ -320,6 +320,7 @@ def test_the_columns_say_their_units(browser):
         )
     for table in ("components", "executors"):
         assert {"latency mean (ms)", "latency p99 (ms)"} <= set(headings[table])
+        assert {"process latency mean (ms)", "process latency p99 (ms)"} <= set(headings[table])
     assert {"tuples sent", "tuples received"} <= set(headings["workers"])
 
 
@@ -440,6 +441,43 @@ def test_the_page_shows_capacity_over_the_window_chosen_and_marks_a_busy_bolt(br
         assert shown["p99"] != "—"  # (of all time only)
         assert "capacity (last 10m)" in shown["headings"]  # whatever the window, as Storm UI
         assert shown["components"][1][2] == "busy"
+
+
+PROCESS_LATENCY = """
+const row = name => document.querySelector(`#components tr[data-key="${name}"]`);
+if (!row("batch")) return null;
+const cell = (name, field) => row(name).querySelector(`td[data-field="${field}"]`);
+const value = field => Number(cell("batch", field).dataset.value);
+return {execute: value("latency_ms_mean"), process: value("process_latency_ms_mean"),
+        p99: cell("batch", "process_latency_ms_p99").textContent,
+        spout: cell("numbers", "process_latency_ms_mean").textContent,
+        executors: Object.fromEntries([...document.querySelectorAll('#executors tbody tr')].map(
+          tr => [tr.cells[1].textContent,
+                 tr.querySelector('td[data-field="process_latency_ms_mean"]').textContent]))};
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_page_shows_a_batching_bolts_process_latency_next_to_its_execute_latency(browser):
+    """Storm UI's "process latency" column: a batching bolt holds each tuple until its next
+    batch (every 50 ms), so its process latency (``process`` called to acked) is far above its
+    execute latency.  The page had execute latency only."""
+    topology = (
+        Topology("batches")
+        .spout("numbers", Counter)
+        .bolt("batch", TicklessCount, inputs={"numbers": shuffle()})
+    )
+    with run_local(topology, ui=True) as run:
+        browser.get(run.ui.url + "?interval=200&window=10m")
+        shown = wait_for(
+            lambda: (s := browser.script(PROCESS_LATENCY)) and s["process"] > 0 and s,
+            timeout=60,
+            what="the batching bolt's process latency",
+        )
+    assert shown["process"] > shown["execute"] > 0
+    assert shown["p99"] == "—"  # (of all time only, as the execute latency's)
+    assert shown["spout"] == "—"  # a spout has none: its latency is the complete latency
+    assert shown["executors"]["numbers"] == "—" and shown["executors"]["batch"] != "—"
 
 
 TOPOLOGY_STATS = """

@@ -175,6 +175,7 @@ def test_histogram_mean_and_p99_merge_across_executors():
                         "processed": 0,
                         "errors": 0,
                         "latency": h.snapshot(),
+                        "process_latency": h.snapshot(),
                         "queue_depth": 0,
                         "queue_depth_max": 0,
                         "queue_capacity": 8,
@@ -190,6 +191,10 @@ def test_histogram_mean_and_p99_merge_across_executors():
     assert stats.metrics == {"seen": 3}  # the components' own counters add up
     assert stats.latency_ms_mean == pytest.approx(0.5005)
     assert 0.99 <= stats.latency_ms_p99 <= 0.99 * 1.25  # within one bucket above the truth
+    assert (stats.process_latency_ms_mean, stats.process_latency_ms_p99) == (
+        stats.latency_ms_mean,
+        stats.latency_ms_p99,
+    )
     assert stats.executors == 2
 
 

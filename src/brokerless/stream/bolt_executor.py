@@ -24,8 +24,9 @@ With a tick tuple frequency (``Config.tick_tuple_freq_secs`` or the bolt's own),
 gives each task a tick tuple in ``process_tick`` when it is due -- checked at each step, and
 an idle step asks to run again then -- as Storm's system component sends ``__tick`` tuples.
 
-The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``); the
-counters count every tuple.
+The execute latency is timed for one tuple in ``LATENCY_SAMPLE + 1`` (``metrics.py``), and
+the process latency of the same tuples (``process`` called to acked: the collector's ack
+takes it); the counters count every tuple.
 """
 
 from __future__ import annotations
@@ -149,7 +150,10 @@ class BoltCollector:
             ackers = executor.acker_tasks
             for root, edge in roots.items():
                 send(ackers[root % len(ackers)], (ACK, root, edge ^ ack_val))
-        executor.metrics.acked += 1
+        metrics = executor.metrics
+        metrics.acked += 1
+        if metrics.arrived:  # (a sampled tuple is held: this may be it)
+            metrics.settle(tup, True)
 
     def fail(self, tup: Tuple) -> None:
         if tup._settled:
@@ -165,7 +169,10 @@ class BoltCollector:
         elif roots:
             for root in roots:
                 executor.outbox.control(executor.acker_for(root), (FAIL, root))
-        executor.metrics.failed += 1
+        metrics = executor.metrics
+        metrics.failed += 1
+        if metrics.arrived:
+            metrics.settle(tup, False)
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Start the timeouts of ``tup``'s spout tuples again (Storm's ``resetTimeout``)."""
@@ -271,6 +278,7 @@ class BoltExecutor(Executor[Bolt]):
         sampled = metrics.processed >= metrics.next_sample
         if sampled:
             start = time.perf_counter_ns()
+            metrics.arrive(tup, start)
         try:
             bolt.process(tup)
         except Shutdown:

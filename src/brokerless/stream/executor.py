@@ -337,6 +337,7 @@ class Executor(Generic[_C]):
             "processed": m.processed,
             "errors": m.errors,
             "latency": m.latency.snapshot(),
+            "process_latency": m.process_latency.snapshot(),
             "queue_depth": self.queue.depth,
             "queue_depth_max": self.queue.max_depth,
             "queue_capacity": self.queue_bound,

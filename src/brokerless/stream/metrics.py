@@ -10,6 +10,13 @@ executor (its tasks are ``plan.executors[executor].tasks``), as Storm UI shows t
 The latency of a bolt is its *execute latency* (``process`` called to returned); of a spout,
 its *complete latency*, Storm's: from the emit of a spout tuple to the moment its acker saw
 the whole tuple tree acked (taken when the spout task hears of it, so it includes that hop).
+A bolt also has Storm's *process latency*: from the moment ``process`` is called with a tuple
+to the moment the bolt acks it -- about the execute latency for a bolt that acks as it goes
+(``auto_ack``), much longer for one that holds its tuples and acks them later (a batching or
+windowed bolt, one that acks in batches); a failed tuple has none, as in Storm.  It is taken
+for the tuples whose execute latency is (below): the executor notes when such a tuple arrived
+(``ExecutorMetrics.arrived``, the tuples not yet acked) and the ack takes the time, so an ack
+costs one more look at a dict that is empty unless a sampled tuple is held (no clock).
 
 Time windows
 ------------
@@ -21,7 +28,7 @@ buckets; :class:`MetricsRoller`, a thread per worker, every :data:`ROLL_SECS`) i
 *marks* per window, and a window's figures are the counters now minus the oldest mark no older
 than the window -- so they cover about the last 95 to 100 % of it (or the executor's whole
 life, when it is younger), and ``span_s`` says how long; a stopped worker's windows end when
-it stopped.  Latency comes from the same sampled timings as the all-time one (the timed
+it stopped.  Latencies come from the same sampled timings as the all-time ones (the timed
 tuples' total and count, differenced alike).
 
 A bolt's *capacity* is Storm's: executed * mean execute latency / the span -- the fraction of
@@ -64,6 +71,10 @@ ROLL_SECS = 600.0 / BUCKETS
 #: The counters a window differences, in the order of a mark.
 _WINDOWED = ("emitted", "transferred", "acked", "failed", "processed", "errors")
 _random_bits = random.getrandbits  # (LATENCY_SAMPLE + 1 is a power of two)
+#: The most sampled tuples an executor waits for the ack of (their process latency): beyond,
+#: the one that arrived first is forgotten (a tuple never acked nor failed -- left to time
+#: out -- would otherwise be kept for ever).
+MAX_ARRIVED = 4096
 _SLOTS = 8 + 61 * 4  # exact below 8 ns, then 4 buckets per power of two up to 2**64 ns
 
 
@@ -123,8 +134,9 @@ def _quantile_ms(n: int, counts: dict[int, int], q: float) -> float:
 
 
 #: A mark: when (``clock()``), the counters of ``_WINDOWED``, the timed tuples, their total ns,
-#: the time in ticks.
-_Mark = tuple[float, int, int, int, int, int, int, int, int, int]
+#: the time in ticks, the tuples whose process latency was taken and its total ns.
+_Mark = tuple[float, int, int, int, int, int, int, int, int, int, int, int]
+_MARK_KEYS = ("span_s", *_WINDOWED, "timed", "timed_ns", "tick_ns", "process_timed", "process_ns")
 
 
 class ExecutorMetrics:
@@ -135,6 +147,7 @@ class ExecutorMetrics:
         "_lock",
         "_marks",
         "acked",
+        "arrived",
         "clock",
         "counters",
         "emitted",
@@ -142,6 +155,7 @@ class ExecutorMetrics:
         "failed",
         "latency",
         "next_sample",
+        "process_latency",
         "processed",
         "started",
         "stopped",
@@ -159,6 +173,10 @@ class ExecutorMetrics:
         self.tick_ns = 0  # bolts: the time their tasks' process_tick took
         #: bolts: execute latency; spouts: complete latency (emit -> ack)
         self.latency = Histogram()
+        #: bolts: process latency (``process`` called -> acked)
+        self.process_latency = Histogram()
+        #: bolts: the sampled tuples not yet acked, and when each arrived (perf_counter_ns)
+        self.arrived: dict[object, int] = {}
         #: the count (bolts: processed; spouts: acked) whose tuple's latency is taken next
         self.next_sample = 0
         #: the component's own counters, by name (its tasks share one of each name)
@@ -186,6 +204,7 @@ class ExecutorMetrics:
 
     def _mark(self, now: float) -> _Mark:
         latency = self.latency
+        process = self.process_latency
         return (
             now,
             self.emitted,
@@ -197,6 +216,8 @@ class ExecutorMetrics:
             latency.n,
             latency.total,
             self.tick_ns,
+            process.n,
+            process.total,
         )
 
     def roll(self) -> None:
@@ -211,19 +232,18 @@ class ExecutorMetrics:
 
     def windows(self) -> dict[str, dict[str, float]]:
         """Each window's figures (the module doc): ``span_s``, the counters of ``_WINDOWED``,
-        ``timed``/``timed_ns``, the tuples whose latency was taken and their total, and
-        ``tick_ns``."""
+        ``timed``/``timed_ns``, the tuples whose latency was taken and their total,
+        ``tick_ns``, and ``process_timed``/``process_ns``, those of the process latency."""
         with self._lock:
             now = self._mark(self._now())
             out = {}
             for name, window in WINDOWS.items():
                 if window is None:
-                    base: _Mark = (self.started, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                    base: _Mark = (self.started, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 else:
                     marks = self._marks[name]
                     base = next((m for m in marks if now[0] - m[0] <= window), marks[-1])
-                keys = ("span_s", *_WINDOWED, "timed", "timed_ns", "tick_ns")
-                out[name] = {k: a - b for k, a, b in zip(keys, now, base, strict=True)}
+                out[name] = {k: a - b for k, a, b in zip(_MARK_KEYS, now, base, strict=True)}
             return out
 
     def sampled(self, ns: int, count: int) -> None:
@@ -231,6 +251,21 @@ class ExecutorMetrics:
         the next ``LATENCY_SAMPLE + 1`` (``count`` is in this one)."""
         self.latency.add(ns)
         self.next_sample = (count | LATENCY_SAMPLE) + 1 + _random_bits(_SAMPLE_BITS)
+
+    def arrive(self, tup: object, ns: int) -> None:
+        """Sampled tuple ``tup`` is handed to ``process`` at ``ns`` (``perf_counter_ns``): its
+        ack takes its process latency (:meth:`settle`)."""
+        arrived = self.arrived
+        if len(arrived) >= MAX_ARRIVED:
+            arrived.pop(next(iter(arrived)), None)
+        arrived[tup] = ns
+
+    def settle(self, tup: object, acked: bool) -> None:
+        """``tup`` was acked (or failed): if it was sampled, its process latency is taken
+        (only acked tuples have one, as in Storm).  Called only while ``arrived`` holds some."""
+        started = self.arrived.pop(tup, None)
+        if started is not None and acked:
+            self.process_latency.add(time.perf_counter_ns() - started)
 
     def counter(self, name: str) -> CountMetric:
         """The component's counter ``name`` (made on first use)."""
@@ -279,6 +314,8 @@ class WindowStats:
     errors: int
     #: bolts: mean execute latency; spouts: mean complete latency
     latency_ms_mean: float
+    #: bolts: mean process latency (``process`` called to acked); None for spouts and ackers
+    process_latency_ms_mean: float | None
     #: bolts: the fraction of ``span_s`` spent in ``process`` (a component's: its busiest
     #: executor's); None for spouts and ackers
     capacity: float | None
@@ -318,6 +355,9 @@ class ComponentStats:
     #: bolts: execute latency; spouts: complete latency (emit to fully acked)
     latency_ms_mean: float = 0.0
     latency_ms_p99: float = 0.0
+    #: bolts: process latency (``process`` called to acked); None for spouts and ackers
+    process_latency_ms_mean: float | None = None
+    process_latency_ms_p99: float | None = None
     queue_depth: int = 0  # now, summed over executors
     queue_depth_max: int = 0  # the most any one executor's queue held
     queue_capacity: int | None = None  # the bound of each executor's queue (None: unbounded)
@@ -347,6 +387,8 @@ class ExecutorStats:
     errors: int
     latency_ms_mean: float
     latency_ms_p99: float
+    process_latency_ms_mean: float | None
+    process_latency_ms_p99: float | None
     queue_depth: int
     queue_depth_max: int
     pending: int
@@ -388,6 +430,7 @@ class Statistics:
         """Combine worker snapshots (see ``Worker.snapshot``)."""
         stats = cls()
         latencies: dict[str, list[dict[str, Any]]] = {}
+        process_latencies: dict[str, list[dict[str, Any]]] = {}
         windows: dict[str, list[dict[str, dict[str, float]]]] = {}
         for snap in snapshots:
             stats.workers.append(WorkerStats(**snap["worker"]))
@@ -416,14 +459,17 @@ class Statistics:
                     c.metrics[metric] = c.metrics.get(metric, 0) + count
                 c.pending_max = max(c.pending_max, ex["pending_max"])
                 latencies.setdefault(name, []).append(ex["latency"])
+                process_latencies.setdefault(name, []).append(ex["process_latency"])
                 windows.setdefault(name, []).append(ex["windows"])
                 stats.executors.append(_executor_stats(ex, snap["worker"]["worker"]))
         for name, snaps in latencies.items():
-            n, total, counts = _merge(snaps)
             c = stats.components[name]
-            c.latency_ms_mean = total / n / 1e6 if n else 0.0
-            c.latency_ms_p99 = _quantile_ms(n, counts, 0.99)
+            c.latency_ms_mean, c.latency_ms_p99 = _mean_p99(snaps)
             bolt = c.kind is ComponentKind.BOLT
+            if bolt:
+                c.process_latency_ms_mean, c.process_latency_ms_p99 = _mean_p99(
+                    process_latencies[name]
+                )
             c.windows = {
                 window: _window_stats([w[window] for w in windows[name]], bolt)
                 for window in WINDOWS
@@ -432,6 +478,12 @@ class Statistics:
         stats.workers.sort(key=lambda w: w.worker)
         stats.executors.sort(key=lambda e: e.executor)
         return stats
+
+
+def _mean_p99(snapshots: Iterable[dict[str, Any]]) -> tuple[float, float]:
+    """The mean and the 99th percentile (ms) of the latencies of histogram ``snapshots``."""
+    n, total, counts = _merge(snapshots)
+    return (total / n / 1e6 if n else 0.0), _quantile_ms(n, counts, 0.99)
 
 
 def _capacity(window: dict[str, float]) -> float:
@@ -446,23 +498,31 @@ def _capacity(window: dict[str, float]) -> float:
 
 def _window_stats(executors: list[dict[str, float]], bolt: bool) -> WindowStats:
     """One window's figures of one or more executors (of one component)."""
-    timed = sum(w["timed"] for w in executors)
     counts = {key: int(sum(w[key] for w in executors)) for key in _WINDOWED}
     return WindowStats(
         span_s=round(max(w["span_s"] for w in executors), 3),
         **counts,
-        latency_ms_mean=sum(w["timed_ns"] for w in executors) / timed / 1e6 if timed else 0.0,
+        latency_ms_mean=_mean_ms(executors, "timed", "timed_ns"),
+        process_latency_ms_mean=_mean_ms(executors, "process_timed", "process_ns")
+        if bolt
+        else None,
         capacity=round(max(_capacity(w) for w in executors), 3) if bolt else None,
     )
 
 
+def _mean_ms(executors: list[dict[str, float]], timed: str, total_ns: str) -> float:
+    """The mean latency (ms) of the windows of ``executors``: ``timed`` tuples of
+    ``total_ns``."""
+    n = sum(w[timed] for w in executors)
+    return sum(w[total_ns] for w in executors) / n / 1e6 if n else 0.0
+
+
 def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
-    n, total, counts = _merge([ex["latency"]])
     kind = ComponentKind(ex["kind"])
-    windows = {
-        name: _window_stats([window], kind is ComponentKind.BOLT)
-        for name, window in ex["windows"].items()
-    }
+    bolt = kind is ComponentKind.BOLT
+    windows = {name: _window_stats([window], bolt) for name, window in ex["windows"].items()}
+    latency_mean, latency_p99 = _mean_p99([ex["latency"]])
+    process_mean, process_p99 = _mean_p99([ex["process_latency"]]) if bolt else (None, None)
     return ExecutorStats(
         executor=ex["executor"],
         component=ex["component"],
@@ -474,8 +534,10 @@ def _executor_stats(ex: dict[str, Any], worker: int) -> ExecutorStats:
         failed=ex["failed"],
         processed=ex["processed"],
         errors=ex["errors"],
-        latency_ms_mean=total / n / 1e6 if n else 0.0,
-        latency_ms_p99=_quantile_ms(n, counts, 0.99),
+        latency_ms_mean=latency_mean,
+        latency_ms_p99=latency_p99,
+        process_latency_ms_mean=process_mean,
+        process_latency_ms_p99=process_p99,
         queue_depth=ex["queue_depth"],
         queue_depth_max=ex["queue_depth_max"],
         pending=ex["pending"],

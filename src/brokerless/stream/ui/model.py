@@ -4,10 +4,10 @@
 components (kind, executors with their tasks, declared streams), the edges between them with
 their groupings, and the config.  ``/api/stats`` (:func:`describe_stats`) is the live part:
 :class:`~brokerless.stream.metrics.Statistics` as a dict (per component, per executor, per
-worker; components and executors with their ``capacity`` and their figures over each time
-window, ``windows``), whether the spouts emit (``active``), the errors with their tracebacks,
-and the run's attempts (a Spark run restarts the whole topology when it loses a worker;
-``restarts`` says why each earlier attempt ended).
+worker; components and executors with their ``capacity``, a bolt's process latency, and
+their figures over each time window, ``windows``), whether the spouts emit (``active``), the
+errors with their tracebacks, and the run's attempts (a Spark run restarts the whole topology
+when it loses a worker; ``restarts`` says why each earlier attempt ended).
 """
 
 from __future__ import annotations
