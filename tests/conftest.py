@@ -26,7 +26,7 @@ import pytest
 import zmq as libzmq  # the reference peer, whichever implementation is under test
 
 AGAINST_PYZMQ = os.environ.get("BROKERLESS_TEST_AGAINST") == "pyzmq"
-# `brokerless stream run` registers each run by name, and refuses a name already running: the
+# Every run registers by name (`brokerless stream run` refuses a name already running): the
 # suite's runs (subprocesses inherit the variable) use a registry of their own, not the user's
 os.environ["BROKERLESS_TOPOLOGIES_DIR"] = tempfile.mkdtemp(prefix="brokerless-topologies-")
 atexit.register(shutil.rmtree, os.environ["BROKERLESS_TOPOLOGIES_DIR"], ignore_errors=True)

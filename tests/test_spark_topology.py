@@ -49,6 +49,7 @@ from brokerless.stream import (
     TopologyError,
     WorkerProcessError,
     all_,
+    registry,
     shuffle,
 )
 from brokerless.stream.examples import final_counts
@@ -503,6 +504,7 @@ def test_a_run_dropped_without_stop_cancels_its_job(spark):
     gc.collect()
     assert job.finished.wait(60)  # its tasks do not serve a run nobody holds
     assert "cancel" in str(job.error).lower()
+    assert "dropped" not in [e.name for e in registry.running()]  # (nor is it listed)
 
 
 @pytest.mark.timeout(180)

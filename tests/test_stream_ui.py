@@ -226,7 +226,7 @@ def refused(url: str, **headers: str) -> tuple[int, str]:
 
 
 def test_kill_deactivates_now_and_says_when_the_run_stops_as_storm_ui_does():
-    with run_local(endless_word_count(), ui=True) as run:
+    with run_local(endless_word_count(), ui=True, register=False) as run:
         ui, api, header = run.ui, run.ui.url + "api/", {ACTION_HEADER: "1"}
         assert get(api + "status") == {
             "name": "live-word-count",
@@ -235,11 +235,11 @@ def test_kill_deactivates_now_and_says_when_the_run_stops_as_storm_ui_does():
             "kill_in_s": None,
         }
         assert refused(api + "kill")[0] == 403
-        # started from Python, nobody would stop it after the wait: refused, nothing done
+        # not registered, nobody would stop it after the wait: refused, nothing done
         assert refused(api + "kill", **header) == (
             409,
-            "topology 'live-word-count' was started from Python: stop it there (run.stop()); "
-            "`brokerless stream run` and `stream ui` take a kill",
+            "topology 'live-word-count' was started with register=False: stop it where it runs "
+            "(run.stop())",
         )
         assert run.active and not ui.killed.is_set()
         ui.killable = True  # (as `brokerless stream run` says it stops a killed run)

@@ -199,7 +199,12 @@ def test_the_page_deactivates_and_activates_the_topology(browser):
         browser.script(TOGGLE)
         wait_for(lambda: run.active, timeout=30, what="the button to activate the run")
         wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running again")
-        # a run started from Python is stopped where it runs: no Kill button
+        # registered, a run started from Python takes a kill (`brokerless stream kill` too)
+        assert browser.script("return document.getElementById('kill').hidden") is False
+    with run_local(endless_word_count(), ui=True, register=False) as run:
+        browser.get(run.ui.url + "?interval=200")
+        wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running")
+        # not registered, it is stopped where it runs: no Kill button
         assert browser.script("return document.getElementById('kill').hidden") is True
 
 

@@ -29,6 +29,8 @@ def test_the_ui_of_a_spark_run_shows_its_attempt_history(spark):  # noqa: F811
     with run_on_spark(topology, spark=spark, workers=SLOTS, max_attempts=3, ui=True) as run:
         stats_url = run.ui.url + "api/stats"
         assert get(run.ui.url + "api/topology")["mode"] == "spark"
+        # findable by name (`brokerless stream ps`, `kill`) at its UI, as a run of `stream run`
+        assert (run.registration.entry.mode, run.registration.entry.url) == ("spark", run.ui.url)
         stats = wait_for(
             lambda: (s := get(stats_url))["components"]["lines"]["acked"] >= 100 and s,
             timeout=60,
@@ -54,6 +56,7 @@ def test_the_ui_of_a_spark_run_shows_its_attempt_history(spark):  # noqa: F811
             what="the second attempt's figures",
         )
         assert pids[1] not in [w["pid"] for w in done["attempts"]["workers"]]
+    assert run.registration is None  # (stopped: no longer listed)
     # the figures over Storm UI's windows and a bolt's capacity come from Spark tasks too
     split = done["components"]["split"]
     assert split["windows"]["10m"]["processed"] == split["processed"] >= 1500

@@ -1,7 +1,8 @@
 """``brokerless stream ps|activate|deactivate|kill``: Storm's ``storm list``, ``activate``,
 ``deactivate`` and ``kill`` for the topologies that ``brokerless stream run`` and ``stream ui``
-run, found by name in the registry (``registry.py``) and told over their control server (the
-topology UI's HTTP server, on 127.0.0.1: ``stream/ui/server.py``).
+run, and those started from Python (``stream/registration.py``), found by name in the registry
+(``stream/registry.py``) and told over their control server (the topology UI's HTTP server, on
+127.0.0.1: ``stream/ui/server.py``).
 
 ``ps`` is ``storm list`` (``stream list`` already lists the topologies a module defines): one
 line per running topology with its status -- active, inactive, killed (stopping after a
@@ -23,7 +24,7 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from .registry import Entry, RegistryError, find, running
+from brokerless.stream.registry import Entry, RegistryError, find, running
 
 _TIMEOUT = 10.0  # seconds to wait for a run's control server to answer
 
@@ -105,8 +106,9 @@ Examples:
   brokerless stream ps | grep inactive"""
 )
 def ps() -> None:
-    """Show the topologies running (by `stream run` or `stream ui`), as `storm list` does:
-    name, status, mode, workers, uptime and pid."""
+    """Show the topologies running (by `stream run`, `stream ui`, or a program's run_local,
+    run_multiprocess or run_on_spark), as `storm list` does: name, status, mode, workers,
+    uptime and pid."""
     entries = _running()
     if not entries:
         click.echo("No topologies running.")

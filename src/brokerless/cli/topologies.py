@@ -19,7 +19,7 @@ Ctrl-C.  Both take SIGTERM (``kill``, ``timeout``) as Ctrl-C: the run stops and 
 or not done after ``--timeout``) is an error (status 1, saying why); ``ui`` keeps its page up
 then too, showing how far it got.  While it runs, a run is findable by name (the topology's, or
 ``--name``; a name already running is refused, as Storm refuses it) in the registry
-(``registry.py``) and controlled over its UI's HTTP server, which every run serves on
+(``stream/registry.py``) and controlled over its UI's HTTP server, which every run serves on
 127.0.0.1 (a free port) for this even without ``--ui``: ``ps``, ``activate``, ``deactivate``
 and ``kill`` (``control.py``) do it from another shell.  A killed run stops after the kill's
 wait and ends as a finished one does (``run`` prints its report, ``"killed": true``; status 0;
@@ -52,12 +52,12 @@ from brokerless.stream.component import DEFAULT_STREAM, ComponentKind
 from brokerless.stream.local import run_local
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.plan import TopologyPlan
+from brokerless.stream.registry import Registration, RegistryError, register
 from brokerless.stream.run import TopologyRun
 from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
 from .control import COMMANDS as CONTROL_COMMANDS
-from .registry import Registration, RegistryError, register
 from .runner import Program, Terminated, run_command, sigterm_interrupts
 from .status import INTERRUPTED, TERMINATED
 from .throughput import monitor
@@ -143,7 +143,8 @@ class RunOptions:
         self, capture: bool, ui: UIAddress | None, emitted: Sequence[str] = ()
     ) -> Iterator[tuple[TopologyRun, Registration]]:
         """Start the run (after saying if it cannot end by itself), findable by name in the
-        registry and killable while within, and stop it on the way out; ``emitted`` must name
+        registry (itself: the run is not registered again) and killable while within, and stop
+        it on the way out; ``emitted`` must name
         components of the topology (and streams they declare).  ``ui`` None: the UI serves
         only as the control server, on a free port of 127.0.0.1."""
         topology, plan = _load(self.topology)
@@ -164,7 +165,7 @@ class RunOptions:
             with self._started(topology, capture, True if ui is None else ui) as handle:
                 assert handle.ui is not None
                 handle.ui.killable = True
-                registration.publish(_control_url(handle.ui.url))
+                registration.publish(handle.ui.url)
                 yield handle, registration
 
     @contextmanager
@@ -183,7 +184,9 @@ class RunOptions:
 
     def _start(self, topology: Topology, capture: bool, ui: UIAddress) -> TopologyRun:
         if self.mode == "local":
-            return run_local(topology, workers=self.workers, capture=capture, ui=ui)
+            return run_local(
+                topology, workers=self.workers, capture=capture, ui=ui, register=False
+            )
         if self.mode == "spark":
             try:
                 from brokerless.spark import run_on_spark
@@ -193,10 +196,20 @@ class RunOptions:
                     "(in a brokerless clone: pip install -e '.[spark]')"
                 ) from None
             return run_on_spark(
-                self.topology, workers=self.workers, master=self.master, capture=capture, ui=ui
+                self.topology,
+                workers=self.workers,
+                master=self.master,
+                capture=capture,
+                ui=ui,
+                register=False,
             )
         return run_multiprocess(
-            self.topology, workers=self.workers, transport=self.transport, capture=capture, ui=ui
+            self.topology,
+            workers=self.workers,
+            transport=self.transport,
+            capture=capture,
+            ui=ui,
+            register=False,
         )
 
     def wait(self, run: TopologyRun) -> bool:
@@ -244,12 +257,6 @@ def _watch(run: TopologyRun, deadline: Callable[[], float | None], until: thread
             raise run.failure
         left = _WAKE_EVERY if end is None else max(0.0, end - time.monotonic())
         until.wait(min(_WAKE_EVERY, left))
-
-
-def _control_url(url: str) -> str:
-    """Where a command on this machine reaches the UI at ``url`` (listening on all addresses:
-    on 127.0.0.1)."""
-    return url.replace("://0.0.0.0:", "://127.0.0.1:", 1)
 
 
 _RUN_OPTIONS = [

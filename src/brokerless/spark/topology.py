@@ -509,9 +509,12 @@ def run_on_spark(topology: Topology | str, **options: Any) -> SparkRun:
     * ``driver_timeout`` (15 s): how long a worker goes on without a connection to the driver
       before it stops by itself;
     * ``ui``: serve the live topology UI from the driver, with the attempt history (True: a
-      free port on 127.0.0.1; a port; ``"host:port"``; see ``run.ui.url``)."""
+      free port on 127.0.0.1; a port; ``"host:port"``; see ``run.ui.url``);
+    * ``register`` (True): the name ``brokerless stream ps`` and ``kill`` find it by while it
+      runs (as ``run_local``'s)."""
     ui = options.pop("ui", None)
-    return with_ui(SparkRun(topology, **options), ui)
+    register = options.pop("register", True)
+    return with_ui(SparkRun(topology, **options), ui, register)
 
 
 def complete_on_spark(

@@ -199,6 +199,7 @@ class LocalRun(TopologyRun):
                 self.hung_threads += worker.stop()
         if self._temporary is not None:
             shutil.rmtree(self._temporary, ignore_errors=True)
+        self._unregister()
 
 
 def run_local(
@@ -209,6 +210,7 @@ def run_local(
     capture: bool = False,
     max_attempts: int = 3,
     ui: UIAddress | None = None,
+    register: str | bool = True,
 ) -> LocalRun:
     """Start ``topology`` in this process; returns the running topology (a context manager).
 
@@ -217,8 +219,10 @@ def run_local(
     many times in a row a checkpointed topology starts its workers (a rollback starts them
     again) without completing a checkpoint between;
     ``ui`` serves the live topology UI (True: a free port on 127.0.0.1; a port;
-    ``"host:port"``; see ``run.ui.url``)."""
+    ``"host:port"``; see ``run.ui.url``); ``register`` is the name ``brokerless stream ps``
+    and ``kill`` find it by while it runs (True: the topology's, or NAME-2... if a run holds
+    that; False: not listed; see ``registration.py``)."""
     run = LocalRun(
         topology, workers=workers, config=config, capture=capture, max_attempts=max_attempts
     )
-    return with_ui(run, ui)
+    return with_ui(run, ui, register)

@@ -362,6 +362,7 @@ def run_multiprocess(
     capture: bool = False,
     max_attempts: int = 3,
     ui: UIAddress | None = None,
+    register: str | bool = True,
 ) -> MultiprocessRun:
     """Start ``topology`` (a Topology whose components are importable or defined in the main
     script -- start the run under ``if __name__ == "__main__":`` -- or a ``"module:name"``
@@ -370,7 +371,8 @@ def run_multiprocess(
     ``workers`` overrides its ``num_workers``; ``capture`` gathers every emitted tuple in this
     process (``captured()``); ``max_attempts`` bounds how many sets of processes the run
     starts in a row (a lost worker starts a new set) without completing a checkpoint between;
-    ``ui`` serves the live topology UI (as ``run_local``)."""
+    ``ui`` serves the live topology UI and ``register`` names it for ``brokerless stream ps``
+    and ``kill`` (as ``run_local``)."""
     run = MultiprocessRun(
         topology,
         workers=workers,
@@ -379,4 +381,4 @@ def run_multiprocess(
         capture=capture,
         max_attempts=max_attempts,
     )
-    return with_ui(run, ui)
+    return with_ui(run, ui, register)

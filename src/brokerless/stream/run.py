@@ -33,7 +33,9 @@ The live UI
 Every kind of run can serve the topology UI (``stream/ui``): ``open_ui`` starts it, the
 entry points (``run_local``, ``run_multiprocess``, ``run_on_spark``) take ``ui=`` and call it
 through :func:`with_ui`.  The page stays up after ``stop()`` with the final figures, until
-``close_ui()`` or the end of the ``with`` block.
+``close_ui()`` or the end of the ``with`` block.  :func:`with_ui` also registers the run by
+name for ``brokerless stream ps`` and ``kill`` (``registration.py``; ``register=``), and each
+mode's ``stop`` calls :meth:`TopologyRun._unregister`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from .checkpoint import CheckpointCoordinator, CheckpointStatistics, Step, TaskA
 from .errorlog import ErrorList
 from .metrics import Statistics
 from .plan import TopologyPlan
+from .registration import register, unregister
+from .registry import Registration
 from .storage import open_storage
 from .topology import Topology
 from .worker import Activity
@@ -106,6 +110,10 @@ class TopologyRun(ABC):
     _failure: BaseException | None = None
     #: The live web page of this run, when one was opened (``open_ui``).
     ui: TopologyUI | None = None
+    #: Its entry in the registry of running topologies, and its control server when it has no
+    #: UI (``registration.py``; each mode's ``stop`` calls ``_unregister``).
+    registration: Registration | None = None
+    control_server: TopologyUI | None = None
     #: How it runs: "local", "multiprocess" or "spark".
     mode: str
     #: The current set of workers (1 at first; a rollback or a lost worker starts another);
@@ -198,6 +206,10 @@ class TopologyRun(ABC):
         while not self.done():
             if until is not None and until.is_set():
                 return
+            if self.stopped:  # (by another thread, or killed: ``registration.py``)
+                raise RuntimeError(
+                    f"topology {self.plan.name!r} is stopped: stopped or killed before it was done"
+                )
             if self._settled is not None:
                 continue  # confirm with a second round at once
             remaining = deadline - time.monotonic()
@@ -349,6 +361,10 @@ class TopologyRun(ABC):
         self.ui = TopologyUI(self, where)
         return self.ui
 
+    def _unregister(self) -> None:
+        """The run has stopped: no longer in the registry (``registration.py``)."""
+        unregister(self)
+
     def close_ui(self) -> None:
         if self.ui is not None:
             self.ui.close()
@@ -363,13 +379,14 @@ class TopologyRun(ABC):
             self.close_ui()
 
 
-def with_ui(run: _Run, ui: UIAddress | None) -> _Run:
-    """``run`` serving its UI at ``ui`` (None or False: no UI); stops ``run`` if the UI cannot
-    be served (the port is taken, say)."""
-    if ui is None or ui is False:
-        return run
+def with_ui(run: _Run, ui: UIAddress | None, name: str | bool = True) -> _Run:
+    """``run`` serving its UI at ``ui`` (None or False: no UI), registered under ``name``
+    (``registration.register``); stops ``run`` if the UI cannot be served (the port is taken,
+    say) or the name is taken."""
     try:
-        run.open_ui(ui)
+        if ui is not None and ui is not False:
+            run.open_ui(ui)
+        register(run, name)
     except BaseException:
         run.stop()
         raise

@@ -156,7 +156,9 @@ class ControlledRun(TopologyRun):
             self.state.captured = previous.captured
 
     def _close_control(self) -> None:
+        """The end of a stop: the control socket closed, the run no longer registered."""
         close_control(self._control, self._authenticator, self._context)
+        self._unregister()
 
     def _check_alive(self) -> None:
         """Raise if the run cannot go on (called after every look at the control channel)."""

@@ -4,7 +4,8 @@ driver.
 Theory of operation
 -------------------
 A :class:`TopologyUI` is a stdlib ``ThreadingHTTPServer`` on a daemon thread of the driver
-(one short-lived thread per connection).  It serves:
+(one short-lived thread per connection), asleep until a connection comes or ``close()`` wakes
+it (through a socket pair: no polling, and a run that stops closes it at once).  It serves:
 
 * ``/`` -- the page (``static/index.html``, self-contained: its script draws the graph as SVG
   and polls the two endpoints below; nothing is fetched from elsewhere);
@@ -18,17 +19,19 @@ A :class:`TopologyUI` is a stdlib ``ThreadingHTTPServer`` on a daemon thread of 
 and it takes three actions, Storm UI's buttons: a POST of ``/api/deactivate`` (the spouts stop
 emitting; the tuples in flight are still processed) or ``/api/activate``, answered with
 ``{"active": ...}``, and ``/api/kill?wait=SECONDS`` -- Storm's kill: the spouts are deactivated
-at once and the run stops after the wait (default: the topology's ``message_timeout_secs``),
-so that the tuples in flight can finish; answered with ``{"killed": true, "wait_s": ...}``.
+at once and the run stops after the wait (default: the topology's ``message_timeout_secs``), so
+that the tuples in flight can finish; answered with ``{"killed": true, "wait_s": ...}``.
 Whoever runs the topology does the stop: it says it will by setting ``killable`` (``brokerless
-stream run`` and ``stream ui`` do) and waits on ``killed``; a run started from Python has no
-Kill button (it is stopped where it runs).  An action is answered 409 once the run has stopped
-(or, for a kill, when nobody would stop it; for activate and deactivate, once it is killed, as
-Storm refuses them then -- a second kill replaces the first's wait), 400 for a wait that is
-not a number of seconds.  A POST must carry the header ``X-Brokerless-UI`` (the page's script
-sends it; 403 without): a page of another site cannot send such a header to this one without
-asking first (a CORS preflight, which is not answered), so a web page elsewhere cannot
-deactivate or kill a topology through the browser of whoever watches it.
+stream run`` and ``stream ui`` do, and wait on ``killed``; a run started from Python does when
+it is registered, and stops itself through ``on_kill``: ``stream/registration.py``); a run
+started with ``register=False`` has no Kill button (it is stopped where it runs).  An action is
+answered 409 once the run has stopped (or, for a kill, when nobody would stop it; for activate
+and deactivate, once it is killed, as Storm refuses them then -- a second kill replaces the
+first's wait), 400 for a wait that is not a number of seconds.  A POST must carry the header
+``X-Brokerless-UI`` (the page's script sends it; 403 without): a page of another site cannot
+send such a header to this one without asking first (a CORS preflight, which is not answered),
+so a web page elsewhere cannot deactivate or kill a topology through the browser of whoever
+watches it.
 
 Reading a run's figures may cost a round trip to every worker (multi-process and Spark runs ask
 them over the control channel), so ``/api/stats`` computes them at most once per
@@ -46,8 +49,12 @@ from __future__ import annotations
 
 import json
 import math
+import selectors
+import socket
 import threading
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from errno import EADDRINUSE
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,6 +95,9 @@ class TopologyUI:
     #: Whether ``POST /api/kill`` is taken: set by whoever runs the topology and stops it when
     #: ``killed`` is set, at ``kill_at`` (``time.monotonic()``).
     killable = False
+    #: Called once a kill is taken (in the request's thread): a run started from Python stops
+    #: itself so (``stream/registration.py``).
+    on_kill: Callable[[], None] | None = None
 
     def __init__(self, run: ObservedRun, where: UIAddress = True, refresh: float = 0.5) -> None:
         host, port = parse_address(where)
@@ -111,12 +121,13 @@ class TopologyUI:
                 exc.errno, f"the topology UI cannot listen on {host}:{port}: {exc.strerror}{advice}"
             ) from exc
         self._server.daemon_threads = True
+        self._server.timeout = 0  # (handle_request: a connection gone before it, no wait)
         # server_address as bound (typeshed types it as the bind argument: str or bytes)
         bound_host, bound_port = self._server.socket.getsockname()[:2]
         self.url = f"http://{bound_host}:{bound_port}/"
+        self._wake, self._woken = socket.socketpair()
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
+            target=self._serve,
             name=f"{run.plan.name}:ui",
             daemon=True,
         )
@@ -128,9 +139,26 @@ class TopologyUI:
     def close(self) -> None:
         """Stop serving and free the port (idempotent)."""
         if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join()
-        self._server.server_close()
+            with suppress(OSError):  # (closed meanwhile by another close)
+                self._wake.send(b"\0")
+            if self._thread is not threading.current_thread():
+                self._thread.join()
+
+    def _serve(self) -> None:
+        """Take connections until ``close()`` (the module doc), then free the port."""
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self._server, selectors.EVENT_READ)
+                selector.register(self._woken, selectors.EVENT_READ)
+                while True:
+                    for key, _ in selector.select():
+                        if key.fileobj is self._woken:
+                            return
+                        self._server.handle_request()
+        finally:
+            self._server.server_close()
+            self._wake.close()
+            self._woken.close()
 
     def stats(self) -> bytes:
         """The JSON of ``/api/stats``, at most ``refresh`` seconds old."""
@@ -198,14 +226,16 @@ class TopologyUI:
             raise RuntimeError(f"topology {run.plan.name!r} has stopped")
         if not self.killable:
             raise RuntimeError(
-                f"topology {run.plan.name!r} was started from Python: stop it there "
-                "(run.stop()); `brokerless stream run` and `stream ui` take a kill"
+                f"topology {run.plan.name!r} was started with register=False: stop it where it "
+                "runs (run.stop())"
             )
         if wait is None:
             wait = run.plan.config.message_timeout_secs
         run.deactivate()
         self.kill_at = time.monotonic() + wait
         self.killed.set()
+        if self.on_kill is not None:
+            self.on_kill()
         self._changed()
         return json.dumps({"killed": True, "wait_s": wait}).encode()
 

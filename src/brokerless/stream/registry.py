@@ -1,5 +1,6 @@
-"""Where ``brokerless stream run`` and ``stream ui`` say that they run, so that ``stream ps``,
-``activate``, ``deactivate`` and ``kill`` in another shell can find them by name.
+"""Where runs say that they run -- ``brokerless stream run`` and ``stream ui``, and runs started
+from Python (``registration.py``) -- so that ``stream ps``, ``activate``, ``deactivate`` and
+``kill`` in another shell can find them by name.
 
 Theory of operation
 -------------------
@@ -32,6 +33,7 @@ import fcntl
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -167,8 +169,9 @@ class Registration:
         self.path = path
 
     def publish(self, url: str) -> None:
-        """Say where the control server is (the run is up)."""
-        self.entry = replace(self.entry, url=url)
+        """Say where the control server is (the run is up): at ``url``, or on 127.0.0.1 when
+        it listens on all addresses."""
+        self.entry = replace(self.entry, url=url.replace("://0.0.0.0:", "://127.0.0.1:", 1))
         _write_aside(self.path, self.entry).replace(self.path)
 
     def __enter__(self) -> Registration:
@@ -178,16 +181,17 @@ class Registration:
         self.close()
 
     def close(self) -> None:
-        """Remove the entry (the run has ended; idempotent)."""
-        with suppress(FileNotFoundError, ValueError):
-            if json.loads(self.path.read_text()).get("pid") == self.entry.pid:
+        """Remove the entry (the run has ended; idempotent): if it is still this run's -- not
+        a later run's of this process under the name."""
+        with suppress(FileNotFoundError, ValueError, TypeError):
+            if Entry(**json.loads(self.path.read_text())) == self.entry:
                 self.path.unlink()
 
 
 def _write_aside(path: Path, entry: Entry) -> Path:
     """``entry`` written to a file of its own next to ``path`` (not a ``*.json``), to be put
     in place whole."""
-    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     aside.write_text(json.dumps(asdict(entry)))
     return aside
 
