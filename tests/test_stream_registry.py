@@ -98,6 +98,21 @@ def test_an_entry_closed_again_leaves_a_later_runs_entry_of_the_name():
     assert registry.find("again") is None
 
 
+def test_a_forked_child_leaves_its_parents_entry():
+    """A program that registered a run and then forks (a worker pool, say): the child's exit
+    closes the registrations it inherited (atexit), which must not remove the parent's."""
+    held = registry.register("forked", "local", 1)
+    try:
+        child = os.fork()
+        if child == 0:  # (the child: close as its exit would, then end at once)
+            held.close()
+            os._exit(0)
+        assert os.waitpid(child, 0)[1] == 0
+        assert registry.find("forked") == held.entry
+    finally:
+        held.close()
+
+
 # -- runs started from Python ---------------------------------------------------------------------
 
 

@@ -182,7 +182,10 @@ class Registration:
 
     def close(self) -> None:
         """Remove the entry (the run has ended; idempotent): if it is still this run's -- not
-        a later run's of this process under the name."""
+        a later run's of this process under the name -- and this is its process (a forked
+        child's exit leaves its parent's run listed)."""
+        if os.getpid() != self.entry.pid:
+            return
         with suppress(FileNotFoundError, ValueError, TypeError):
             if Entry(**json.loads(self.path.read_text())) == self.entry:
                 self.path.unlink()
