@@ -7,24 +7,26 @@ Theory of operation
 A run owns one file in the registry directory while it runs: ``NAME.json`` (the name quoted
 for a file name) holding its name, pid, mode, workers, start time (Unix time) and the URL of
 its control server -- the topology UI's HTTP server on 127.0.0.1 (see ``stream/ui``), which
-every run serves for this, with or without ``--ui``.  The directory is
+every registered run serves for this, with or without a UI asked for.  The directory is
 ``$BROKERLESS_TOPOLOGIES_DIR`` if set, else ``$XDG_RUNTIME_DIR/brokerless/topologies``, else
 ``brokerless-UID/topologies`` in the temporary directory; it is made private to the user (0700)
 and must be theirs.
 
 Names are unique, as Storm refuses to submit a topology under a name already running: the file
-is created whole or not at all (a hard link of a file written aside; before any worker
-starts), so of two runs under one name the second
-fails saying who has it.  The run writes its control URL into the file once it is up (replacing
-it whole: a reader sees the old content or the new); until then ``stream ps`` shows it as
-starting.  The file is removed when the run ends, on Ctrl-C and SIGTERM too (the command takes
-them as exceptions).  A run killed outright (SIGKILL, a lost machine) leaves its file: an
-entry whose process is gone -- no such pid, or a pid reused by a process started at another
-time (``/proc``'s start time, where there is one) -- is *stale*: readers ignore and remove it,
-and a new run takes its name.  Removing it is done holding a lock on the directory (``flock``,
-which the kernel releases when its process dies), looking at the file again first: of two runs
-that found one stale entry at once, the second would otherwise remove the entry the first had
-just made in its place, and both would run under the name.
+is created whole or not at all (a hard link of a file written aside; for ``stream run``, before
+any worker starts), so of two runs under one name the second fails saying who has it.  The run
+writes its control URL into the file once it is up (replacing it whole: a reader sees the old
+content or the new); until then ``stream ps`` shows it as starting.  The file is removed when
+the run ends, on Ctrl-C and SIGTERM too (the command takes them as exceptions; a program's run
+at its exit, or when it is collected unstopped), by the process that made it only (not by a
+forked child) and only if it is still its own (not a later run's of the name).  A run killed
+outright (SIGKILL, a lost machine) leaves its file: an entry whose process is gone -- no such
+pid, or a pid reused by a process started at another time (``/proc``'s start time, where there
+is one) -- is *stale*: readers ignore and remove it, and a new run takes its name.  Removing it
+is done holding a lock on the directory (``flock``, which the kernel releases when its process
+dies), looking at the file again first: of two runs that found one stale entry at once, the
+second would otherwise remove the entry the first had just made in its place, and both would run
+under the name.
 """
 
 from __future__ import annotations
