@@ -310,8 +310,10 @@ def test_capacity_is_the_share_of_time_a_bolt_spends_in_process(mode):
         stats = wait_for(each_slow_executor_did_100, timeout=60, what="100 tuples each")
     slow, quick = stats["slow"], stats["quick"]
     executors = [e for e in stats.executors if e.component == "slow"]
-    assert slow.capacity == max(e.capacity for e in executors) > 0.5
-    assert all(0.5 < e.capacity < 1.5 for e in executors)  # (timings are sampled: about 1)
+    # about 1 (timings are sampled; a loaded machine's slow start of the other worker leaves
+    # the executor idle for a part of its life: 0.5 was once too high a floor there)
+    assert slow.capacity == max(e.capacity for e in executors) > 0.3
+    assert all(0.3 < e.capacity < 1.5 for e in executors)
     assert quick.capacity is not None and quick.capacity < 0.1
     assert stats["numbers"].capacity is None and stats["numbers"].windows["10m"].capacity is None
     # younger than 10 minutes: every window is its whole life, as the all-time figures
