@@ -22,8 +22,9 @@ from typing import Any
 
 import click
 
-from .control import NAME_ARGUMENT, ask, entry_named
 from brokerless.stream.registry import find
+
+from .control import NAME_ARGUMENT, ask, entry_named
 
 HEADER = "topology\tcomponent\tparallelism\ttime-diff ms\t{watch}\tthroughput (Kt/s)"
 _WATCHED_KINDS = ("spout", "bolt")  # (the ackers are the system's, as in Storm)
