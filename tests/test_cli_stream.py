@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from brokerless.stream import ReplayableSpout
+from brokerless.stream.registry import find
 
 from .ports import free_port
 from .processes import descendants, gone
@@ -611,9 +612,9 @@ def test_kill_with_a_wait_lets_the_tuples_in_flight_finish_then_stops_the_run(mo
     with started("stream", "run", "tests.test_cli_stream:slow", *mode) as process:
         row = wait_for(lambda: listed("slow"), timeout=180, what="ps to list the run")
         assert row["MODE"] == shown
-        said = control("kill", "slow", "-w", "3").stdout.decode()
+        said = control("kill", "slow", "-w", "6").stdout.decode()
         assert (
-            said == f"killed topology 'slow': its spouts are deactivated; it stops in 3 s "
+            said == f"killed topology 'slow': its spouts are deactivated; it stops in 6 s "
             f"(pid {process.pid})\n"
         )
         assert listed("slow", "killed")
@@ -621,7 +622,7 @@ def test_kill_with_a_wait_lets_the_tuples_in_flight_finish_then_stops_the_run(mo
     assert process.returncode == 0, err.decode()
     assert b"killed: the spouts are deactivated; stopping in " in err
     report = json.loads(out)
-    assert report["killed"] and not report["interrupted"] and report["seconds"] >= 3
+    assert report["killed"] and not report["interrupted"] and report["seconds"] >= 6
     spout = report["statistics"]["components"]["counter"]
     assert spout["emitted"] and spout["acked"] == spout["emitted"] and not spout["failed"]
     assert "slow" not in ps() and not registry()
@@ -631,6 +632,9 @@ def test_kill_with_a_wait_lets_the_tuples_in_flight_finish_then_stops_the_run(mo
 def test_kill_without_a_wait_stops_the_run_at_once():
     with started("stream", "run", "tests.test_cli_stream:slow", "--local") as process:
         wait_for(lambda: listed("slow"), timeout=60, what="ps to list the run")
+        url = find("slow").url  # (listed: its control server is up)
+        # tuples in flight: on a loaded machine the kill could come before the first emit
+        wait_for(lambda: emitted(url)[2], timeout=30, what="the spout to emit")
         control("kill", "slow", "--wait", "0")
         out, err = finish(process)
     assert process.returncode == 0, err.decode()
