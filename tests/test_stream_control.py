@@ -32,8 +32,7 @@ from brokerless.stream.control import (
     serve,
     worker_identity,
 )
-from brokerless.stream.errorlog import KEEP
-from brokerless.stream.metrics import ErrorReport
+from brokerless.stream.errorlog import KEEP, ErrorReport
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.worker import Worker
 

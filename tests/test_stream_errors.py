@@ -30,9 +30,9 @@ from brokerless.stream.errorlog import (
     MAX_ERROR,
     MAX_TRACEBACK,
     ErrorLog,
+    ErrorReport,
 )
 from brokerless.stream.local import LocalRun
-from brokerless.stream.metrics import ErrorReport
 from brokerless.stream.run import TopologyRun
 
 from .stream_topologies import (

@@ -25,8 +25,8 @@ from brokerless.stream.metrics import (
     WINDOWS,
     ExecutorMetrics,
     MetricsRoller,
-    Statistics,
 )
+from brokerless.stream.statistics import Statistics
 
 from .stream_topologies import (
     AckInBatches,

@@ -22,10 +22,11 @@ from brokerless.stream import (
 )
 from brokerless.stream.acker import AckerLedger, CountedTree, PendingTrees
 from brokerless.stream.assignment import assign
-from brokerless.stream.metrics import ExecutorMetrics, Histogram, Statistics
+from brokerless.stream.metrics import ExecutorMetrics, Histogram
 from brokerless.stream.protocol import ACK, ACK_INIT, ACKED, FAIL, FAILED
 from brokerless.stream.queues import BoundedQueue, Shutdown
 from brokerless.stream.serializer import dumps_through, dumps_values, new_value_packer
+from brokerless.stream.statistics import Statistics
 from brokerless.stream.tuple import Fields, Tuple
 from brokerless.stream.worker import Worker
 

@@ -67,6 +67,7 @@ from .component import (
 )
 from .config import Config
 from .control import WorkerProcessError
+from .errorlog import ErrorReport
 from .grouping import (
     Grouping,
     all_,
@@ -80,7 +81,6 @@ from .grouping import (
     shuffle,
 )
 from .local import LocalRun, run_local
-from .metrics import ComponentStats, ErrorReport, Statistics, WindowStats
 from .multiprocess import MultiprocessRun, run_multiprocess
 from .plan import TopologyPlan
 from .queues import Shutdown
@@ -88,6 +88,7 @@ from .run import TopologyRun
 from .serializer import MsgpackSerializer, PickleSerializer, SerializationError, Serializer
 from .spouts import SequenceSpout, WALSpout
 from .state import KeyValueState
+from .statistics import ComponentStats, Statistics, WindowStats
 from .testing import CompletedTopology, FixedTupleSpout, complete_topology
 from .topology import Topology, TopologyError
 from .tuple import Tuple

@@ -31,13 +31,14 @@ says how many it left out (:class:`LogThrottle`); the log and the statistics kee
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Iterable
-
-from .metrics import ErrorReport
+from dataclasses import dataclass, field
 
 #: Reports kept per (component, task, worker): Storm keeps a component's last 10.
 KEEP = 10
@@ -48,6 +49,27 @@ MAX_TRACEBACK = 32 << 10
 #: A worker logs at most this many errors of a component every ``LOG_INTERVAL`` seconds.
 LOG_PER_INTERVAL = 5
 LOG_INTERVAL = 10.0
+#: This process's host, named in its error reports.
+_HOST = socket.gethostname()
+
+
+@dataclass
+class ErrorReport:
+    """An error a component raised or reported."""
+
+    component: str
+    task: int
+    worker: int
+    error: str
+    traceback: str
+    #: When it was recorded (``time.time()``), as Storm UI shows an error's time.
+    time: float = field(default_factory=time.time)
+    #: Where: the host and the process that recorded it (Storm UI's error host and port).
+    host: str = field(default_factory=lambda: _HOST)
+    pid: int = field(default_factory=os.getpid)
+
+    def __str__(self) -> str:
+        return f"{self.component} task {self.task} (worker {self.worker}): {self.error}"
 
 
 def clip(text: str, limit: int) -> str:

@@ -26,8 +26,8 @@ from .config import Config
 from .control import WorkerProcessError
 from .errorlog import ErrorList, ErrorLog
 from .messaging import LocalMessaging, LocalNetwork
-from .metrics import Statistics
 from .run import TopologyRun, plan_for, with_ui
+from .statistics import Statistics
 from .topology import Topology
 from .worker import Activity, Worker
 

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checkpoint import CheckpointCoordinator, CheckpointStatistics, Step, TaskAck
 from .errorlog import ErrorList
-from .metrics import Statistics
 from .plan import TopologyPlan
 from .registration import register, unregister
 from .registry import Registration
+from .statistics import Statistics
 from .storage import open_storage
 from .topology import Topology
 from .worker import Activity

@@ -19,8 +19,9 @@ from typing import Any
 
 from .component import DEFAULT_STREAM, ComponentKind, ReplayableSpout, Stream
 from .config import Config
-from .metrics import ErrorReport, Statistics
+from .errorlog import ErrorReport
 from .run import TopologyRun, plan_for
+from .statistics import Statistics
 from .topology import Topology, TopologyError
 
 

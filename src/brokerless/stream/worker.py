@@ -81,6 +81,7 @@ from .errorlog import (
     LOG_PER_INTERVAL,
     MAX_TRACEBACK,
     ErrorLog,
+    ErrorReport,
     LogThrottle,
     clip,
     error_report,
@@ -89,7 +90,7 @@ from .executor import Executor, TaskState
 from .inbound import Inbound
 from .link import NO_LINK, Link
 from .messaging import Messaging
-from .metrics import ErrorReport, MetricsRoller
+from .metrics import MetricsRoller
 from .plan import TopologyPlan
 from .protocol import CHECKPOINT, COMMIT, HEADER_ROOM, task_frame
 from .queues import BoundedQueue, Shutdown

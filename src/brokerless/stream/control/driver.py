@@ -14,11 +14,11 @@ import brokerless as zmq
 from brokerless.auth.thread import ThreadAuthenticator
 
 from ..checkpoint import Step
-from ..errorlog import ErrorList, ErrorLog
+from ..errorlog import ErrorList, ErrorLog, ErrorReport
 from ..messaging import tcp_endpoint
-from ..metrics import ErrorReport, Statistics
 from ..run import TopologyRun
 from ..security import admit_only_run, run_keys, serve_to_run
+from ..statistics import Statistics
 from ..worker import Activity
 from .wire import (
     HEARTBEAT_MS,

@@ -12,7 +12,7 @@ from typing import Any
 
 import brokerless as zmq
 
-from ..metrics import ErrorReport
+from ..errorlog import ErrorReport
 from ..security import RunKeys, connect_to_run
 from ..worker import Worker
 from .wire import (

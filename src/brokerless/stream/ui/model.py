@@ -3,7 +3,7 @@
 ``/api/topology`` (:func:`describe_topology`) is the plan, which never changes during a run:
 components (kind, executors with their tasks, declared streams), the edges between them with
 their groupings, and the config.  ``/api/stats`` (:func:`describe_stats`) is the live part:
-:class:`~brokerless.stream.metrics.Statistics` as a dict (per component, per executor, per
+:class:`~brokerless.stream.statistics.Statistics` as a dict (per component, per executor, per
 worker; components and executors with their ``capacity``, a bolt's process latency, and
 their figures over each time window, ``windows``), whether the spouts emit (``active``), the
 errors with their tracebacks, and the run's attempts (a Spark run restarts the whole topology
@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from ..component import ComponentKind
 from ..errorlog import ErrorList
-from ..metrics import Statistics
 from ..plan import TopologyPlan
+from ..statistics import Statistics
 
 #: Errors listed by ``/api/stats`` (the newest of those the run keeps, each task's latest;
 #: ``errors_total`` counts every error reported).
