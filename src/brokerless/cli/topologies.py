@@ -23,9 +23,9 @@ then too, showing how far it got.  While it runs, a run is findable by name (the
 127.0.0.1 (a free port) for this even without ``--ui``: ``ps``, ``activate``, ``deactivate``
 and ``kill`` (``control.py``) do it from another shell.  A killed run stops after the kill's
 wait and ends as a finished one does (``run`` prints its report, ``"killed": true``; status 0;
-``ui`` keeps its page).  ``list`` shows the topologies a module defines.  A module is
-looked up in the current directory first, as ``python -m`` does.  ``worker`` (hidden) is what
-``run`` starts: one worker process, its job read from stdin.
+``ui`` keeps its page).  ``list`` shows the topologies a module defines (``listing.py``).  A
+module is looked up in the current directory first, as ``python -m`` does.  ``worker``
+(hidden) is what ``run`` starts: one worker process, its job read from stdin.
 """
 
 from __future__ import annotations
@@ -33,21 +33,17 @@ from __future__ import annotations
 import errno
 import functools
 import json
-import os
-import pkgutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from brokerless.error import ZMQError
-from brokerless.stream import sparse
 from brokerless.stream.component import DEFAULT_STREAM, ComponentKind
 from brokerless.stream.local import run_local
 from brokerless.stream.multiprocess import run_multiprocess
@@ -58,6 +54,7 @@ from brokerless.stream.topology import Topology, TopologyError, load_topology
 from brokerless.stream.worker_process import worker_main
 
 from .control import COMMANDS as CONTROL_COMMANDS
+from .listing import from_current_directory, list_
 from .runner import Program, Terminated, run_command, sigterm_interrupts
 from .status import INTERRUPTED, TERMINATED
 from .throughput import monitor
@@ -70,21 +67,12 @@ _PROGRESS_EVERY = 0.5  # seconds between progress lines on a terminal
 #: The longest a wait for Ctrl-C sleeps at a time (seconds): the kernel may hand SIGINT to any
 #: thread, and Python runs the handler in the main thread only when that thread next wakes.
 _WAKE_EVERY = 0.2
-_EXAMPLES = "brokerless.stream.examples"
-
-
-def _from_current_directory() -> None:
-    """Import modules from the current directory first, as ``python -m`` does (a console
-    script's sys.path starts with the script's own folder instead)."""
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
 
 
 def _load(reference: str) -> tuple[Topology, TopologyPlan]:
     """The topology ``reference`` names, and its plan (a topology that cannot be built, a
     checkpointed one without replayable spouts say, is an error saying why)."""
-    _from_current_directory()
+    from_current_directory()
     try:
         topology = load_topology(reference)
         return topology, topology.build()
@@ -184,9 +172,7 @@ class RunOptions:
 
     def _start(self, topology: Topology, capture: bool, ui: UIAddress) -> TopologyRun:
         if self.mode == "local":
-            return run_local(
-                topology, workers=self.workers, capture=capture, ui=ui, register=False
-            )
+            return run_local(topology, workers=self.workers, capture=capture, ui=ui, register=False)
         if self.mode == "spark":
             try:
                 from brokerless.spark import run_on_spark
@@ -467,72 +453,13 @@ def _until_ctrl_c() -> None:
         idle.wait(_WAKE_EVERY)
 
 
-@stream.command(
-    name="list",
-    epilog="""\b
-Examples:
-  brokerless stream list                   # brokerless.stream.examples
-  brokerless stream list mytopologies      # mytopologies.py here, or an installed module""",
-)
-@click.argument("modules", nargs=-1)
-def list_(modules: tuple[str, ...]) -> None:
-    """Show the topologies MODULES define (default: the built-in examples), as
-    module:name with their components; for a package, those of its modules."""
-    _from_current_directory()
-    for module_name in modules or (_EXAMPLES,):
-        module = _import(module_name)
-        found = _list_topologies(module)
-        for info in sorted(pkgutil.iter_modules(getattr(module, "__path__", ()))):
-            found += _list_topologies(_import(f"{module_name}.{info.name}"))
-        if not found:
-            click.echo(
-                f"{module_name} defines no topology (a Topology, or a streamparse Topology "
-                "class, at its top level)",
-                err=True,
-            )
-
-
-def _import(module_name: str) -> Any:
-    try:
-        return import_module(module_name)
-    except ImportError as exc:
-        raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
-
-
-def _list_topologies(module: Any) -> int:
-    """Print the topologies ``module`` defines; how many."""
-    found = 0
-    for name, value in vars(module).items():
-        if _dsl_class_of(value, module.__name__):  # streamparse's DSL: the class is the topology
-            value = value.topology()
-        if isinstance(value, Topology):
-            parts = ", ".join(
-                f"{c.name} ({c.kind} x{len(c.executors)})"
-                for c in value.build().components.values()
-                if not c.name.startswith("__")
-            )
-            click.echo(f"{module.__name__}:{name}\t{value.name}: {parts}")
-            found += 1
-    return found
-
-
-def _dsl_class_of(value: Any, module_name: str) -> bool:
-    """Whether ``value`` is a topology class of streamparse's DSL defined in that module."""
-    return (
-        isinstance(value, type)
-        and issubclass(value, sparse.Topology)
-        and value is not sparse.Topology
-        and value.__module__ == module_name
-    )
-
-
 @stream.command(hidden=True)
 def worker() -> int:
     """(internal) One worker process of a multi-process run; its job on stdin."""
     return worker_main()
 
 
-for _command in [*CONTROL_COMMANDS, monitor]:
+for _command in [*CONTROL_COMMANDS, monitor, list_]:
     stream.add_command(_command)
 
 
