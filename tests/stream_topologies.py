@@ -12,6 +12,7 @@ from typing import Any
 from brokerless.stream import (
     BatchingBolt,
     Bolt,
+    SequenceSpout,
     SerializationError,
     Spout,
     StatefulBolt,
@@ -99,6 +100,71 @@ class GatedValueSpout(ValueSpout):
         emitted = len(self.values) - len(self.todo)
         if emitted < self.first or os.path.exists(self.gate):
             super().next_tuple()
+
+
+class GatedSequenceSpout(SequenceSpout):
+    """A SequenceSpout whose tasks each emit their first ``first`` tuples, then the rest only
+    once the file ``gate`` exists (a gate across processes)."""
+
+    def __init__(
+        self, tuples: Sequence[Sequence[Any]], fields: Sequence[str], first: int, gate: str
+    ) -> None:
+        super().__init__(tuples, fields)
+        self.first, self.gate = first, gate
+
+    def next_tuple(self) -> None:
+        if self.position() < self.first or os.path.exists(self.gate):
+            super().next_tuple()
+
+
+class DurableSpout(Spout):
+    """Emits 0 .. ``n`` - 1 reliably (task i of k: i, i + k, ...), once ``gate`` exists all of
+    them, before that the first ``first`` of each task; replays failures.  Like a Kafka spout
+    that commits offsets, each task appends what was acked to ``<log_dir>/acked-<task>`` and,
+    when opened again (a rebalance, a restart), emits only what was never acked: one line per
+    ack in those files, whatever the run did."""
+
+    outputs = ["value"]
+
+    def __init__(self, n: int, log_dir: str, first: int, gate: str) -> None:
+        self.n, self.log_dir, self.first, self.gate = n, log_dir, first, gate
+
+    def open(self, conf: Any, context: Any) -> None:
+        k = len(context.get_component_tasks(context.component_id))
+        self.log = os.path.join(self.log_dir, f"acked-{context.task_id}")
+        done = set(acked_values(self.log))
+        self.todo = [v for v in range(context.task_index, self.n, k) if v not in done]
+        self.todo.reverse()
+        self.emitted = 0
+        self.in_flight: set[int] = set()
+
+    def next_tuple(self) -> None:
+        if self.todo and (self.emitted < self.first or os.path.exists(self.gate)):
+            value = self.todo.pop()
+            self.emitted += 1
+            self.in_flight.add(value)
+            self.emit([value], msg_id=value)
+
+    def ack(self, msg_id: Any) -> None:
+        self.in_flight.discard(msg_id)
+        with open(self.log, "a") as log:
+            log.write(f"{msg_id}\n")
+
+    def fail(self, msg_id: Any) -> None:
+        self.in_flight.discard(msg_id)
+        self.todo.append(msg_id)
+
+    def exhausted(self) -> bool:
+        return not self.todo and not self.in_flight
+
+
+def acked_values(path: str) -> list[int]:
+    """What a DurableSpout's ack log ``path`` holds, in order (one entry per ack)."""
+    try:
+        with open(path) as log:
+            return [int(line) for line in log]
+    except FileNotFoundError:
+        return []
 
 
 class Recorder(Bolt):

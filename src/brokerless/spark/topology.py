@@ -31,7 +31,16 @@ looks, and finds the new attempt, or the run's failure, when the supervisor has 
           |    +---Spark refused: slots----+  +------ job ended -------------+
           |                                        |
           +---- worker lost, attempts left --------+---- otherwise ----> FAILED
+          |
+          +---- the job ended (or was cancelled) ---- REBALANCING <--rebalance()-- RUNNING
     (any phase) --stop()--> STOPPED
+
+*Rebalance* (``TopologyRun.rebalance``): once the spouts are deactivated and the tuples in
+flight done, the supervisor tells the workers to stop (``REBALANCING``), cancels their job if it
+has not ended ``_STOP_TIMEOUT`` seconds later, and waits for slots for the new plan's attempt,
+whose tasks get the new config and restore the checkpoint taken for it; what the earlier
+attempts reported is kept.  An in-process master never gains slots: a rebalance to more
+workers than it has is refused before anything stops.
 
 *Slots.*  A barrier stage runs all its tasks at once or not at all, so an attempt is submitted
 only when Spark has a task slot for every worker (:func:`task_slots`, what Spark's own barrier
@@ -105,6 +114,7 @@ from pyspark.sql import SparkSession
 from brokerless.stream import Config, Topology, TopologyError
 from brokerless.stream.control import ControlledRun, Kind, WorkerProcessError, close_control
 from brokerless.stream.messaging import tcp_endpoint
+from brokerless.stream.plan import TopologyPlan
 from brokerless.stream.run import plan_for, with_ui
 from brokerless.stream.testing import CompletedTopology, finite_topology, run_to_completion
 from brokerless.stream.topology import load_topology
@@ -137,6 +147,7 @@ log = logging.getLogger("brokerless.spark")
 
 _TICK = 0.1  # seconds between the background thread's looks at a run nobody is asking
 _SLOT_POLL = 0.5  # seconds between counts of Spark's task slots while the run waits for them
+_STOP_TIMEOUT = 10.0  # seconds a rebalance gives the workers to stop before it cancels them
 
 
 class Phase(enum.Enum):
@@ -145,6 +156,7 @@ class Phase(enum.Enum):
     WAITING_FOR_SLOTS = "waiting for task slots"
     STARTING = "starting"
     RUNNING = "running"
+    REBALANCING = "rebalancing"
     STOPPED = "stopped"
     FAILED = "failed"
 
@@ -175,6 +187,9 @@ class SparkRun(ControlledRun):
             raise ValueError(f"max_attempts must be an integer >= 1, not {max_attempts!r}")
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
+        self._definition = definition
+        #: A rebalance asked for (the plan, its cause), until its attempt is submitted.
+        self._rebalance_to: tuple[TopologyPlan, str] | None = None
         if plan.checkpointed and plan.config.checkpoint_dir is None:
             raise TopologyError(
                 f"topology {plan.name!r} has stateful bolts: on Spark it needs a checkpoint "
@@ -279,6 +294,9 @@ class SparkRun(ControlledRun):
         if self.phase is Phase.WAITING_FOR_SLOTS:
             if now >= self._next_count:
                 self._count_slots(now)
+            return
+        if self._rebalance_to is not None and self.phase in (Phase.RUNNING, Phase.REBALANCING):
+            self._rebalance_step(now)
             return
         lost = self.state.lost  # a checkpointed topology's task failed: roll back
         if lost:
@@ -425,6 +443,51 @@ class SparkRun(ControlledRun):
         if coordinator is not None:  # roll back: what the lost attempt reported stays
             self._restore = coordinator.restart()
         self._new_attempt(self.workers, keep_events=coordinator is not None)
+        self._await_slots(now)
+
+    def _check_rebalance(self, plan: TopologyPlan) -> None:
+        """An in-process master never gains task slots: refuse more workers than it has."""
+        sc = self.spark.sparkContext
+        n = plan.config.num_workers
+        if in_process(master_url(sc)) and task_slots(sc) < n:
+            raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
+
+    def _swap(self, plan: TopologyPlan, cause: str) -> None:
+        """A rebalance: the supervisor, which owns the attempts, ends this one and submits
+        ``plan``'s (:meth:`_rebalance_step`); wait until its workers run."""
+        with self._lock:
+            self._rebalance_to = (plan, cause)
+        self._wait(
+            lambda: self._rebalance_to is None and self.phase is Phase.RUNNING,
+            None,
+            "a rebalance",
+        )
+
+    def _rebalance_step(self, now: float) -> None:
+        """One step of a rebalance: tell the workers to stop (REBALANCING), then -- once
+        their job ended, or was cancelled ``_STOP_TIMEOUT`` seconds later -- wait for slots
+        for the new plan's attempt, keeping what this one captured and reported."""
+        assert self._rebalance_to is not None and self._job is not None
+        job = self._job
+        if self.phase is Phase.RUNNING:
+            for index in range(self.workers):
+                self._send(index, (Kind.STOP,))
+            self.phase = Phase.REBALANCING
+            self._stop_deadline = now + _STOP_TIMEOUT
+            return
+        if not job.finished.is_set():
+            if now >= self._stop_deadline:
+                self.spark.sparkContext.cancelJobGroup(job.group)
+                self._stop_deadline = float("inf")  # (cancelled once: its end comes)
+            return
+        plan, cause = self._rebalance_to
+        self._rebalance_to = None
+        self._restore = self._rebalanced(plan, cause)
+        # pyspark's own copy of cloudpickle has no annotations
+        self._job_template["topology"] = cloudpickle.dumps(  # type: ignore[no-untyped-call]
+            (self._definition, plan.config)
+        )
+        self._new_attempt(plan.config.num_workers, keep_events=True)
         self._await_slots(now)
 
     def _give_up(self, failure: BaseException) -> NoReturn:

@@ -110,6 +110,10 @@ class Config:
     #: BENCHMARKS.md) -- for a machine the run has to itself: two runs spread alike share
     #: the same CPUs.
     worker_cpus: WorkerCpus = None
+    #: Executors of a component in place of the parallelism it was declared with, at most
+    #: its tasks (which never change): what ``TopologyRun.rebalance`` and ``brokerless
+    #: stream rebalance -e COMPONENT=N`` set, as Storm's rebalance does.
+    parallelism: Mapping[str, int] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Config:

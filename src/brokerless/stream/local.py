@@ -10,7 +10,9 @@ modes).  Threads cannot be killed: a hung one is left behind (its threads are da
 in ``hung_threads``), and the restart's cause in ``run.restarts`` (and the run's error, after
 the last attempt) shows the stack of each executor thread that was in a component's code.
 A round of reports that finds a failed worker does this at once instead (or raises,
-after the last attempt): a run is never done with a failed task.
+after the last attempt): a run is never done with a failed task.  A rebalance
+(``TopologyRun.rebalance``) stops every worker too and starts the new plan's, keeping what the
+stopped ones captured and reported.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .config import Config
 from .control import WorkerProcessError
 from .errorlog import ErrorList, ErrorLog
 from .messaging import LocalMessaging, LocalNetwork
+from .plan import TopologyPlan
 from .run import TopologyRun, plan_for, with_ui
 from .statistics import Statistics
 from .topology import Topology
@@ -53,6 +56,7 @@ class LocalRun(TopologyRun):
         max_attempts: int = 3,
     ) -> None:
         plan = plan_for(topology, workers, config)
+        self._definition = topology
         self._temporary: str | None = None
         if plan.checkpointed and plan.config.checkpoint_dir is None:
             self._temporary = tempfile.mkdtemp(prefix="brokerless-checkpoints-")
@@ -181,6 +185,22 @@ class LocalRun(TopologyRun):
         self.attempt += 1
         self.epoch = self.attempt
         self._start_workers(None if coordinator is None else coordinator.restart())
+
+    def _swap(self, plan: TopologyPlan, cause: str) -> None:
+        """A rebalance: stop every worker and start ``plan``'s, keeping what the stopped ones
+        captured and reported."""
+        with self._lock:
+            self._raise_failure()
+            if self._stopped.is_set():
+                raise RuntimeError(f"topology {self.plan.name!r} stopped while rebalancing")
+            for worker in self.workers:
+                self.hung_threads += worker.stop()
+                self._lost_errors.absorb(worker.errors)
+            self._earlier += self.workers
+            restore = self._rebalanced(plan, cause)
+            self.attempt += 1
+            self.epoch = self.attempt
+            self._start_workers(restore)
 
     def _pause(self, seconds: float) -> None:
         self._stopped.wait(seconds)

@@ -34,7 +34,9 @@ checkpoint, then the run ends with :class:`WorkerProcessError` (a plain run's st
 times out: TimeoutError).  One loop owns the attempts (:meth:`MultiprocessRun._run_attempts`:
 start, decide, start the next): looking at the control channel only notes a loss, and the
 run's supervisor thread, which also drives the checkpoints, is what then calls that loop;
-questions wait for the new attempt.
+questions wait for the new attempt.  A rebalance (``TopologyRun.rebalance``) goes through the
+supervisor too: it stops the workers as ``stop()`` does (their last reports are taken), and
+starts the new plan's attempt, its job carrying the new config, keeping what was captured.
 
 No orphans: a worker exits when the driver's process ends, whatever ended it (see
 ``worker_process.py``); on Ctrl-C the driver stops the workers.  ``stop()`` asks each worker to
@@ -60,6 +62,7 @@ from .affinity import worker_cpu_sets
 from .config import Config
 from .control import AttemptState, ControlledRun, Kind, WorkerProcessError
 from .main_module import check_not_preparing, describe_main, dumps_with_main
+from .plan import TopologyPlan
 from .run import plan_for, with_ui
 from .topology import Topology, TopologyError, load_topology
 from .worker_process import write_job
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["MultiprocessRun", "WorkerProcessError", "run_multiprocess"]
 
 _PACKAGE_ROOT = str(Path(zmq.__file__).resolve().parent.parent)
+_STOP_TIMEOUT = 10.0  # seconds the workers get to stop and report before they are killed
 
 
 class MultiprocessRun(ControlledRun):
@@ -95,6 +99,8 @@ class MultiprocessRun(ControlledRun):
         main = describe_main()
         definition = load_topology(topology) if isinstance(topology, str) else topology
         self.plan = plan = plan_for(definition, workers, config)  # mistakes show up here
+        self._definition = definition
+        self._main = main
         #: The CPUs each worker keeps to (None: the scheduler's choice)
         self._worker_cpus = worker_cpu_sets(plan.config.worker_cpus, plan.config.num_workers)
         if isinstance(topology, str):
@@ -115,6 +121,8 @@ class MultiprocessRun(ControlledRun):
         #: Why the current attempt lost a worker (None: it has not): the supervisor starts
         #: the next one (:meth:`_run_attempts`).
         self._lost_cause: str | None = None
+        #: A rebalance asked for (the plan, its cause): the supervisor starts its attempt.
+        self._rebalance_to: tuple[TopologyPlan, str] | None = None
         self._starting = False  # an attempt's workers are being started: not asked anything
         self._directory = tempfile.mkdtemp(prefix="brokerless-stream-")
         if plan.checkpointed and plan.config.checkpoint_dir is None:
@@ -160,25 +168,27 @@ class MultiprocessRun(ControlledRun):
 
     # -- attempts: one loop starts them all ------------------------------------------------------
 
-    def _run_attempts(self, restore: int | None) -> None:
+    def _run_attempts(self, restore: int | None, keep_events: bool = False) -> None:
         """Start an attempt (restoring checkpoint ``restore``); while the attempt being started
         loses a worker, decide (:meth:`_next_attempt`) and start the next.  The only code that
         starts workers: at the start, and from the supervisor after a running attempt lost
         one (:meth:`_supervise_once`).  Looking at the control channel meanwhile only records
-        a loss (:meth:`_check_alive`), so nothing here runs inside itself."""
+        a loss (:meth:`_check_alive`), so nothing here runs inside itself.  ``keep_events``:
+        what the previous attempt captured stays (a rebalance's; a checkpointed run's always)."""
         while True:
-            cause = self._start_attempt(restore)
+            cause = self._start_attempt(restore, keep_events)
             if cause is None:
                 with self._attempt_changed:
                     self._attempt_changed.notify_all()
                 return
             restore = self._next_attempt(cause)
+            keep_events = False
 
-    def _start_attempt(self, restore: int | None) -> str | None:
+    def _start_attempt(self, restore: int | None, keep_events: bool) -> str | None:
         """Start the worker processes of a new attempt and wait until they all run; returns
         None, or why the attempt lost a worker before that."""
         n = self.plan.config.num_workers
-        state = self._spawn(n, restore)
+        state = self._spawn(n, restore, keep_events)
         self._starting = True
         try:
             return self._await_start(state, n)
@@ -212,14 +222,14 @@ class MultiprocessRun(ControlledRun):
             )
         return self._lost_cause
 
-    def _spawn(self, n: int, restore: int | None) -> AttemptState:
+    def _spawn(self, n: int, restore: int | None, keep_events: bool) -> AttemptState:
         """End the previous attempt's processes; start a new attempt's; returns what the
         driver hears from them."""
         _end(self.processes)
         self.processes.clear()
         # a rollback keeps what the lost attempt captured; a plain topology starts over (the
         # errors are kept either way)
-        self._new_attempt(n, keep_events=self._coordinator is not None)
+        self._new_attempt(n, keep_events=keep_events or self._coordinator is not None)
         self._lost_cause = None
         for index in range(n):
             process = subprocess.Popen(
@@ -292,8 +302,34 @@ class MultiprocessRun(ControlledRun):
     def _accepting_questions(self) -> bool:
         return self._lost_cause is None and not self._starting
 
+    def _swap(self, plan: TopologyPlan, cause: str) -> None:
+        """A rebalance: the supervisor, which owns the attempts, starts ``plan``'s
+        (:meth:`_start_rebalanced`); wait until its workers run."""
+        with self._lock:
+            self._rebalance_to = (plan, cause)
+        self._wait(
+            lambda: self._rebalance_to is None and self._accepting_questions(), None, "a rebalance"
+        )
+
+    def _start_rebalanced(self, plan: TopologyPlan, cause: str) -> None:
+        """Stop the workers as ``stop()`` does (their last reports are taken), then start
+        ``plan``'s, keeping what the stopped ones captured."""
+        running = [i for i, p in enumerate(self.processes) if p.poll() is None]
+        self._stop_workers(
+            running, _STOP_TIMEOUT, lambda: any(p.poll() is None for p in self.processes)
+        )
+        restore = self._rebalanced(plan, cause)
+        self._job["config"] = dumps_with_main(plan.config, self._main)
+        self._worker_cpus = worker_cpu_sets(plan.config.worker_cpus, plan.config.num_workers)
+        self._run_attempts(restore, keep_events=True)
+
     def _supervise_once(self) -> None:
         super()._supervise_once()
+        rebalance = self._rebalance_to
+        if rebalance is not None and not self._stopped:
+            self._start_rebalanced(*rebalance)
+            self._rebalance_to = None
+            return
         cause = self._lost_cause
         if cause is not None and not self._stopped:
             # a new attempt: a question waiting for answers is asked again of its workers
@@ -301,7 +337,7 @@ class MultiprocessRun(ControlledRun):
             # each other (epoch)
             self._run_attempts(self._next_attempt(cause))
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
         """Stop the workers, collect their final reports, end the processes."""
         self._stop_supervisor()
         with self._lock:

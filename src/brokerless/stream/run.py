@@ -28,6 +28,19 @@ topology's from the start -- until ``max_attempts`` in a row complete no checkpo
 waits on it next (and is ``run.failure``); so is anything else that ends the supervisor
 (starting a process failed, say): nothing would move the run on after it.
 
+Rebalance
+---------
+:meth:`TopologyRun.rebalance` is Storm's: the new plan is built first (``Config.num_workers``
+and ``Config.parallelism``, the executors of some components; the tasks never change, so a
+task's state and its place in a fields grouping stay), so a bad argument raises before
+anything stops; then the spouts are deactivated, the run waits for the tuples in flight
+(``_drain``: up to the wait, less once the reports show none pending, queued or moving), a
+checkpointed run takes a checkpoint, and the mode swaps its workers (``_swap``: every worker
+stops and the new plan's start as a new attempt -- in multi-process and Spark mode through the
+supervisor, which owns the attempts -- restoring that checkpoint, or the last complete one,
+as a rollback does).  ``restarts`` records the swap (``_rebalanced``) but it is no lost
+attempt: ``max_attempts`` does not count it.
+
 The live UI
 -----------
 Every kind of run can serve the topology UI (``stream/ui``): ``open_ui`` starts it, the
@@ -41,10 +54,12 @@ mode's ``stop`` calls :meth:`TopologyRun._unregister`.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checkpoint import CheckpointCoordinator, CheckpointStatistics, Step, TaskAck
@@ -56,6 +71,8 @@ from .statistics import Statistics
 from .storage import open_storage
 from .topology import Topology
 from .worker import Activity
+
+log = logging.getLogger("brokerless.stream")
 
 _SUPERVISE_EVERY = 0.02  # seconds between the supervisor's looks at a run
 
@@ -114,6 +131,11 @@ class TopologyRun(ABC):
     #: UI (``registration.py``; each mode's ``stop`` calls ``_unregister``).
     registration: Registration | None = None
     control_server: TopologyUI | None = None
+    #: The topology the run was started with (a rebalance builds its new plan from it).
+    _definition: Topology
+    #: What a rebalance under way changes (``"workers 2 -> 3"``), or None.
+    rebalancing: str | None = None
+    _resume_active = True  # whether the spouts emit again after the rebalance under way
     #: How it runs: "local", "multiprocess" or "spark".
     mode: str
     #: The current set of workers (1 at first; a rollback or a lost worker starts another);
@@ -152,13 +174,13 @@ class TopologyRun(ABC):
         """Storm's ``storm deactivate``: the spouts emit nothing more (``next_tuple`` is not
         called; each task gets ``deactivate()``) until ``activate()``; the tuples in flight
         are still processed, acked, failed and timed out.  Workers started again later (a
-        rollback) start deactivated too."""
-        self.active = False
+        rollback) start deactivated too, and so does a rebalance under way at the end."""
+        self.active = self._resume_active = False
         self._tell_active()
 
     def activate(self) -> None:
         """Storm's ``storm activate``: the spouts emit again (each task gets ``activate()``)."""
-        self.active = True
+        self.active = self._resume_active = True
         self._tell_active()
 
     @abstractmethod
@@ -221,6 +243,157 @@ class TopologyRun(ABC):
                     f"{self._last_wave}{said}"
                 )
             self._pause(min(self.poll_interval, remaining))
+
+    # -- rebalance -----------------------------------------------------------------------------
+
+    def rebalance(
+        self,
+        wait: float | None = None,
+        workers: int | None = None,
+        parallelism: Mapping[str, int] | None = None,
+        *,
+        block: bool = True,
+    ) -> str:
+        """Storm's ``storm rebalance``: run the topology on ``workers`` workers and/or with
+        ``parallelism`` executors of some components (``{"count": 4}``: at most each one's
+        tasks, which never change); returns what changed (``"workers 2 -> 3"``) when the
+        new layout runs -- or, with ``block=False``, at once, the rest going on in a thread of
+        its own (``rebalancing`` says what it changes until it is done).
+
+        The spouts are deactivated; the run waits up to ``wait`` seconds (default: the
+        topology's ``message_timeout_secs``) for the tuples in flight to finish -- less once
+        no spout tuple is pending and nothing is queued or moving; a checkpointed run then
+        takes a checkpoint; every worker stops and the new layout's workers start, a
+        checkpointed run's from that checkpoint (or, if it could not complete, the last
+        complete one: as a rollback, no loss and no double counting), each spout task of a
+        plain run opened again (what did not complete is for its source to replay, as in
+        Storm).  The spouts are then active again if they were.  The swap is a new
+        ``attempt``, its cause in ``restarts``, and not a failure (it does not count toward
+        ``max_attempts``); what earlier attempts captured and reported is kept.
+
+        Raises ValueError (``TopologyError``) for an unknown component, a parallelism below 1
+        or above the component's tasks, ``workers`` below 1 or nothing to change, and
+        RuntimeError when the run has stopped or is rebalancing already -- before anything
+        stops."""
+        plan, change = self._rebalanced_plan(workers, parallelism)
+        if wait is None:
+            wait = self.plan.config.message_timeout_secs
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
+            raise ValueError(f"rebalance: wait must be a number of seconds >= 0, not {wait!r}")
+        with self._lock:
+            self._raise_failure()
+            if self.stopped:
+                raise RuntimeError(f"topology {self.plan.name!r} has stopped: nothing to rebalance")
+            if self.rebalancing is not None:
+                raise RuntimeError(
+                    f"topology {self.plan.name!r} is being rebalanced already "
+                    f"({self.rebalancing}): wait until that is done"
+                )
+            self.rebalancing = change
+        if block:
+            self._rebalance(plan, change, wait)
+        else:
+            threading.Thread(
+                target=self._rebalance_in_background,
+                args=(plan, change, wait),
+                name=f"{self.plan.name}:rebalance",
+                daemon=True,
+            ).start()
+        return change
+
+    def _rebalance(self, plan: TopologyPlan, change: str, wait: float) -> None:
+        """The rebalance to ``plan`` that ``rebalance`` checked (see there)."""
+        self._resume_active, self.active = self.active, False
+        try:
+            self._tell_active()
+            self._drain(wait)
+            if self._coordinator is not None:
+                try:
+                    self.checkpoint(plan.config.checkpoint_timeout_secs)
+                except TimeoutError:
+                    pass  # the new workers restore the last complete checkpoint instead
+            self._swap(plan, f"rebalanced: {change}")
+        finally:
+            self.rebalancing = None
+            if self._resume_active and not self.stopped:
+                self.activate()
+
+    def _rebalanced_plan(
+        self, workers: int | None, parallelism: Mapping[str, int] | None
+    ) -> tuple[TopologyPlan, str]:
+        """The plan a rebalance to ``workers`` and ``parallelism`` runs, and what it changes
+        (``"workers 2 -> 3, 'count' executors 2 -> 4"``); raises ValueError for bad input."""
+        name, config = self.plan.name, self.plan.config
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise ValueError(
+                f"rebalance of {name!r}: workers must be an integer >= 1, not {workers!r}"
+            )
+        executors = dict(config.parallelism)
+        executors.update(parallelism or {})
+        new = config.replace(
+            num_workers=config.num_workers if workers is None else workers, parallelism=executors
+        )
+        plan = self._definition.build(new)  # (an unknown component, too many executors: raise)
+        changes = []
+        if new.num_workers != config.num_workers:
+            changes.append(f"workers {config.num_workers} -> {new.num_workers}")
+        for component in parallelism or {}:
+            before = len(self.plan.components[component].executors)
+            after = len(plan.components[component].executors)
+            if after != before:
+                changes.append(f"{component!r} executors {before} -> {after}")
+        if not changes:
+            raise ValueError(
+                f"rebalance of {name!r} changes nothing: it runs {config.num_workers} worker(s) "
+                "and those executors already; give other workers or parallelism"
+            )
+        self._check_rebalance(plan)
+        return plan, ", ".join(changes)
+
+    def _rebalance_in_background(self, plan: TopologyPlan, change: str, wait: float) -> None:
+        try:
+            self._rebalance(plan, change, wait)
+        except Exception:  # the run stopped or failed meanwhile: its own state says so
+            log.warning("%s: rebalance (%s) not done", self.plan.name, change, exc_info=True)
+
+    def _check_rebalance(self, plan: TopologyPlan) -> None:  # noqa: B027 (most modes: none)
+        """Raise ValueError if this run cannot run ``plan`` (a mode's own limits)."""
+
+    def _drain(self, wait: float) -> None:
+        """Wait up to ``wait`` seconds (less when the run has stopped) for the tuples in
+        flight to finish: until no spout has a tuple pending and two rounds of reports in a
+        row find nothing queued or moving, and the same totals."""
+        deadline = time.monotonic() + wait
+        last: _Totals | None = None
+        while not self.stopped and (remaining := deadline - time.monotonic()) > 0:
+            wave = self.activity()
+            totals = (
+                sum(a.enqueued for a in wave),
+                sum(a.dequeued for a in wave),
+                sum(a.sent for a in wave),
+                sum(a.received for a in wave),
+            )
+            pending = sum(c.pending for c in self.statistics().components.values())
+            quiet = pending == 0 and totals[0] == totals[1] and totals[2] == totals[3]
+            if quiet and totals == last:
+                return
+            last = totals if quiet else None
+            self._pause(min(self.poll_interval, remaining))
+
+    @abstractmethod
+    def _swap(self, plan: TopologyPlan, cause: str) -> None:
+        """Stop every worker and start ``plan``'s (a new attempt, ``cause`` in ``restarts``;
+        a checkpointed run's restoring its last complete checkpoint); return when they run."""
+
+    def _rebalanced(self, plan: TopologyPlan, cause: str) -> int | None:
+        """The bookkeeping of a swap: ``plan`` is the run's, ``cause`` is recorded (not as a
+        lost attempt); returns the checkpoint the new workers restore (None: none)."""
+        self.restarts.append(f"attempt {self.attempt}: {cause}")
+        self.plan = plan
+        coordinator = self._coordinator
+        return None if coordinator is None else coordinator.restart()
 
     # -- checkpoints ---------------------------------------------------------------------------
 

@@ -165,6 +165,7 @@ class _Planner:
         for d in declarations:
             self.check_declaration(d, seen)
             seen.add(d.name)
+        self.check_parallelism(declarations)
         kinds = {d.name: d.kind for d in declarations}
         streams: dict[str, dict[str, Stream]] = {}
         finite: dict[str, bool] = {}
@@ -208,6 +209,25 @@ class _Planner:
             raise self.error(f"{where}: {d.factory!r} is not a class or a factory function")
         if d.kind is ComponentKind.BOLT and not d.inputs:
             raise self.error(f"bolt {d.name!r} has no inputs: pass inputs={{'spout': shuffle()}}")
+
+    def check_parallelism(self, declarations: list[_Declaration]) -> None:
+        """``Config.parallelism``: executors of declared components, each from 1 to its
+        tasks."""
+        tasks = {d.name: d.tasks or d.parallelism for d in declarations}
+        for name, executors in self.config.parallelism.items():
+            if name not in tasks:
+                known = ", ".join(repr(n) for n in tasks)
+                raise self.error(f"parallelism of {name!r}: it has no such component ({known})")
+            if isinstance(executors, bool) or not isinstance(executors, int) or executors < 1:
+                raise self.error(
+                    f"parallelism of {name!r} must be an integer >= 1, not {executors!r}"
+                )
+            if executors > tasks[name]:
+                raise self.error(
+                    f"parallelism of {name!r} must be at most its tasks ({tasks[name]}), not "
+                    f"{executors}: a component's tasks never change (its state and fields "
+                    "grouping are per task); declare it with tasks=N to allow up to N executors"
+                )
 
     def inspect(self, d: _Declaration) -> tuple[dict[str, Stream], bool, Component]:
         """Make one instance to read the declared outputs (and check the type); returns the
@@ -352,7 +372,13 @@ class _Planner:
         executors: list[ExecutorPlan] = []
         next_task = 1
         layout: list[tuple[str, ComponentKind, Callable[[], Component] | None, int, int]] = [
-            (d.name, d.kind, d.factory, d.parallelism, d.tasks or d.parallelism)
+            (
+                d.name,
+                d.kind,
+                d.factory,
+                self.config.parallelism.get(d.name, d.parallelism),
+                d.tasks or d.parallelism,
+            )
             for d in declarations
         ]
         ackers = self.config.ackers
