@@ -13,19 +13,23 @@ import pytest
 from brokerless.stream import Config, Topology, TopologyError, fields, run_local, shuffle
 from brokerless.stream.multiprocess import run_multiprocess
 from brokerless.stream.run import TopologyRun
+from brokerless.stream.ui.server import ACTION_HEADER
 
 from .live_input import counted
 from .stream_topologies import (
     Counter,
     DurableSpout,
     GatedSequenceSpout,
+    HoldValue,
     Relay,
+    ReliableCounter,
     Sink,
     StatefulCount,
     WordSplit,
     acked_values,
     wait_for,
 )
+from .test_stream_ui import act, get, refused
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -162,3 +166,53 @@ def test_a_rebalance_is_no_lost_attempt_and_a_stopped_run_has_none():
         assert run.failure is None and run.attempt == 3 and len(run.restarts) == 2
     with pytest.raises(RuntimeError, match="has stopped: nothing to rebalance"):
         run.rebalance(workers=2)
+
+
+def test_the_control_server_rebalances_and_status_shows_the_new_layout():
+    with run_local(counting(), ui=True) as run:
+        api, header = run.ui.url + "api/", {ACTION_HEADER: "1"}
+        assert get(api + "status")["workers"] == 1
+        assert refused(api + "rebalance?workers=2")[0] == 403  # (the header: as for kill)
+        code, reason = refused(api + "rebalance?executors=relay=9", **header)
+        assert code == 400 and "at most its tasks (3)" in reason
+        assert refused(api + "rebalance?executors=relay", **header) == (
+            400,
+            "executors='relay': give COMPONENT=N, N the number of executors",
+        )
+        said = act(api + "rebalance?workers=2&executors=relay%3D3&wait=0", **header)
+        assert said == {"rebalancing": "workers 1 -> 2, 'relay' executors 2 -> 3", "wait_s": 0}
+        wait_for(lambda: get(api + "status")["status"] == "active" and run.attempt == 2)
+        assert get(api + "status")["workers"] == 2
+        topology = get(api + "topology")
+        assert topology["workers"] == 2
+        relay = next(c for c in topology["components"] if c["name"] == "relay")
+        assert len(relay["executors"]) == 3
+        stats = wait_for(lambda: (s := get(api + "stats"))["attempts"]["attempt"] == 2 and s)
+        assert stats["attempts"]["restarts"] == [
+            "attempt 1: rebalanced: workers 1 -> 2, 'relay' executors 2 -> 3"
+        ]
+        run.stop()
+        assert refused(api + "rebalance?workers=1", **header)[0] == 409
+
+
+def test_spouts_deactivated_during_a_rebalance_stay_so_and_the_page_cannot_toggle_them():
+    # value 0 is never acked: the rebalance waits its whole wait for it
+    topology = (
+        Topology("held")
+        .spout("numbers", ReliableCounter)
+        .bolt("hold", partial(HoldValue, 0), inputs=["numbers"])
+    )
+    with run_local(topology, ui=True) as run:
+        api, header = run.ui.url + "api/", {ACTION_HEADER: "1"}
+        assert run.rebalance(wait=5, workers=2, block=False) == "workers 1 -> 2"
+        assert run.rebalancing == "workers 1 -> 2" and not run.active
+        assert get(api + "status")["status"] == "rebalancing"
+        code, reason = refused(api + "activate", **header)
+        assert code == 409 and "is being rebalanced (workers 1 -> 2)" in reason
+        with pytest.raises(RuntimeError, match="is being rebalanced already"):
+            run.rebalance(workers=3)
+        run.deactivate()  # (a kill does so too)
+        wait_for(lambda: run.attempt == 2 and run.rebalancing is None, timeout=60)
+        assert not run.active and get(api + "status") == dict(
+            get(api + "status"), status="inactive", workers=2
+        )

@@ -231,8 +231,10 @@ def test_kill_deactivates_now_and_says_when_the_run_stops_as_storm_ui_does():
         assert get(api + "status") == {
             "name": "live-word-count",
             "status": "active",
+            "workers": 1,
             "killable": False,
             "kill_in_s": None,
+            "rebalancing": None,
         }
         assert refused(api + "kill")[0] == 403
         # not registered, nobody would stop it after the wait: refused, nothing done

@@ -247,6 +247,41 @@ def test_the_kill_button_asks_for_the_wait_and_kills_the_run_as_storm_ui_does(br
     assert spout["emitted"] and spout["acked"] == spout["emitted"] and not spout["failed"]
 
 
+REBALANCE = "setTimeout(() => document.getElementById('rebalance').click());"
+MODE = "return document.getElementById('mode').textContent;"
+
+
+def answer_prompt(browser: WebDriver, starts: str, text: str) -> str:
+    """Wait for the page's dialog that starts with ``starts``, answer ``text``; its text."""
+    asked = wait_for(
+        lambda: (said := prompt_text(browser)) is not None and said.startswith(starts) and said,
+        timeout=30,
+        what=f"the dialog {starts!r}",
+    )
+    browser._call("POST", f"{browser.session}/alert/text", {"text": text})
+    browser._call("POST", f"{browser.session}/alert/accept", {})
+    return str(asked)
+
+
+@pytest.mark.timeout(120)
+def test_the_rebalance_button_asks_for_workers_and_wait_and_the_page_shows_the_new_layout(
+    browser,
+):
+    with run_local(endless_word_count(), ui=True) as run:
+        browser.get(run.ui.url + "?interval=200")
+        wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running")
+        assert browser.script(MODE) == "local, 1 worker"
+        browser.script(REBALANCE)
+        assert answer_prompt(browser, "Rebalance", "2") == (
+            "Rebalance topology live-word-count on how many workers?"
+        )
+        answer_prompt(browser, "Wait up to how many seconds", "0")
+        wait_for(lambda: browser.script(MODE) == "local, 2 workers", timeout=30, what="2 workers")
+        assert run.restarts == ["attempt 1: rebalanced: workers 1 -> 2"]
+        wait_for(lambda: browser.script(STATE) == "running", timeout=30, what="running again")
+        assert run.active
+
+
 CROSS_SITE = """
 window.settled = 0;
 const tries = [{mode: "no-cors", headers: {}}, {mode: "cors", headers: {"X-Brokerless-UI": "1"}}];

@@ -13,7 +13,7 @@ when it loses a worker; ``restarts`` says why each earlier attempt ended).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Protocol
 
@@ -43,8 +43,8 @@ _CONFIG = (
 
 
 class ObservedRun(Protocol):
-    """What the UI reads of a run, and the two things it may do to it: ``deactivate`` and
-    ``activate`` (every ``brokerless.stream.run.TopologyRun`` has them)."""
+    """What the UI reads of a run, and the three things it may do to it: ``deactivate``,
+    ``activate`` and ``rebalance`` (every ``brokerless.stream.run.TopologyRun`` has them)."""
 
     #: "local", "multiprocess" or "spark"
     mode: str
@@ -56,6 +56,8 @@ class ObservedRun(Protocol):
     attempt: int
     max_attempts: int
     restarts: list[str]
+    #: What a rebalance under way changes, or None.
+    rebalancing: str | None
 
     @property
     def plan(self) -> TopologyPlan: ...
@@ -76,6 +78,15 @@ class ObservedRun(Protocol):
     def deactivate(self) -> None: ...
 
     def activate(self) -> None: ...
+
+    def rebalance(
+        self,
+        wait: float | None = None,
+        workers: int | None = None,
+        parallelism: Mapping[str, int] | None = None,
+        *,
+        block: bool = True,
+    ) -> str: ...
 
 
 def describe_topology(run: ObservedRun) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The topology UI's web server: a page, two JSON endpoints and two actions, served from the
-driver.
+"""The topology UI's web server: a page, JSON endpoints and Storm UI's actions, served from
+the driver.
 
 Theory of operation
 -------------------
@@ -9,25 +9,32 @@ it (through a socket pair: no polling, and a run that stops closes it at once). 
 
 * ``/`` -- the page (``static/index.html``, self-contained: its script draws the graph as SVG
   and polls the two endpoints below; nothing is fetched from elsewhere);
-* ``/api/topology`` -- the plan (``model.describe_topology``), computed once;
+* ``/api/topology`` -- the plan (``model.describe_topology``), computed again only when a
+  rebalance has changed it;
 * ``/api/stats`` -- the live figures (``model.describe_stats``), with the state of a kill
   (below);
-* ``/api/status`` -- what ``brokerless stream ps`` shows: the name and the status (``active``,
-  ``inactive``, ``killed``: stopping after a kill's wait, or ``stopped``), read from the run
-  without asking its workers;
+* ``/api/status`` -- what ``brokerless stream ps`` shows: the name, the workers and the status
+  (``active``, ``inactive``, ``rebalancing``, ``killed``: stopping after a kill's wait, or
+  ``stopped``), read from the run without asking its workers;
 
-and it takes three actions, Storm UI's buttons: a POST of ``/api/deactivate`` (the spouts stop
+and it takes four actions, Storm UI's buttons: a POST of ``/api/deactivate`` (the spouts stop
 emitting; the tuples in flight are still processed) or ``/api/activate``, answered with
 ``{"active": ...}``, and ``/api/kill?wait=SECONDS`` -- Storm's kill: the spouts are deactivated
 at once and the run stops after the wait (default: the topology's ``message_timeout_secs``), so
-that the tuples in flight can finish; answered with ``{"killed": true, "wait_s": ...}``.
+that the tuples in flight can finish; answered with ``{"killed": true, "wait_s": ...}``; and
+``/api/rebalance?workers=N&executors=COMPONENT=N&wait=SECONDS`` (``executors`` as often as
+there are components to change) -- Storm's rebalance (``TopologyRun.rebalance``), checked at
+once and carried out in the background; answered with ``{"rebalancing": what changes,
+"wait_s": ...}``, 400 for what the rebalance refuses (the error says why), 409 while another
+is under way or once the run is killed (as Storm refuses it then).
 Whoever runs the topology does the stop: it says it will by setting ``killable`` (``brokerless
 stream run`` and ``stream ui`` do, and wait on ``killed``; a run started from Python does when
 it is registered, and stops itself through ``on_kill``: ``stream/registration.py``); a run
 started with ``register=False`` has no Kill button (it is stopped where it runs).  An action is
 answered 409 once the run has stopped (or, for a kill, when nobody would stop it; for activate
-and deactivate, once it is killed, as Storm refuses them then -- a second kill replaces the
-first's wait), 400 for a wait that is not a number of seconds.  A POST must carry the header
+and deactivate, once it is killed or while it is rebalancing, as Storm refuses them then -- a
+second kill replaces the first's wait, and a kill during a rebalance leaves the spouts
+deactivated), 400 for a wait that is not a number of seconds.  A POST must carry the header
 ``X-Brokerless-UI`` (the page's script sends it; 403 without): a page of another site cannot
 send such a header to this one without asking first (a CORS preflight, which is not answered),
 so a web page elsewhere cannot deactivate or kill a topology through the browser of whoever
@@ -104,7 +111,7 @@ class TopologyUI:
         self.run = run
         self.refresh = refresh
         self._started = time.monotonic()
-        self._topology = json.dumps(describe_topology(run)).encode()
+        self._topology = (run.plan, json.dumps(describe_topology(run)).encode())
         self._page = resources.files(__package__).joinpath("static").joinpath(_PAGE).read_bytes()
         self._lock = threading.Lock()
         self._stats: bytes | None = None
@@ -182,9 +189,10 @@ class TopologyUI:
         return json.dumps({**figures, **self._kill_state()}, default=repr).encode()
 
     def _kill_state(self) -> dict[str, Any]:
-        """``killable``; ``kill_in_s``: the seconds left before a kill stops the run, or None."""
+        """``killable``; ``kill_in_s``: the seconds left before a kill stops the run, or None;
+        ``rebalancing``: what a rebalance under way changes, or None."""
         left = None if self.kill_at is None else max(0.0, self.kill_at - time.monotonic())
-        return {"killable": self.killable, "kill_in_s": left}
+        return {"killable": self.killable, "kill_in_s": left, "rebalancing": self.run.rebalancing}
 
     def status(self) -> bytes:
         """The JSON of ``/api/status`` (see the module doc)."""
@@ -193,23 +201,35 @@ class TopologyUI:
             status = "stopped"
         elif self.kill_at is not None:
             status = "killed"
+        elif run.rebalancing is not None:
+            status = "rebalancing"
         else:
             status = "active" if run.active else "inactive"
-        return json.dumps({"name": run.plan.name, "status": status, **self._kill_state()}).encode()
+        said = {"name": run.plan.name, "status": status, "workers": run.plan.config.num_workers}
+        return json.dumps({**said, **self._kill_state()}).encode()
 
     def topology(self) -> bytes:
-        return self._topology
+        """The JSON of ``/api/topology``: the plan, described again after a rebalance."""
+        plan = self.run.plan
+        if self._topology[0] is not plan:
+            self._topology = (plan, json.dumps(describe_topology(self.run)).encode())
+        return self._topology[1]
 
     def set_active(self, active: bool) -> bytes:
         """Activate or deactivate the run (``POST /api/activate`` or ``/api/deactivate``);
-        the JSON of the answer.  Raises RuntimeError when the run has stopped or is killed
-        (as Storm refuses to activate a killed topology)."""
+        the JSON of the answer.  Raises RuntimeError when the run has stopped, is killed or
+        is rebalancing (as Storm refuses to activate a killed or rebalancing topology)."""
         run = self.run
         if run.stopped:
             raise RuntimeError(f"topology {run.plan.name!r} has stopped")
         if self.kill_at is not None:
             left = max(0.0, self.kill_at - time.monotonic())
             raise RuntimeError(f"topology {run.plan.name!r} is killed: it stops in {left:.3g} s")
+        if run.rebalancing is not None:
+            raise RuntimeError(
+                f"topology {run.plan.name!r} is being rebalanced ({run.rebalancing}): its spouts "
+                "are active again after it if they were before"
+            )
         if active:
             run.activate()
         else:
@@ -239,6 +259,21 @@ class TopologyUI:
         self._changed()
         return json.dumps({"killed": True, "wait_s": wait}).encode()
 
+    def rebalance(
+        self, wait: float | None, workers: int | None, executors: dict[str, int]
+    ) -> bytes:
+        """Storm's rebalance (``POST /api/rebalance``): checked now (ValueError for what it
+        refuses), carried out in the background; the JSON of the answer.  Raises RuntimeError
+        when the run has stopped, is killed or is rebalancing already."""
+        run = self.run
+        if self.kill_at is not None and not run.stopped:
+            raise RuntimeError(f"topology {run.plan.name!r} is killed: it cannot be rebalanced")
+        timeout = run.plan.config.message_timeout_secs
+        change = run.rebalance(wait, workers, executors, block=False)
+        self._changed()
+        said = {"rebalancing": change, "wait_s": timeout if wait is None else wait}
+        return json.dumps(said).encode()
+
     def _changed(self) -> None:
         with self._lock:
             self._stats_at = float("-inf")  # the next /api/stats says so at once
@@ -260,6 +295,9 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
         "/api/activate": lambda query: ui.set_active(True),
         "/api/deactivate": lambda query: ui.set_active(False),
         "/api/kill": lambda query: ui.kill(_wait(query)),
+        "/api/rebalance": lambda query: ui.rebalance(
+            _wait(query), _workers(query), _executors(query)
+        ),
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -284,7 +322,7 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 body = action(parse_qs(where.query))
-            except ValueError as exc:  # a wait that is not a number of seconds
+            except ValueError as exc:  # a wait that is not a number of seconds, a bad rebalance
                 self.send_error(HTTPStatus.BAD_REQUEST, str(exc))
                 return
             except RuntimeError as exc:  # stopped
@@ -323,3 +361,28 @@ def _wait(query: dict[str, list[str]]) -> float | None:
     if not 0 <= wait < math.inf:
         raise ValueError(f"wait={given[-1]!r}: give the seconds to wait, a number >= 0")
     return wait
+
+
+def _workers(query: dict[str, list[str]]) -> int | None:
+    """A rebalance's ``workers`` (an integer), or None when not given."""
+    given = query.get("workers")
+    if not given:
+        return None
+    try:
+        return int(given[-1])
+    except ValueError:
+        raise ValueError(f"workers={given[-1]!r}: give the number of workers") from None
+
+
+def _executors(query: dict[str, list[str]]) -> dict[str, int]:
+    """A rebalance's ``executors=COMPONENT=N`` (each given), as {component: N}."""
+    executors = {}
+    for given in query.get("executors", []):
+        component, _, count = given.rpartition("=")
+        try:
+            executors[component] = int(count)
+        except ValueError:
+            component = ""
+        if not component:
+            raise ValueError(f"executors={given!r}: give COMPONENT=N, N the number of executors")
+    return executors
