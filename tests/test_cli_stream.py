@@ -677,7 +677,7 @@ def test_a_name_that_is_not_running_is_an_error_listing_those_that_are():
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("command", ["ps", "activate", "deactivate", "kill"])
+@pytest.mark.parametrize("command", ["ps", "activate", "deactivate", "rebalance", "kill"])
 def test_the_commands_for_a_running_topology_have_help_with_examples(command):
     shown = brokerless("stream", command, "--help")
     assert shown.returncode == 0, shown.stderr.decode()
@@ -766,6 +766,61 @@ def test_a_killed_checkpointed_run_leaves_its_state_consistent_for_the_next(tmp_
     assert again.returncode == 0, again.stderr.decode()
     counted = json.loads(again.stdout)["emitted"]["count"]
     assert counted and min(n for _, _, n in counted) > 0  # it went on from a checkpoint
+    assert all(count == n // 5 + 1 for _, count, n in counted)  # each word counted once
+
+
+def rebalanced():
+    """Counts of Cycle's words in checkpointed state, ``count``'s four tasks on two executors."""
+    from brokerless.stream import Config, Topology, fields
+
+    return (
+        Topology("rebalanced", Config(checkpoint_interval_secs=0.1))
+        .spout("words", Cycle)
+        .bolt("count", CountWithN, parallelism=2, tasks=4, inputs={"words": fields("word")})
+    )
+
+
+@pytest.mark.timeout(240)
+def test_rebalance_moves_a_running_checkpointed_topology_to_more_workers_and_executors():
+    command = ["stream", "run", "tests.test_cli_stream:rebalanced", "--workers=2", "--ui=0"]
+    with started(*command, "--emitted=count") as process:
+        process.stderr.readline()  # (the spouts never say they are exhausted)
+        url = process.stderr.readline().decode().split()[2]
+        row = wait_for(lambda: listed("rebalanced"), timeout=120, what="ps to list the run")
+        assert row["WORKERS"] == "2"
+        # mistakes are refused before anything changes
+        for arguments, status, error in [
+            (["-e", "count=5"], 1, "parallelism of 'count' must be at most its tasks (4)"),
+            (["-e", "nope=2"], 1, "parallelism of 'nope': it has no such component"),
+            (["-n", "2"], 1, "changes nothing"),
+            (["-e", "count"], 2, "'count': give COMPONENT=N, N the number of executors"),
+            (["-n", "0"], 2, "Invalid value for '-n'"),
+            ([], 2, "give the new layout: -n WORKERS and/or -e COMPONENT=N"),
+        ]:
+            done = brokerless("stream", "rebalance", "rebalanced", *arguments)
+            assert (done.returncode, done.stdout) == (status, b""), arguments
+            assert error in done.stderr.decode(), done.stderr.decode()
+        assert listed("rebalanced")["WORKERS"] == "2"
+        said = control("rebalance", "rebalanced", "-n", "3", "-e", "count=4", "-w", "5").stdout
+        assert said.decode() == (
+            "rebalancing topology 'rebalanced': workers 2 -> 3, 'count' executors 2 -> 4; its "
+            f"spouts are deactivated for up to 5 s while the tuples in flight finish (pid "
+            f"{process.pid})\n"
+        )
+        wait_for(
+            lambda: (row := listed("rebalanced")) and row["WORKERS"] == "3",
+            timeout=120,
+            what="ps to show the run active on 3 workers",
+        )
+        with urllib.request.urlopen(url + "api/stats", timeout=30) as answer:
+            stats = json.load(answer)
+        assert len(stats["workers"]) == 3 and stats["components"]["count"]["executors"] == 4
+        control("kill", "rebalanced", "-w", "0")
+        out, err = finish(process, timeout=60)
+    assert process.returncode == 0, err.decode()
+    report = json.loads(out)
+    assert report["workers"] == 3 and not report["errors"]
+    counted = report["emitted"]["count"]
     assert all(count == n // 5 + 1 for _, count, n in counted)  # each word counted once
 
 

@@ -1,16 +1,20 @@
-"""``brokerless stream ps|activate|deactivate|kill``: Storm's ``storm list``, ``activate``,
-``deactivate`` and ``kill`` for the topologies that ``brokerless stream run`` and ``stream ui``
-run, and those started from Python (``stream/registration.py``), found by name in the registry
-(``stream/registry.py``) and told over their control server (the topology UI's HTTP server, on
-127.0.0.1: ``stream/ui/server.py``).
+"""``brokerless stream ps|activate|deactivate|rebalance|kill``: Storm's ``storm list``,
+``activate``, ``deactivate``, ``rebalance`` and ``kill`` for the topologies that ``brokerless
+stream run`` and ``stream ui`` run, and those started from Python (``stream/registration.py``),
+found by name in the registry (``stream/registry.py``) and told over their control server (the
+topology UI's HTTP server, on 127.0.0.1: ``stream/ui/server.py``).
 
 ``ps`` is ``storm list`` (``stream list`` already lists the topologies a module defines): one
-line per running topology with its status -- active, inactive, killed (stopping after a
-kill's wait) -- mode, workers, uptime and pid.  ``kill NAME -w SECS`` deactivates the spouts at
-once; the run stops SECS later (default: its ``message_timeout_secs``), so that the tuples in
-flight can finish, and prints its report as at any other end, with status 0.  ``kill`` returns
-at once, as ``storm kill`` does.  A name that is not running is an error listing those that
-are.
+line per running topology with its status -- active, inactive, rebalancing, killed (stopping
+after a kill's wait) -- mode, workers (as they are now: a rebalance changes them), uptime and
+pid.  ``rebalance NAME [-w SECS] [-n WORKERS] [-e COMPONENT=N ...]`` is Storm's: checked at
+once (a bad argument is an error and nothing changes), then the run deactivates its spouts,
+waits up to SECS (default: its ``message_timeout_secs``) for the tuples in flight, and starts
+its new layout (``TopologyRun.rebalance``); the command returns at once, as ``storm
+rebalance`` does.  ``kill NAME -w SECS`` deactivates the spouts at once; the run stops SECS
+later (default: its ``message_timeout_secs``), so that the tuples in flight can finish, and
+prints its report as at any other end, with status 0.  ``kill`` returns at once, as ``storm
+kill`` does.  A name that is not running is an error listing those that are.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlencode
 
 import click
 from click.shell_completion import CompletionItem
@@ -84,13 +89,15 @@ def ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
         ) from None
 
 
-def _status(entry: Entry) -> str:
+def _status(entry: Entry) -> tuple[str, int]:
+    """The status of ``entry``'s run and its workers now (a rebalance changes them)."""
     if entry.url is None:
-        return "starting"
+        return "starting", entry.workers
     try:
-        return str(ask(entry, "api/status")["status"])
+        said = ask(entry, "api/status")
     except click.ClickException:
-        return "unreachable"
+        return "unreachable", entry.workers
+    return str(said["status"]), int(said.get("workers", entry.workers))
 
 
 def _uptime(seconds: float) -> str:
@@ -116,9 +123,8 @@ def ps() -> None:
     rows = [("NAME", "STATUS", "MODE", "WORKERS", "UPTIME", "PID")]
     now = time.time()
     for e in entries:
-        rows.append(
-            (e.name, _status(e), e.mode, str(e.workers), _uptime(now - e.started), str(e.pid))
-        )
+        status, workers = _status(e)
+        rows.append((e.name, status, e.mode, str(workers), _uptime(now - e.started), str(e.pid)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -176,4 +182,64 @@ def kill(name: str, wait: float | None) -> None:
     )
 
 
-COMMANDS = [ps, activate, deactivate, kill]
+def _executors(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) -> list[str]:
+    """``-e COMPONENT=N`` options, checked for their form (the run checks the rest)."""
+    for option in given:
+        component, _, count = option.rpartition("=")
+        if not component or not count.isdigit():
+            raise click.BadParameter(f"{option!r}: give COMPONENT=N, N the number of executors")
+    return list(given)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  brokerless stream rebalance word-count -n 3                 # on 3 workers
+  brokerless stream rebalance word-count -e count=4 -w 10     # 'count' on 4 executors
+  brokerless stream rebalance word-count -n 2 -e split=1 -e count=2"""
+)
+@NAME_ARGUMENT
+@click.option(
+    "-w",
+    "--wait",
+    type=click.FloatRange(min=0),
+    help="Seconds at most between deactivating the spouts and the new layout, for the tuples "
+    "in flight to finish (default: the topology's message_timeout_secs; less once none is).",
+)
+@click.option(
+    "-n",
+    "--num-workers",
+    "workers",
+    type=click.IntRange(min=1),
+    help="The workers to run on.",
+)
+@click.option(
+    "-e",
+    "--executors",
+    multiple=True,
+    metavar="COMPONENT=N",
+    callback=_executors,
+    help="Run COMPONENT on N executors (at most its tasks, which never change); repeatable.",
+)
+def rebalance(name: str, wait: float | None, workers: int | None, executors: list[str]) -> None:
+    """Rebalance the running topology NAME, as `storm rebalance` does: deactivate its spouts,
+    wait for the tuples in flight, stop its workers and start them in the new layout -- a
+    checkpointed topology from a checkpoint taken then, so its state stays exact -- then
+    activate them again.  Returns at once; `stream ps` shows it rebalancing, then the new
+    number of workers."""
+    if workers is None and not executors:
+        raise click.UsageError("give the new layout: -n WORKERS and/or -e COMPONENT=N")
+    query = [("executors", e) for e in executors]
+    if workers is not None:
+        query.append(("workers", str(workers)))
+    if wait is not None:
+        query.append(("wait", f"{wait:g}"))
+    entry = entry_named(name)
+    said = ask(entry, f"api/rebalance?{urlencode(query)}", post=True)
+    click.echo(
+        f"rebalancing topology {name!r}: {said['rebalancing']}; its spouts are deactivated for "
+        f"up to {said['wait_s']:g} s while the tuples in flight finish (pid {entry.pid})"
+    )
+
+
+COMMANDS = [ps, activate, deactivate, rebalance, kill]

@@ -20,12 +20,13 @@ or not done after ``--timeout``) is an error (status 1, saying why); ``ui`` keep
 then too, showing how far it got.  While it runs, a run is findable by name (the topology's, or
 ``--name``; a name already running is refused, as Storm refuses it) in the registry
 (``stream/registry.py``) and controlled over its UI's HTTP server, which every run serves on
-127.0.0.1 (a free port) for this even without ``--ui``: ``ps``, ``activate``, ``deactivate``
-and ``kill`` (``control.py``) do it from another shell.  A killed run stops after the kill's
-wait and ends as a finished one does (``run`` prints its report, ``"killed": true``; status 0;
-``ui`` keeps its page).  ``list`` shows the topologies a module defines (``listing.py``).  A
-module is looked up in the current directory first, as ``python -m`` does.  ``worker``
-(hidden) is what ``run`` starts: one worker process, its job read from stdin.
+127.0.0.1 (a free port) for this even without ``--ui``: ``ps``, ``activate``, ``deactivate``,
+``rebalance``, ``kill`` (``control.py``) and ``monitor`` (``throughput.py``) do it from another
+shell.  A killed run stops after the kill's wait and ends as a finished one does (``run``
+prints its report, ``"killed": true``; status 0; ``ui`` keeps its page).  ``list`` shows the
+topologies a module defines (``listing.py``).  A module is looked up in the current directory
+first, as ``python -m`` does.  ``worker`` (hidden) is what ``run`` starts: one worker process,
+its job read from stdin.
 """
 
 from __future__ import annotations
