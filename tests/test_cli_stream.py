@@ -791,7 +791,8 @@ def test_rebalance_moves_a_running_checkpointed_topology_to_more_workers_and_exe
         # mistakes are refused before anything changes
         for arguments, status, error in [
             (["-e", "count=5"], 1, "parallelism of 'count' must be at most its tasks (4)"),
-            (["-e", "nope=2"], 1, "parallelism of 'nope': it has no such component"),
+            # (a name in any script: the refusal says it, not "does not answer")
+            (["-e", "计数=2"], 1, "parallelism of '计数': it has no such component"),
             (["-n", "2"], 1, "changes nothing"),
             (["-e", "count"], 2, "'count': give COMPONENT=N, N the number of executors"),
             (["-n", "0"], 2, "Invalid value for '-n'"),

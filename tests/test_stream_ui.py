@@ -268,6 +268,22 @@ def test_kill_deactivates_now_and_says_when_the_run_stops_as_storm_ui_does():
         assert refused(api + "kill", **header) == (409, "topology 'live-word-count' has stopped")
 
 
+def test_a_refusal_says_why_in_any_script():
+    """The reason phrase of an HTTP status line is latin-1: a refusal naming a topology in
+    another script closed the connection without an answer instead."""
+    topology = Topology("单词").spout("sentences", PacedSentences)
+    with run_local(topology, ui=True) as run:
+        request = urllib.request.Request(
+            run.ui.url + "api/kill", data=b"", method="POST", headers={ACTION_HEADER: "1"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 409
+        said = json.load(refused.value)["error"]
+        assert said.startswith("topology '单词' was started from Python: stop it there")
+        assert refused.value.reason.startswith(r"topology '\u5355\u8bcd' was started")
+
+
 def test_stats_are_computed_at_most_once_per_refresh_however_many_ask():
     with run_local(endless_word_count()) as run:
         calls = []

@@ -80,8 +80,12 @@ def ask(entry: Entry, path: str, post: bool = False) -> dict[str, Any]:
         with urllib.request.urlopen(request, timeout=_TIMEOUT) as answer:
             said: dict[str, Any] = json.load(answer)
             return said
-    except urllib.error.HTTPError as exc:  # 409: it has stopped (the reason says so)
-        raise click.ClickException(str(exc.reason)) from None
+    except urllib.error.HTTPError as exc:  # 409: it has stopped, 400: refused (it says why)
+        try:
+            why = str(json.load(exc)["error"])
+        except (ValueError, KeyError, TypeError, OSError):  # not the server's own refusal
+            why = str(exc.reason)
+        raise click.ClickException(why) from None
     except OSError as exc:  # (URLError is one) it is ending, or stuck
         raise click.ClickException(
             f"topology {entry.name!r} (pid {entry.pid}) does not answer at {entry.url}: "

@@ -30,9 +30,10 @@ is under way or once the run is killed (as Storm refuses it then).
 Whoever runs the topology does the stop: it says it will by setting ``killable`` (``brokerless
 stream run`` and ``stream ui`` do, and wait on ``killed``; a run started from Python does when
 it is registered, and stops itself through ``on_kill``: ``stream/registration.py``); a run
-started with ``register=False`` has no Kill button (it is stopped where it runs).  An action is
-answered 409 once the run has stopped (or, for a kill, when nobody would stop it; for activate
-and deactivate, once it is killed or while it is rebalancing, as Storm refuses them then -- a
+started with ``register=False`` has no Kill button (it is stopped where it runs).  A refusal
+says why in its JSON body (``{"error": ...}``) and its reason phrase.  An action is answered
+409 once the run has stopped (or, for a kill, when nobody would stop it; for activate and
+deactivate, once it is killed or while it is rebalancing, as Storm refuses them then -- a
 second kill replaces the first's wait, and a kill during a rebalance leaves the spouts
 deactivated), 400 for a wait that is not a number of seconds.  A POST must carry the header
 ``X-Brokerless-UI`` (the page's script sends it; 403 without): a page of another site cannot
@@ -323,12 +324,24 @@ def _handler(ui: TopologyUI) -> type[BaseHTTPRequestHandler]:
             try:
                 body = action(parse_qs(where.query))
             except ValueError as exc:  # a wait that is not a number of seconds, a bad rebalance
-                self.send_error(HTTPStatus.BAD_REQUEST, str(exc))
+                self._refuse(HTTPStatus.BAD_REQUEST, str(exc))
                 return
             except RuntimeError as exc:  # stopped
-                self.send_error(HTTPStatus.CONFLICT, str(exc))
+                self._refuse(HTTPStatus.CONFLICT, str(exc))
                 return
             self._answer(body, "application/json")
+
+        def _refuse(self, status: HTTPStatus, why: str) -> None:
+            """Refuse an action: ``why`` in the JSON body (``{"error": why}``, UTF-8) and as the
+            reason phrase, as far as a status line can carry it (latin-1, one line): a name
+            in another script must not cost the answer."""
+            reason = why.encode("latin-1", "backslashreplace").decode("latin-1")
+            self.send_response(status, " ".join(reason.splitlines()))
+            body = json.dumps({"error": why}).encode()
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def do_PUT(self) -> None:
             self.send_error(HTTPStatus.METHOD_NOT_ALLOWED)
