@@ -823,6 +823,7 @@ def test_rebalance_moves_a_running_checkpointed_topology_to_more_workers_and_exe
     assert report["workers"] == 3 and not report["errors"]
     counted = report["emitted"]["count"]
     assert all(count == n // 5 + 1 for _, count, n in counted)  # each word counted once
+    assert min(n for _, _, n in counted) == 0  # (what the first workers emitted is kept)
 
 
 def test_the_command_loads_the_ui_server_only_when_used():

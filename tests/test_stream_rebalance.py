@@ -158,9 +158,12 @@ def test_bad_arguments_are_refused_before_anything_stops(arguments, error):
             assert "declare it with tasks=N" in str(refused.value)
 
 
-def test_a_rebalance_is_no_lost_attempt_and_a_stopped_run_has_none():
+def test_a_rebalance_is_no_lost_attempt_keeps_the_status_and_a_stopped_run_has_none():
     with run_local(counting(), max_attempts=1) as run:
+        run.deactivate()
         run.rebalance(wait=0, workers=2)
+        assert not run.active  # (Storm: back to the status it had)
+        run.activate()
         run.rebalance(wait=0, workers=1, parallelism={"relay": 3})
         wait_for(lambda: run.statistics()["relay"].processed, what="tuples after rebalancing")
         assert run.failure is None and run.attempt == 3 and len(run.restarts) == 2

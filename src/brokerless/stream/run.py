@@ -265,11 +265,13 @@ class TopologyRun(ABC):
         no spout tuple is pending and nothing is queued or moving; a checkpointed run then
         takes a checkpoint; every worker stops and the new layout's workers start, a
         checkpointed run's from that checkpoint (or, if it could not complete, the last
-        complete one: as a rollback, no loss and no double counting), each spout task of a
-        plain run opened again (what did not complete is for its source to replay, as in
-        Storm).  The spouts are then active again if they were.  The swap is a new
-        ``attempt``, its cause in ``restarts``, and not a failure (it does not count toward
-        ``max_attempts``); what earlier attempts captured and reported is kept.
+        complete one: as a rollback, no loss and no double counting); a plain run's tasks
+        all start afresh, as in Storm -- each spout opened again (what did not complete is
+        for its source to replay), each bolt without what it held in memory (only a
+        ``StatefulBolt``'s state moves).  The spouts are then active again if they were.
+        The swap is a new ``attempt``, its cause in ``restarts``, and not a failure (it does
+        not count toward ``max_attempts``); what earlier attempts captured and reported is
+        kept.
 
         Raises ValueError (``TopologyError``) for an unknown component, a parallelism below 1
         or above the component's tasks, ``workers`` below 1 or nothing to change, and
