@@ -826,6 +826,32 @@ def test_rebalance_moves_a_running_checkpointed_topology_to_more_workers_and_exe
     assert min(n for _, _, n in counted) == 0  # (what the first workers emitted is kept)
 
 
+def held():
+    """A reliable spout whose first tuple the bolt never acks: one is pending for 30 s."""
+    from functools import partial
+
+    from brokerless.stream import Topology
+
+    from .stream_topologies import HoldValue, ReliableCounter
+
+    return (
+        Topology("held")
+        .spout("counter", ReliableCounter)
+        .bolt("hold", partial(HoldValue, 0), inputs=["counter"])
+    )
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_during_a_rebalance_stops_the_run_as_any_ctrl_c():
+    with started("stream", "run", "tests.test_cli_stream:held", "--local") as process:
+        wait_for(lambda: listed("held"), timeout=60, what="ps to list the run")
+        control("rebalance", "held", "-n", "2", "-w", "60")  # (waits for the held tuple)
+        assert listed("held", "rebalancing")
+        _, err = interrupt(process)  # status 130, no traceback
+    assert b"rebalance" not in err
+    assert ps() == "No topologies running.\n" and not registry()
+
+
 def test_the_command_loads_the_ui_server_only_when_used():
     # every `brokerless` command imports the stream commands: the UI's HTTP server (and
     # http.server) must not come with them

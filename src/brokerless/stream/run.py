@@ -357,8 +357,9 @@ class TopologyRun(ABC):
     def _rebalance_in_background(self, plan: TopologyPlan, change: str, wait: float) -> None:
         try:
             self._rebalance(plan, change, wait)
-        except Exception:  # the run stopped or failed meanwhile: its own state says so
-            log.warning("%s: rebalance (%s) not done", self.plan.name, change, exc_info=True)
+        except Exception as exc:  # the run stopped (Ctrl-C, a kill) or failed meanwhile
+            if not self.stopped:  # (a stop says why it stopped; a failure is ``failure``)
+                log.warning("%s: rebalance (%s) not done: %s", self.plan.name, change, exc)
 
     def _check_rebalance(self, plan: TopologyPlan) -> None:  # noqa: B027 (most modes: none)
         """Raise ValueError if this run cannot run ``plan`` (a mode's own limits)."""
