@@ -96,8 +96,13 @@ def test_a_checkpointed_word_count_rebalanced_on_spark_counts_exactly_what_was_s
     topology = gated_word_count(gate).with_config(checkpoint_dir=str(tmp_path / "checkpoints"))
     with run_on_spark(topology, master="local[3]") as run:
         # an in-process master never has more task slots: refused before anything stops
-        with pytest.raises(TopologyError, match="needs 4 Spark task slots at once"):
+        with pytest.raises(TopologyError) as refused:
             run.rebalance(workers=4)
+        assert str(refused.value) == (
+            "topology 'rebalanced-word-count' cannot be rebalanced to 4 workers: its Spark "
+            "master 'local[3]' has 3 task slots (one barrier task per worker), and a running "
+            "topology keeps its master: rebalance to at most 3 workers"
+        )
         assert run.attempt == 1 and run.active
         rebalance_word_count_mid_stream(run, gate)
 

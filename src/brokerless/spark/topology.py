@@ -448,9 +448,13 @@ class SparkRun(ControlledRun):
     def _check_rebalance(self, plan: TopologyPlan) -> None:
         """An in-process master never gains task slots: refuse more workers than it has."""
         sc = self.spark.sparkContext
-        n = plan.config.num_workers
-        if in_process(master_url(sc)) and task_slots(sc) < n:
-            raise TopologyError(slot_shortage(sc, plan.name, n, task_slots(sc)))
+        n, slots = plan.config.num_workers, task_slots(sc)
+        if in_process(master_url(sc)) and slots < n:
+            raise TopologyError(
+                f"topology {plan.name!r} cannot be rebalanced to {n} workers: its Spark master "
+                f"{master_url(sc)!r} has {slots} task slots (one barrier task per worker), and "
+                f"a running topology keeps its master: rebalance to at most {slots} workers"
+            )
 
     def _swap(self, plan: TopologyPlan, cause: str) -> None:
         """A rebalance: the supervisor, which owns the attempts, ends this one and submits
