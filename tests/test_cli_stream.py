@@ -770,22 +770,37 @@ def test_a_killed_checkpointed_run_leaves_its_state_consistent_for_the_next(tmp_
 
 
 def rebalanced():
-    """Counts of Cycle's words in checkpointed state, ``count``'s four tasks on two executors."""
+    """Counts of Cycle's words in checkpointed state, in $CHECKPOINTS (Spark needs one);
+    ``count``'s four tasks on two executors."""
     from brokerless.stream import Config, Topology, fields
 
+    config = Config(checkpoint_interval_secs=0.1, checkpoint_dir=os.environ["CHECKPOINTS"])
     return (
-        Topology("rebalanced", Config(checkpoint_interval_secs=0.1))
+        Topology("rebalanced", config)
         .spout("words", Cycle)
         .bolt("count", CountWithN, parallelism=2, tasks=4, inputs={"words": fields("word")})
     )
 
 
-@pytest.mark.timeout(240)
-def test_rebalance_moves_a_running_checkpointed_topology_to_more_workers_and_executors():
-    command = ["stream", "run", "tests.test_cli_stream:rebalanced", "--workers=2", "--ui=0"]
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["--workers=2"],
+        # the same rebalance on Spark (slow: a Spark start; the swap is the API test's)
+        pytest.param(["--spark", "--master=local[3]", "--workers=2"], marks=pytest.mark.slow),
+    ],
+)
+def test_rebalance_moves_a_running_checkpointed_topology_to_more_workers_and_executors(
+    mode, tmp_path, monkeypatch
+):
+    monkeypatch.setitem(ENV, "CHECKPOINTS", str(tmp_path))
+    command = ["stream", "run", "tests.test_cli_stream:rebalanced", *mode, "--ui=0"]
     with started(*command, "--emitted=count") as process:
-        process.stderr.readline()  # (the spouts never say they are exhausted)
-        url = process.stderr.readline().decode().split()[2]
+        assert process.stderr is not None
+        said = iter(process.stderr.readline, b"")  # (Spark logs there too)
+        url = next(line for line in said if line.startswith(b"topology UI: ")).split()[2]
+        url = url.decode()
         row = wait_for(lambda: listed("rebalanced"), timeout=120, what="ps to list the run")
         assert row["WORKERS"] == "2"
         # mistakes are refused before anything changes
