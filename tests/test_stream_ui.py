@@ -272,7 +272,7 @@ def test_a_refusal_says_why_in_any_script():
     """The reason phrase of an HTTP status line is latin-1: a refusal naming a topology in
     another script closed the connection without an answer instead."""
     topology = Topology("单词").spout("sentences", PacedSentences)
-    with run_local(topology, ui=True) as run:
+    with run_local(topology, ui=True, register=False) as run:  # (so that a kill is refused)
         request = urllib.request.Request(
             run.ui.url + "api/kill", data=b"", method="POST", headers={ACTION_HEADER: "1"}
         )
@@ -280,7 +280,7 @@ def test_a_refusal_says_why_in_any_script():
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 409
         said = json.load(refused.value)["error"]
-        assert said.startswith("topology '单词' was started from Python: stop it there")
+        assert said.startswith("topology '单词' was started with register=False: stop it where")
         assert refused.value.reason.startswith(r"topology '\u5355\u8bcd' was started")
 
 
