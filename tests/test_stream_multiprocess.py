@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from brokerless.stream import (
     shuffle,
 )
 from brokerless.stream.examples import SENTENCES, final_counts, word_count_topology
-from brokerless.stream.multiprocess import WorkerProcessError, run_multiprocess
+from brokerless.stream.multiprocess import MultiprocessRun, WorkerProcessError, run_multiprocess
 
 from .processes import child_pids, gone
 from .stream_topologies import Counter, GatedValueSpout, Recorder, ValueSpout, wait_for
@@ -132,6 +133,31 @@ def test_a_worker_that_dies_every_time_is_reported_after_the_last_attempt():
         victim.wait(10)
         with pytest.raises(WorkerProcessError, match=rf"worker 1 .*pid {victim.pid}"):
             run.wait_until_done(timeout=30)
+
+
+def test_a_run_ended_by_a_lost_worker_says_so_to_whoever_asks_while_it_stops(monkeypatch):
+    """The supervisor stopped the run, then recorded why: a wait that looked in between (CI,
+    under load) got "RuntimeError: ... is stopped: its workers are gone" instead of the
+    WorkerProcessError.  Here the look is made from inside the stop, the moment it is done."""
+    seen = []
+    real_stop = MultiprocessRun.stop
+
+    def stop_and_look(run):
+        real_stop(run)
+        if threading.current_thread() is not threading.main_thread() and not seen:
+            try:
+                run.wait_until_done(timeout=5)
+            except BaseException as exc:
+                seen.append(exc)
+
+    monkeypatch.setattr(MultiprocessRun, "stop", stop_and_look)
+    topo = Topology("endless").spout("counter", Counter).bolt(
+        "sink", Recorder, inputs={"counter": all_()})
+    with run_multiprocess(topo, workers=2, max_attempts=1) as run:
+        run.processes[1].kill()
+        with pytest.raises(WorkerProcessError):
+            run.wait_until_done(timeout=30)
+    assert len(seen) == 1 and isinstance(seen[0], WorkerProcessError), seen
 
 
 def test_a_plain_topology_that_loses_a_worker_starts_its_workers_again(tmp_path):

@@ -495,10 +495,11 @@ class SparkRun(ControlledRun):
         self._await_slots(now)
 
     def _give_up(self, failure: BaseException) -> NoReturn:
-        """Stop the run and raise why; every later call raises it too."""
+        """Stop the run and raise why; every later call raises it too (why is set first:
+        whoever sees the run stopped must see why too)."""
+        self._failure = failure
         self.stop()
         self.phase = Phase.FAILED
-        self._failure = failure
         raise failure
 
     # -- stopping ----------------------------------------------------------------------------

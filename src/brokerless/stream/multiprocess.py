@@ -257,8 +257,10 @@ class MultiprocessRun(ControlledRun):
         allowed, else return the checkpoint the next one restores (None: from the start)."""
         failure = self._attempt_lost(cause)
         if failure is not None:
+            # why, before the stop: whoever sees the run stopped must see why too
+            self._failure = error = WorkerProcessError(failure)
             self.stop()
-            raise WorkerProcessError(failure)
+            raise error
         return None if self._coordinator is None else self._coordinator.restart()
 
     def _lost(self) -> str | None:
