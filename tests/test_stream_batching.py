@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from brokerless.stream import (
+    DEFAULT_STREAM,
     BatchingBolt,
     Bolt,
     Config,
@@ -23,7 +24,7 @@ from brokerless.stream import (
     shuffle,
 )
 
-from .live_input import counted
+from .live_input import counted, words
 from .stream_topologies import (
     CountBatches,
     FailAll,
@@ -178,29 +179,52 @@ class BatchWords(BatchingBolt):
             self.emit([key])
 
 
-SENTENCES = [f"s{i} the cow jumped over the moon {i % 7}" for i in range(3000)]
+class TrackedSentences(SequenceSpout):
+    """SequenceSpout's tuples, each with its position as ``msg_id``: tracked, so
+    ``max_spout_pending`` bounds how far the spout runs ahead of the barriers."""
+
+    def emit(
+        self,
+        values: Any,
+        stream: str = DEFAULT_STREAM,
+        msg_id: Any = None,
+        direct_task: int | None = None,
+    ) -> list[int]:
+        return super().emit(values, stream, self.position(), direct_task)
+
+
+SENTENCES = [f"s{i} the cow jumped over the moon {i % 7}" for i in range(1200)]
 
 
 def test_a_checkpoint_takes_every_batch_before_its_barrier_so_a_rollback_loses_none():
     """In a checkpointed topology a batching bolt processes its batches before a barrier
     passes it (its ticks here come once an hour): the tuples it held are in the checkpoint,
-    and a worker killed after it loses none of them.  The run ends only with the last batch."""
+    and a worker killed after it loses none of them.  The run ends only with the last batch.
+    The spout's tuples are acked only as the batches holding them are processed, at a barrier,
+    and at most 200 are in flight: the run moves on a checkpoint at a time, so the worker is
+    killed with most of the input still to come, however slow the machine.  (Untracked, the
+    spout emitted all its sentences at once, the second barrier came behind all of them, and
+    the wait for two checkpoints timed out when two test files ran side by side.)"""
     topology = (
         Topology(
             "batched-count",
-            Config(num_workers=2, checkpoint_interval_secs=0.05, tick_tuple_freq_secs=3600),
+            Config(
+                num_workers=2,
+                checkpoint_interval_secs=0.05,
+                tick_tuple_freq_secs=3600,
+                max_spout_pending=200,
+            ),
         )
-        .spout("sentences", partial(SequenceSpout, [[s] for s in SENTENCES], ["sentence"]))
+        .spout("sentences", partial(TrackedSentences, [[s] for s in SENTENCES], ["sentence"]))
         .bolt("split", WordSplit, parallelism=2, inputs={"sentences": shuffle()})
         .bolt("batch", BatchWords, parallelism=2, inputs={"split": fields("word")})
         .bolt("count", StatefulCount, parallelism=2, inputs={"batch": fields("word")})
     )
     with run_local(topology) as run:
         wait_for(lambda: run.checkpoint_statistics().completed >= 2, what="two checkpoints")
+        assert counted(run.checkpoint_dir).total() < words(SENTENCES).total() / 2
         run.kill_worker(1)
         run.wait_until_done(30)
         run.checkpoint()
-        assert counted(run.checkpoint_dir) == collections.Counter(
-            w for s in SENTENCES for w in s.split()
-        )
+        assert counted(run.checkpoint_dir) == words(SENTENCES)
         assert len(run.restarts) == 1
