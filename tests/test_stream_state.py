@@ -321,6 +321,7 @@ def test_a_task_declines_rather_than_hold_back_without_bound(tmp_path):
         feed((a, 1), *["a"] * 9)  # more than 4 queues of 2
         (declined,) = acks(1)
         assert declined.checkpoint == 1 and "held back over 8 tuples" in declined.error
+        assert "a larger executor_queue_size" in declined.error  # what to do about it
         assert bolt.counts["a"] == 9  # nothing lost
 
 

@@ -344,7 +344,13 @@ class CheckpointedBoltExecutor(_Checkpointed[Bolt], BoltExecutor):
         elif align.arrived and tup.task in align.arrived:
             align.held.append(tup)
             if len(align.held) > self._max_held:
-                self._give_up(align, state, f"alignment held back over {self._max_held} tuples")
+                self._give_up(
+                    align,
+                    state,
+                    f"alignment held back over {self._max_held} tuples ({_MAX_HELD} x "
+                    "executor_queue_size) waiting for the barrier from every input task: a "
+                    "larger executor_queue_size lets input tasks run further apart",
+                )
         else:
             _process(self, state, tup)
 
