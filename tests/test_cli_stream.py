@@ -581,8 +581,8 @@ def test_deactivate_and_activate_stop_and_resume_a_running_topology():
         interrupt(process)
 
 
-def slow():
-    """A reliable spout feeding a bolt that takes 20 ms a tuple, with at most 20 in flight."""
+def slow(ms: int = 20):
+    """A reliable spout feeding a bolt that takes ``ms`` a tuple, with at most 20 in flight."""
     from functools import partial
 
     from brokerless.stream import Config, Topology, shuffle
@@ -592,7 +592,7 @@ def slow():
     return (
         Topology("slow", Config(max_spout_pending=20))
         .spout("counter", ReliableCounter)
-        .bolt("busy", partial(Busy, 20), inputs={"counter": shuffle()})
+        .bolt("busy", partial(Busy, ms), inputs={"counter": shuffle()})
     )
 
 
@@ -628,9 +628,16 @@ def test_kill_with_a_wait_lets_the_tuples_in_flight_finish_then_stops_the_run(mo
     assert "slow" not in ps() and not registry()
 
 
+def slower():
+    """``slow`` with 4 s of work in flight: its bolt takes 200 ms a tuple."""
+    return slow(200)
+
+
 @pytest.mark.timeout(120)
 def test_kill_without_a_wait_stops_the_run_at_once():
-    with started("stream", "run", "tests.test_cli_stream:slow", "--local") as process:
+    # (the slower bolt: with 20 ms a tuple, the 0.4 s of work in flight could all be done by
+    # the time a loaded machine had stopped the run)
+    with started("stream", "run", "tests.test_cli_stream:slower", "--local") as process:
         wait_for(lambda: listed("slow"), timeout=60, what="ps to list the run")
         url = find("slow").url  # (listed: its control server is up)
         # tuples in flight: on a loaded machine the kill could come before the first emit

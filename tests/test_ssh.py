@@ -35,15 +35,18 @@ WAIT = 30.0
 # they ran (a tunnel's ``sleep``) outlive the listener, and this machine's init does not reap
 # orphans.  SIGTERM stops sshd, then what is left of it (SIGTERM, never SIGKILL: a login shell
 # killed outright can leave its rc files' locks behind); the reaper exits when none is left.
+# Once sshd is gone it polls (every 50 ms) rather than blocks in wait(): a process orphaned
+# after a look at its children -- its parent ended by that look's SIGTERM -- comes to the
+# reaper later, and a blocking wait() for it alone waited as long as it ran (CI: 30 s).
 REAPER = """
-import ctypes, glob, os, signal, subprocess, sys
+import ctypes, glob, os, signal, subprocess, sys, time
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
 sshd = subprocess.Popen(sys.argv[1:])
 signal.signal(signal.SIGTERM, lambda *_: sshd.terminate())
 stopped = False
 while True:
     try:
-        pid, _ = os.wait()
+        pid, _ = os.waitpid(-1, os.WNOHANG if stopped else 0)
     except ChildProcessError:
         break
     stopped = stopped or pid == sshd.pid
@@ -51,6 +54,8 @@ while True:
         for children in glob.glob("/proc/self/task/*/children"):
             for child in open(children).read().split():
                 os.kill(int(child), signal.SIGTERM)
+        if pid == 0:
+            time.sleep(0.05)
 """
 
 
