@@ -302,18 +302,21 @@ def test_capacity_is_the_share_of_time_a_bolt_spends_in_process(mode):
     run = run_local if mode == "local" else partial(run_multiprocess, workers=2)
     with run(topology) as running:
 
-        def each_slow_executor_did_100() -> Statistics | None:  # 2 s of work: start-up is
+        def each_slow_executor_did_200() -> Statistics | None:  # 4 s of work: start-up is
             stats = running.statistics()  # a small part of its time
             slow = [e for e in stats.executors if e.component == "slow"]
-            return stats if all(e.processed >= 100 for e in slow) else None
+            return stats if all(e.processed >= 200 for e in slow) else None
 
-        stats = wait_for(each_slow_executor_did_100, timeout=60, what="100 tuples each")
+        stats = wait_for(each_slow_executor_did_200, timeout=60, what="200 tuples each")
     slow, quick = stats["slow"], stats["quick"]
     executors = [e for e in stats.executors if e.component == "slow"]
-    # about 1 (timings are sampled; a loaded machine's slow start of the other worker leaves
-    # the executor idle for a part of its life: 0.5 was once too high a floor there)
-    assert slow.capacity == max(e.capacity for e in executors) > 0.3
-    assert all(0.3 < e.capacity < 1.5 for e in executors)
+    # about 1: timings are sampled (one tuple in 16: some 12 samples an executor here), and on
+    # a loaded machine a sleep of 20 ms can overrun, so one late sample moves the mean (once
+    # above 1.5); a slow start of the other worker leaves an executor idle for part of its
+    # life (once below 0.5)
+    capacities = [e.capacity for e in executors]
+    assert slow.capacity == max(capacities) > 0.3, capacities
+    assert all(0.3 < c < 2.0 for c in capacities), capacities
     assert quick.capacity is not None and quick.capacity < 0.1
     assert stats["numbers"].capacity is None and stats["numbers"].windows["10m"].capacity is None
     # younger than 10 minutes: every window is its whole life, as the all-time figures
